@@ -1,0 +1,1 @@
+"""Reference solution of the transformer-LM-from-scratch assignment."""

@@ -1,0 +1,109 @@
+"""Scaled dot-product attention and causal multi-head self-attention."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from einops import einsum, rearrange
+from jaxtyping import Bool, Float, Int
+from torch import Tensor, nn
+
+from cs336_basics.functional import softmax
+from cs336_basics.kv_cache import LayerKVCache
+from cs336_basics.linear import Linear
+from cs336_basics.rope import RotaryPositionalEmbedding
+
+
+def scaled_dot_product_attention(
+    Q: Float[Tensor, "... queries d_k"],
+    K: Float[Tensor, "... keys d_k"],
+    V: Float[Tensor, "... keys d_v"],
+    mask: Bool[Tensor, "... queries keys"] | None = None,
+) -> Float[Tensor, "... queries d_v"]:
+    """``softmax(Q K^T / sqrt(d_k)) V`` over any leading dims.
+
+    ``mask`` is boolean and broadcasts against the scores: **True means "may attend"**;
+    False positions get probability zero. Every query must be allowed at least one key.
+    """
+    # BEGIN SOLUTION
+    d_k = Q.shape[-1]
+    scores = einsum(Q, K, "... queries d_k, ... keys d_k -> ... queries keys") / math.sqrt(d_k)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = softmax(scores, dim=-1)
+    return einsum(weights, V, "... queries keys, ... keys d_v -> ... queries d_v")
+    # END SOLUTION
+
+
+def causal_mask(num_queries: int, num_keys: int, device: torch.device | None = None) -> Tensor:
+    """Boolean ``(num_queries, num_keys)`` mask, True where the query may attend.
+
+    The queries are the *last* ``num_queries`` positions of the key sequence (so with a KV
+    cache, query ``i`` sits at position ``num_keys - num_queries + i``) and each attends to
+    itself and everything before it.
+    """
+    offset = num_keys - num_queries
+    return torch.ones(num_queries, num_keys, dtype=torch.bool, device=device).tril(diagonal=offset)
+
+
+class MultiHeadSelfAttention(nn.Module):
+    """Causal multi-head self-attention with optional RoPE on queries and keys.
+
+    Projections ``q_proj``, ``k_proj``, ``v_proj`` and ``output_proj`` are ``d_model x d_model``
+    linear maps; heads are the contiguous ``d_k = d_model / num_heads`` slices of the
+    projected features (head ``h`` owns rows ``h*d_k .. (h+1)*d_k - 1`` of each weight).
+    RoPE, when ``rope`` is given, is applied to queries and keys only, never to values.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        rope: RotaryPositionalEmbedding | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        if num_heads < 1 or d_model % num_heads != 0:
+            raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.d_k = d_model // num_heads
+        if rope is not None and rope.d_k != self.d_k:
+            raise ValueError(f"RoPE was built for d_k={rope.d_k}, but the heads have d_k={self.d_k}")
+        self.q_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        self.k_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        self.v_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        self.output_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        self.rope = rope
+
+    def forward(
+        self,
+        x: Float[Tensor, "... seq d_model"],
+        token_positions: Int[Tensor, "... seq"] | None = None,
+        kv_cache: LayerKVCache | None = None,
+    ) -> Float[Tensor, "... seq d_model"]:
+        """Attend causally over ``x``; with ``kv_cache``, ``x`` holds only the new tokens.
+
+        ``token_positions`` defaults to ``cached_length, cached_length + 1, ...``.
+        """
+        # BEGIN SOLUTION
+        seq_len = x.shape[-2]
+        past = 0 if kv_cache is None else kv_cache.length
+        q, k, v = (
+            rearrange(proj(x), "... seq (heads d_k) -> ... heads seq d_k", heads=self.num_heads)
+            for proj in (self.q_proj, self.k_proj, self.v_proj)
+        )
+        if self.rope is not None:
+            if token_positions is None:
+                token_positions = torch.arange(past, past + seq_len, device=x.device)
+            head_positions = rearrange(token_positions, "... seq -> ... 1 seq")
+            q = self.rope(q, head_positions)
+            k = self.rope(k, head_positions)
+        if kv_cache is not None:
+            k, v = kv_cache.append(k, v)
+        mask = causal_mask(seq_len, k.shape[-2], device=x.device)
+        attended = scaled_dot_product_attention(q, k, v, mask)
+        return self.output_proj(rearrange(attended, "... heads seq d_k -> ... seq (heads d_k)"))
+        # END SOLUTION

@@ -1,0 +1,294 @@
+"""The adapter shim: the only place the tests touch ``cs336_basics``.
+
+Each ``run_*`` function builds your component, loads the given weights into it and returns its
+output. The names and parameters are exactly those of the course's spring-2025 adapters, so
+this file drops into either copy of the test suite. It imports only ``cs336_basics`` and
+third-party packages.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import IO, Any, BinaryIO
+
+import numpy.typing as npt
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+from cs336_basics.attention import MultiHeadSelfAttention, scaled_dot_product_attention
+from cs336_basics.block import TransformerBlock
+from cs336_basics.config import ModelConfig
+from cs336_basics.embedding import Embedding
+from cs336_basics.feedforward import SwiGLU
+from cs336_basics.functional import silu, softmax
+from cs336_basics.linear import Linear
+from cs336_basics.model import TransformerLM
+from cs336_basics.rmsnorm import RMSNorm
+from cs336_basics.rope import RotaryPositionalEmbedding
+
+
+def run_linear(
+    d_in: int,
+    d_out: int,
+    weights: Float[Tensor, " d_out d_in"],
+    in_features: Float[Tensor, " ... d_in"],
+) -> Float[Tensor, " ... d_out"]:
+    """Apply a ``Linear(d_in, d_out)`` whose weight is ``weights`` to ``in_features``."""
+    # BEGIN SOLUTION
+    linear = Linear(d_in, d_out, device=weights.device, dtype=weights.dtype)
+    linear.load_state_dict({"weight": weights})
+    return linear(in_features)
+    # END SOLUTION
+
+
+def run_embedding(
+    vocab_size: int,
+    d_model: int,
+    weights: Float[Tensor, " vocab_size d_model"],
+    token_ids: Int[Tensor, " ..."],
+) -> Float[Tensor, " ... d_model"]:
+    """Look up ``token_ids`` in an ``Embedding(vocab_size, d_model)`` with weight ``weights``."""
+    # BEGIN SOLUTION
+    embedding = Embedding(vocab_size, d_model, device=weights.device, dtype=weights.dtype)
+    embedding.load_state_dict({"weight": weights})
+    return embedding(token_ids)
+    # END SOLUTION
+
+
+def run_swiglu(
+    d_model: int,
+    d_ff: int,
+    w1_weight: Float[Tensor, " d_ff d_model"],
+    w2_weight: Float[Tensor, " d_model d_ff"],
+    w3_weight: Float[Tensor, " d_ff d_model"],
+    in_features: Float[Tensor, " ... d_model"],
+) -> Float[Tensor, " ... d_model"]:
+    """Apply a SwiGLU feed-forward ``w2(silu(w1 x) * w3 x)`` with the given weights."""
+    # BEGIN SOLUTION
+    swiglu = SwiGLU(d_model, d_ff, device=w1_weight.device, dtype=w1_weight.dtype)
+    swiglu.load_state_dict({"w1.weight": w1_weight, "w2.weight": w2_weight, "w3.weight": w3_weight})
+    return swiglu(in_features)
+    # END SOLUTION
+
+
+def run_scaled_dot_product_attention(
+    Q: Float[Tensor, " ... queries d_k"],
+    K: Float[Tensor, " ... keys d_k"],
+    V: Float[Tensor, " ... keys d_v"],
+    mask: Bool[Tensor, " ... queries keys"] | None = None,
+) -> Float[Tensor, " ... queries d_v"]:
+    """Scaled dot-product attention; ``mask`` True means "may attend"."""
+    # BEGIN SOLUTION
+    return scaled_dot_product_attention(Q, K, V, mask)
+    # END SOLUTION
+
+
+def run_multihead_self_attention(
+    d_model: int,
+    num_heads: int,
+    q_proj_weight: Float[Tensor, " d_k d_in"],
+    k_proj_weight: Float[Tensor, " d_k d_in"],
+    v_proj_weight: Float[Tensor, " d_v d_in"],
+    o_proj_weight: Float[Tensor, " d_model d_v"],
+    in_features: Float[Tensor, " ... sequence_length d_in"],
+) -> Float[Tensor, " ... sequence_length d_out"]:
+    """Causal multi-head self-attention without position encoding."""
+    # BEGIN SOLUTION
+    attention = MultiHeadSelfAttention(d_model, num_heads, device=in_features.device, dtype=q_proj_weight.dtype)
+    attention.load_state_dict(_attention_weights(q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight))
+    return attention(in_features)
+    # END SOLUTION
+
+
+def run_multihead_self_attention_with_rope(
+    d_model: int,
+    num_heads: int,
+    max_seq_len: int,
+    theta: float,
+    q_proj_weight: Float[Tensor, " d_k d_in"],
+    k_proj_weight: Float[Tensor, " d_k d_in"],
+    v_proj_weight: Float[Tensor, " d_v d_in"],
+    o_proj_weight: Float[Tensor, " d_model d_v"],
+    in_features: Float[Tensor, " ... sequence_length d_in"],
+    token_positions: Int[Tensor, " ... sequence_length"] | None = None,
+) -> Float[Tensor, " ... sequence_length d_out"]:
+    """Causal multi-head self-attention with RoPE on queries and keys."""
+    # BEGIN SOLUTION
+    device = in_features.device
+    rope = RotaryPositionalEmbedding(theta, d_model // num_heads, max_seq_len, device=device)
+    attention = MultiHeadSelfAttention(d_model, num_heads, rope=rope, device=device, dtype=q_proj_weight.dtype)
+    attention.load_state_dict(_attention_weights(q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight))
+    return attention(in_features, token_positions)
+    # END SOLUTION
+
+
+def _attention_weights(q: Tensor, k: Tensor, v: Tensor, o: Tensor) -> dict[str, Tensor]:
+    return {"q_proj.weight": q, "k_proj.weight": k, "v_proj.weight": v, "output_proj.weight": o}
+
+
+def run_rope(
+    d_k: int,
+    theta: float,
+    max_seq_len: int,
+    in_query_or_key: Float[Tensor, " ... sequence_length d_k"],
+    token_positions: Int[Tensor, " ... sequence_length"],
+) -> Float[Tensor, " ... sequence_length d_k"]:
+    """Rotate a query or key tensor by RoPE at ``token_positions``."""
+    # BEGIN SOLUTION
+    rope = RotaryPositionalEmbedding(theta, d_k, max_seq_len, device=in_query_or_key.device)
+    return rope(in_query_or_key, token_positions)
+    # END SOLUTION
+
+
+def run_transformer_block(
+    d_model: int,
+    num_heads: int,
+    d_ff: int,
+    max_seq_len: int,
+    theta: float,
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " batch sequence_length d_model"],
+) -> Float[Tensor, " batch sequence_length d_model"]:
+    """A pre-norm Transformer block; ``weights`` uses the block's state-dict names
+    (``attn.q_proj.weight``, ``ln1.weight``, ``ffn.w1.weight``, ...)."""
+    # BEGIN SOLUTION
+    config = ModelConfig(
+        vocab_size=1, context_length=max_seq_len, d_model=d_model, num_layers=1,
+        num_heads=num_heads, d_ff=d_ff, rope_theta=theta,
+    )
+    block = TransformerBlock(config, device=in_features.device, dtype=in_features.dtype)
+    block.load_state_dict(weights)
+    return block(in_features)
+    # END SOLUTION
+
+
+def run_transformer_lm(
+    vocab_size: int,
+    context_length: int,
+    d_model: int,
+    num_layers: int,
+    num_heads: int,
+    d_ff: int,
+    rope_theta: float,
+    weights: dict[str, Tensor],
+    in_indices: Int[Tensor, " batch_size sequence_length"],
+) -> Float[Tensor, " batch_size sequence_length vocab_size"]:
+    """Next-token logits of a ``TransformerLM`` loaded from ``weights``."""
+    # BEGIN SOLUTION
+    config = ModelConfig(
+        vocab_size=vocab_size, context_length=context_length, d_model=d_model,
+        num_layers=num_layers, num_heads=num_heads, d_ff=d_ff, rope_theta=rope_theta,
+    )
+    model = TransformerLM(config, device=in_indices.device)
+    model.load_state_dict(weights)
+    return model(in_indices)
+    # END SOLUTION
+
+
+def run_rmsnorm(
+    d_model: int,
+    eps: float,
+    weights: Float[Tensor, " d_model"],
+    in_features: Float[Tensor, " ... d_model"],
+) -> Float[Tensor, " ... d_model"]:
+    """RMSNorm with gain ``weights``."""
+    # BEGIN SOLUTION
+    norm = RMSNorm(d_model, eps, device=weights.device, dtype=weights.dtype)
+    norm.load_state_dict({"weight": weights})
+    return norm(in_features)
+    # END SOLUTION
+
+
+def run_silu(in_features: Float[Tensor, " ..."]) -> Float[Tensor, " ..."]:
+    """SiLU, elementwise."""
+    # BEGIN SOLUTION
+    return silu(in_features)
+    # END SOLUTION
+
+
+def run_softmax(in_features: Float[Tensor, " ..."], dim: int) -> Float[Tensor, " ..."]:
+    """Softmax of ``in_features`` along ``dim``."""
+    # BEGIN SOLUTION
+    return softmax(in_features, dim)
+    # END SOLUTION
+
+
+# --- Training (issue 4 fills these in) -------------------------------------------------------
+
+
+def run_get_batch(
+    dataset: npt.NDArray, batch_size: int, context_length: int, device: str
+) -> tuple[Tensor, Tensor]:
+    """Sample ``batch_size`` windows of ``context_length`` tokens and their next-token targets."""
+    raise NotImplementedError
+
+
+def run_cross_entropy(
+    inputs: Float[Tensor, " batch_size vocab_size"], targets: Int[Tensor, " batch_size"]
+) -> Float[Tensor, ""]:
+    """Mean cross-entropy of unnormalised logits ``inputs`` against ``targets``."""
+    raise NotImplementedError
+
+
+def run_gradient_clipping(parameters: Iterable[torch.nn.Parameter], max_l2_norm: float) -> None:
+    """Scale the gradients in place so their global L2 norm is at most ``max_l2_norm``."""
+    raise NotImplementedError
+
+
+def get_adamw_cls() -> Any:
+    """Return your ``torch.optim.Optimizer`` subclass implementing AdamW."""
+    raise NotImplementedError
+
+
+def run_get_lr_cosine_schedule(
+    it: int,
+    max_learning_rate: float,
+    min_learning_rate: float,
+    warmup_iters: int,
+    cosine_cycle_iters: int,
+) -> float:
+    """Learning rate at iteration ``it`` of linear warmup then cosine decay."""
+    raise NotImplementedError
+
+
+def run_save_checkpoint(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    iteration: int,
+    out: str | os.PathLike | BinaryIO | IO[bytes],
+) -> None:
+    """Save model, optimizer and iteration to ``out``."""
+    raise NotImplementedError
+
+
+def run_load_checkpoint(
+    src: str | os.PathLike | BinaryIO | IO[bytes],
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+) -> int:
+    """Restore model and optimizer from ``src``; return the saved iteration."""
+    raise NotImplementedError
+
+
+# --- Tokenizer (issue 3 fills these in) ------------------------------------------------------
+
+
+def get_tokenizer(
+    vocab: dict[int, bytes],
+    merges: list[tuple[bytes, bytes]],
+    special_tokens: list[str] | None = None,
+) -> Any:
+    """A BPE tokenizer with ``encode``, ``encode_iterable`` and ``decode``."""
+    raise NotImplementedError
+
+
+def run_train_bpe(
+    input_path: str | os.PathLike,
+    vocab_size: int,
+    special_tokens: list[str],
+    **kwargs,
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """Train byte-level BPE on ``input_path``; return ``(vocab, merges)``."""
+    raise NotImplementedError
