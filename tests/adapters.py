@@ -18,6 +18,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from cs336_basics.attention import MultiHeadSelfAttention, scaled_dot_product_attention
+from cs336_basics.bpe import train_bpe
 from cs336_basics.block import TransformerBlock
 from cs336_basics.config import ModelConfig
 from cs336_basics.embedding import Embedding
@@ -27,6 +28,7 @@ from cs336_basics.linear import Linear
 from cs336_basics.model import TransformerLM
 from cs336_basics.rmsnorm import RMSNorm
 from cs336_basics.rope import RotaryPositionalEmbedding
+from cs336_basics.tokenizer import Tokenizer
 
 
 def run_linear(
@@ -281,7 +283,9 @@ def get_tokenizer(
     special_tokens: list[str] | None = None,
 ) -> Any:
     """A BPE tokenizer with ``encode``, ``encode_iterable`` and ``decode``."""
-    raise NotImplementedError
+    # BEGIN SOLUTION
+    return Tokenizer(vocab, merges, special_tokens)
+    # END SOLUTION
 
 
 def run_train_bpe(
@@ -291,4 +295,6 @@ def run_train_bpe(
     **kwargs,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Train byte-level BPE on ``input_path``; return ``(vocab, merges)``."""
-    raise NotImplementedError
+    # BEGIN SOLUTION
+    return train_bpe(input_path, vocab_size, special_tokens, **kwargs)
+    # END SOLUTION

@@ -1,0 +1,241 @@
+"""Training a byte-level BPE tokenizer.
+
+The vocabulary starts as the 256 single bytes plus the special tokens. Training repeatedly
+merges the most frequent adjacent pair of tokens inside pre-tokens into a new token, until the
+vocabulary has ``vocab_size`` entries. Ties go to the lexicographically greater pair of
+``bytes``, so the result is fully determined by the corpus.
+
+Ids: ``0..255`` are the single bytes (id ``b`` is ``bytes([b])``), then the special tokens in
+the order given, then one id per merge in the order the merges were made.
+
+Two phases, each fast in its own way:
+
+1. **Pre-tokenization** (see :mod:`cs336_basics.pretokenization`) turns the corpus into a
+   table of distinct pre-tokens and their counts. The file is cut at safe boundaries into
+   chunks; worker processes each open the file, read their own byte range and count it, so a
+   multi-GB file never passes through one process's memory. Counts are independent of how
+   the file was cut, so every worker count gives the same result.
+2. **Merging** works on the distinct pre-tokens only (a few thousand to a few hundred
+   thousand), keeping the count of every adjacent pair and, for each pair, the pre-tokens it
+   occurs in. A merge rewrites only the pre-tokens containing the pair and updates the counts
+   of the pairs that changed; a heap with lazy deletion yields the next best pair.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import time
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+
+from tqdm.auto import tqdm
+
+from cs336_basics.pretokenization import check_special_tokens, count_pretokens, find_chunk_boundaries
+
+# Pre-tokenization chunks are at most this large, so workers' memory stays bounded on huge files.
+MAX_CHUNK_BYTES = 64 * 1024 * 1024
+
+
+def train_bpe(
+    input_path: str | os.PathLike,
+    vocab_size: int,
+    special_tokens: Sequence[str] = (),
+    *,
+    num_workers: int | None = None,
+    progress: bool = False,
+    timings: dict[str, float] | None = None,
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """Train byte-level BPE on the UTF-8 text file ``input_path``.
+
+    Args:
+        input_path: the training corpus (UTF-8 text).
+        vocab_size: the size of the final vocabulary, including the 256 bytes and the special
+            tokens. Training stops early if no pair is left to merge.
+        special_tokens: strings never split or merged across (e.g. ``"<|endoftext|>"``);
+            each gets its own id and is not counted as text.
+        num_workers: pre-tokenization processes (default: all CPU cores).
+        progress: show a progress bar for each phase.
+        timings: if given, filled with seconds per phase (``pretokenize``, ``merge``, ``total``).
+
+    Returns:
+        ``(vocab, merges)``: ``vocab`` maps id to token bytes; ``merges`` lists the merged pairs
+        in the order they were made.
+    """
+    special_tokens = check_special_tokens(special_tokens)
+    minimum = 256 + len(special_tokens)
+    if not isinstance(vocab_size, int) or vocab_size < minimum:
+        raise ValueError(
+            f"vocab_size must be an integer of at least {minimum} (256 bytes + "
+            f"{len(special_tokens)} special tokens), got {vocab_size!r}"
+        )
+    started = time.perf_counter()
+    word_counts = pretokenize_file(input_path, special_tokens, num_workers=num_workers, progress=progress)
+    if not word_counts:
+        raise ValueError(f"{os.fspath(input_path)!r} contains no text to train on (empty corpus)")
+    pretokenized = time.perf_counter()
+    vocab: dict[int, bytes] = {i: bytes([i]) for i in range(256)}
+    for token in special_tokens:
+        vocab[len(vocab)] = token.encode("utf-8")
+    merges = merge_pairs(word_counts, vocab, vocab_size - len(vocab), progress=progress)
+    if timings is not None:
+        finished = time.perf_counter()
+        timings.update(pretokenize=pretokenized - started, merge=finished - pretokenized, total=finished - started)
+    return vocab, merges
+
+
+def pretokenize_file(
+    input_path: str | os.PathLike,
+    special_tokens: Sequence[str],
+    *,
+    num_workers: int | None = None,
+    progress: bool = False,
+) -> Counter[bytes]:
+    """Count the pre-tokens of a whole file, in parallel over chunks cut at safe boundaries."""
+    path = os.fspath(input_path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"training corpus not found (or not a file): {path!r}")
+    if not os.access(path, os.R_OK):
+        raise PermissionError(f"training corpus is not readable: {path!r}")
+    num_workers = max(1, num_workers if num_workers is not None else (os.cpu_count() or 1))
+    file_size = os.path.getsize(path)
+    num_chunks = max(num_workers * 4 if num_workers > 1 else 1, -(-file_size // MAX_CHUNK_BYTES))
+    boundaries = find_chunk_boundaries(path, num_chunks, special_tokens)
+    jobs = [(path, start, end, tuple(special_tokens)) for start, end in zip(boundaries, boundaries[1:])]
+    counts: Counter[bytes] = Counter()
+    bar = tqdm(total=file_size, unit="B", unit_scale=True, desc="pre-tokenizing", disable=not progress)
+    with bar:
+        if num_workers == 1 or len(jobs) == 1:
+            results = map(_count_chunk, jobs)
+            for (_, start, end, _), chunk_counts in zip(jobs, results):
+                counts.update(chunk_counts)
+                bar.update(end - start)
+        else:
+            with ProcessPoolExecutor(max_workers=min(num_workers, len(jobs))) as pool:
+                for (_, start, end, _), chunk_counts in zip(jobs, pool.map(_count_chunk, jobs)):
+                    counts.update(chunk_counts)
+                    bar.update(end - start)
+    return counts
+
+
+def _count_chunk(job: tuple[str, int, int, tuple[str, ...]]) -> Counter[bytes]:
+    """Worker: read bytes ``[start, end)`` of the file and count their pre-tokens."""
+    path, start, end, special_tokens = job
+    with open(path, "rb") as file:
+        file.seek(start)
+        data = file.read(end - start)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"{path!r} is not valid UTF-8: bad byte at offset {start + error.start}"
+        ) from None
+    return count_pretokens(text, special_tokens)
+
+
+class _PairKey:
+    """Heap key ordering pairs by descending count, then by descending pair of bytes."""
+
+    __slots__ = ("count", "pair_bytes", "pair")
+
+    def __init__(self, count: int, pair_bytes: tuple[bytes, bytes], pair: tuple[int, int]) -> None:
+        self.count = count
+        self.pair_bytes = pair_bytes
+        self.pair = pair
+
+    def __lt__(self, other: _PairKey) -> bool:
+        if self.count != other.count:
+            return self.count > other.count
+        return self.pair_bytes > other.pair_bytes
+
+
+def merge_pairs(
+    word_counts: Counter[bytes], vocab: dict[int, bytes], num_merges: int, *, progress: bool = False
+) -> list[tuple[bytes, bytes]]:
+    """Make up to ``num_merges`` merges over the pre-token table, adding each new token to ``vocab``.
+
+    The most frequent adjacent pair (ties: the greater pair of bytes) is merged each step.
+    """
+    # BEGIN SOLUTION
+    # Pre-tokens as lists of token ids (initially their bytes), in a fixed order.
+    words = [list(word) for word in sorted(word_counts)]
+    counts = [word_counts[bytes(word)] for word in words]
+
+    pair_counts: defaultdict[tuple[int, int], int] = defaultdict(int)
+    pair_words: defaultdict[tuple[int, int], set[int]] = defaultdict(set)
+    for index, (word, count) in enumerate(zip(words, counts)):
+        for pair in zip(word, word[1:]):
+            pair_counts[pair] += count
+            pair_words[pair].add(index)
+
+    # Lazy heap: every pair has an entry whose count is >= its true count. A popped entry whose
+    # count is stale is pushed back with the true count; a fresh one is the best pair.
+    heap = [_PairKey(c, (vocab[a], vocab[b]), (a, b)) for (a, b), c in pair_counts.items()]
+    heapq.heapify(heap)
+
+    merges: list[tuple[bytes, bytes]] = []
+    bar = tqdm(total=num_merges, unit="merge", desc="merging", disable=not progress)
+    with bar:
+        while len(merges) < num_merges and heap:
+            entry = heapq.heappop(heap)
+            true_count = pair_counts.get(entry.pair, 0)
+            if true_count != entry.count:
+                if true_count > 0:
+                    entry.count = true_count
+                    heapq.heappush(heap, entry)
+                continue
+            a, b = entry.pair
+            new_id = len(vocab)
+            vocab[new_id] = vocab[a] + vocab[b]
+            merges.append(entry.pair_bytes)
+            bar.update()
+
+            delta: defaultdict[tuple[int, int], int] = defaultdict(int)
+            for index in pair_words.pop(entry.pair):
+                word = words[index]
+                merged = _merge_word(word, a, b, new_id)
+                if merged is word:
+                    continue
+                count = counts[index]
+                for pair in zip(word, word[1:]):
+                    delta[pair] -= count
+                for pair in zip(merged, merged[1:]):
+                    delta[pair] += count
+                    pair_words[pair].add(index)
+                words[index] = merged
+            del pair_counts[entry.pair]
+            delta.pop(entry.pair, None)
+            for pair, change in delta.items():
+                if change == 0:
+                    continue
+                new_count = pair_counts[pair] + change
+                if new_count > 0:
+                    pair_counts[pair] = new_count
+                    if change > 0:
+                        heapq.heappush(heap, _PairKey(new_count, (vocab[pair[0]], vocab[pair[1]]), pair))
+                else:
+                    del pair_counts[pair]
+    return merges
+    # END SOLUTION
+
+
+def _merge_word(word: list[int], a: int, b: int, new_id: int) -> list[int]:
+    """``word`` with every non-overlapping ``(a, b)``, left to right, replaced by ``new_id``.
+
+    Returns ``word`` itself (the same object) when the pair does not occur.
+    """
+    # BEGIN SOLUTION
+    merged: list[int] = []
+    i, n = 0, len(word)
+    found = False
+    while i < n:
+        if i + 1 < n and word[i] == a and word[i + 1] == b:
+            merged.append(new_id)
+            i += 2
+            found = True
+        else:
+            merged.append(word[i])
+            i += 1
+    return merged if found else word
+    # END SOLUTION

@@ -1,0 +1,141 @@
+"""Encoding a large text file into a ``.npy`` array of token ids, on all cores.
+
+The file is cut at safe boundaries (see :mod:`cs336_basics.pretokenization`), so encoding the
+pieces separately gives exactly the ids of encoding the whole. Worker processes each read their
+own byte range and encode it; the parent writes the pieces in order straight into the output,
+so neither the text nor the ids ever need to fit in memory at once.
+
+The output is a standard ``.npy`` file (``numpy.load`` reads it, ``mmap_mode="r"`` included) of
+``uint16`` when every id fits, else ``uint32``. It is written to a temporary file and renamed
+into place, so an interrupted run never leaves a truncated array behind.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+from collections import deque
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from cs336_basics.pretokenization import find_chunk_boundaries
+from cs336_basics.tokenizer import Tokenizer
+
+# Text per job: small enough for a smooth progress bar and bounded memory, big enough that
+# per-job overhead is negligible.
+CHUNK_BYTES = 4 * 1024 * 1024
+
+# The .npy header is written with room for any length, then rewritten once the length is known.
+_HEADER_SIZE = 128
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    """The smallest unsigned dtype holding ids ``0 .. vocab_size - 1`` (uint16 or uint32)."""
+    return np.dtype(np.uint16) if vocab_size <= 1 << 16 else np.dtype(np.uint32)
+
+
+def encode_file(
+    tokenizer: Tokenizer,
+    input_path: str | os.PathLike,
+    output_path: str | os.PathLike,
+    *,
+    num_workers: int | None = None,
+    progress: bool = False,
+) -> int:
+    """Encode the UTF-8 text file ``input_path`` into the ``.npy`` file ``output_path``.
+
+    Args:
+        tokenizer: the tokenizer to encode with.
+        input_path: the text to encode.
+        output_path: where the 1-D array of ids goes (replaced atomically).
+        num_workers: encoding processes (default: all CPU cores).
+        progress: show a progress bar over the input bytes.
+
+    Returns:
+        The number of tokens written.
+    """
+    path = os.fspath(input_path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"text file to encode not found (or not a file): {path!r}")
+    num_workers = max(1, num_workers if num_workers is not None else (os.cpu_count() or 1))
+    dtype = token_dtype(max(tokenizer.vocab) + 1).newbyteorder("<")
+    file_size = os.path.getsize(path)
+    num_chunks = max(num_workers * 2 if num_workers > 1 else 1, -(-file_size // CHUNK_BYTES))
+    boundaries = find_chunk_boundaries(path, num_chunks, tokenizer.special_tokens)
+    jobs = [(path, start, end, dtype) for start, end in zip(boundaries, boundaries[1:])]
+
+    directory = os.path.dirname(os.path.abspath(output_path))
+    os.makedirs(directory, exist_ok=True)
+    fd, temp_path = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".npy")
+    total = 0
+    try:
+        with os.fdopen(fd, "wb") as out, tqdm(
+            total=file_size, unit="B", unit_scale=True, desc="encoding", disable=not progress
+        ) as bar:
+            out.write(_npy_header(dtype, 0))
+            for (_, start, end, _), ids in zip(jobs, _encode_jobs(tokenizer, jobs, num_workers)):
+                out.write(ids.tobytes())
+                total += len(ids)
+                bar.update(end - start)
+            out.seek(0)
+            out.write(_npy_header(dtype, total))
+        os.replace(temp_path, output_path)
+    except BaseException:
+        os.unlink(temp_path)
+        raise
+    return total
+
+
+def _encode_jobs(tokenizer: Tokenizer, jobs: list, num_workers: int):
+    """Yield each job's ids in order, at most ``2 * num_workers`` jobs ahead of the consumer."""
+    if num_workers == 1 or len(jobs) == 1:
+        _init_worker(tokenizer)
+        yield from map(_encode_range, jobs)
+        return
+    with ProcessPoolExecutor(
+        max_workers=min(num_workers, len(jobs)), initializer=_init_worker, initargs=(tokenizer,)
+    ) as pool:
+        pending: deque = deque()
+        queue = iter(jobs)
+        for job in queue:
+            pending.append(pool.submit(_encode_range, job))
+            if len(pending) >= 2 * num_workers:
+                break
+        while pending:
+            ids = pending.popleft().result()
+            for job in queue:
+                pending.append(pool.submit(_encode_range, job))
+                break
+            yield ids
+
+
+_worker_tokenizer: Tokenizer | None = None
+
+
+def _init_worker(tokenizer: Tokenizer) -> None:
+    global _worker_tokenizer
+    _worker_tokenizer = tokenizer
+
+
+def _encode_range(job: tuple[str, int, int, np.dtype]) -> np.ndarray:
+    """Worker: the ids of bytes ``[start, end)`` of the file."""
+    path, start, end, dtype = job
+    with open(path, "rb") as file:
+        file.seek(start)
+        data = file.read(end - start)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path!r} is not valid UTF-8: bad byte at offset {start + error.start}") from None
+    return np.array(_worker_tokenizer.encode(text), dtype=dtype)
+
+
+def _npy_header(dtype: np.dtype, length: int) -> bytes:
+    """A version 1.0 ``.npy`` header for a 1-D little-endian array, padded to ``_HEADER_SIZE``."""
+    description = {"descr": dtype.newbyteorder("<").str, "fortran_order": False, "shape": (length,)}
+    text = repr(description).encode("latin1")
+    padding = _HEADER_SIZE - 10 - len(text) - 1
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", _HEADER_SIZE - 10) + text + b" " * padding + b"\n"

@@ -1,0 +1,188 @@
+"""A byte-level BPE tokenizer: text to token ids and back.
+
+Encoding mirrors training: split on special tokens (longest match first), cut each ordinary
+piece into GPT-2 pre-tokens, then inside each pre-token start from its UTF-8 bytes and keep
+applying the earliest-learned merge that applies, until none does. Pre-tokens recur a lot, so
+their ids are cached.
+
+Decoding concatenates the tokens' bytes and decodes them as UTF-8, replacing malformed
+sequences (e.g. a prefix of a multi-byte character) with U+FFFD.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+
+import regex
+
+from cs336_basics.pretokenization import (
+    GPT2_PRETOKENIZER,
+    check_special_tokens,
+    last_safe_boundary,
+    special_token_regex,
+    split_on_special_tokens,
+)
+
+
+class Tokenizer:
+    """Encodes text with a BPE ``vocab`` (id -> bytes) and its ordered ``merges``.
+
+    Special tokens missing from ``vocab`` are appended with new ids. Every merge must join two
+    tokens of the vocabulary into a third.
+    """
+
+    # The cache of pre-token ids is emptied when it grows past this many entries.
+    CACHE_SIZE = 1 << 18
+
+    def __init__(
+        self,
+        vocab: dict[int, bytes],
+        merges: list[tuple[bytes, bytes]],
+        special_tokens: list[str] | None = None,
+    ) -> None:
+        self.vocab: dict[int, bytes] = dict(vocab)
+        self.merges: list[tuple[bytes, bytes]] = list(merges)
+        self.special_tokens: list[str] = check_special_tokens(special_tokens)
+        self.token_ids: dict[bytes, int] = {}
+        for token_id, token in self.vocab.items():
+            if not isinstance(token_id, int) or not isinstance(token, bytes):
+                raise TypeError(f"vocab must map int ids to bytes, got {token_id!r}: {token!r}")
+            self.token_ids.setdefault(token, token_id)
+        for special in self.special_tokens:
+            encoded = special.encode("utf-8")
+            if encoded not in self.token_ids:
+                new_id = max(self.vocab, default=-1) + 1
+                self.vocab[new_id] = encoded
+                self.token_ids[encoded] = new_id
+        self.special_ids: dict[str, int] = {s: self.token_ids[s.encode("utf-8")] for s in self.special_tokens}
+        missing = [bytes([b]) for b in range(256) if bytes([b]) not in self.token_ids]
+        if missing:
+            raise ValueError(f"vocab lacks single-byte tokens {missing[:8]}; byte-level BPE needs all 256")
+        self.byte_ids: list[int] = [self.token_ids[bytes([b])] for b in range(256)]
+
+        # (left id, right id) -> (rank, merged id): the lower the rank, the earlier it applies.
+        self.merge_ranks: dict[tuple[int, int], tuple[int, int]] = {}
+        for rank, (left, right) in enumerate(self.merges):
+            try:
+                pair = (self.token_ids[left], self.token_ids[right])
+                merged = self.token_ids[left + right]
+            except KeyError:
+                raise ValueError(f"merge {rank} ({left!r}, {right!r}) uses or makes a token not in the vocab") from None
+            self.merge_ranks.setdefault(pair, (rank, merged))
+
+        self._special_regex = special_token_regex(self.special_tokens)
+        self._longest_special = max((len(s) for s in self.special_tokens), default=0)
+        self._cache: dict[str, list[int]] = {}
+
+    @classmethod
+    def from_files(
+        cls,
+        vocab_filepath: str | os.PathLike,
+        merges_filepath: str | os.PathLike,
+        special_tokens: list[str] | None = None,
+    ) -> Tokenizer:
+        """Load a GPT-2-format ``vocab.json`` and ``merges.txt`` (ours or another tool's)."""
+        from cs336_basics.tokenizer_files import load_merges, load_vocab
+
+        return cls(load_vocab(vocab_filepath), load_merges(merges_filepath), special_tokens)
+
+    def save(self, vocab_filepath: str | os.PathLike, merges_filepath: str | os.PathLike) -> None:
+        """Write ``vocab.json`` and ``merges.txt`` in the GPT-2 format (atomically)."""
+        from cs336_basics.tokenizer_files import save_merges, save_vocab
+
+        save_vocab(self.vocab, vocab_filepath)
+        save_merges(self.merges, merges_filepath)
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``."""
+        # BEGIN SOLUTION
+        ids: list[int] = []
+        cache = self._cache
+        for piece, is_special in split_on_special_tokens(text, self._special_regex):
+            if is_special:
+                ids.append(self.special_ids[piece])
+                continue
+            for pretoken in GPT2_PRETOKENIZER.findall(piece):
+                pretoken_ids = cache.get(pretoken)
+                if pretoken_ids is None:
+                    pretoken_ids = self._encode_pretoken(pretoken)
+                    if len(cache) >= self.CACHE_SIZE:
+                        cache.clear()
+                    cache[pretoken] = pretoken_ids
+                ids.extend(pretoken_ids)
+        return ids
+        # END SOLUTION
+
+    def _encode_pretoken(self, pretoken: str) -> list[int]:
+        """Apply the merges, earliest-learned first, to the bytes of one pre-token."""
+        # BEGIN SOLUTION
+        ids = [self.byte_ids[b] for b in pretoken.encode("utf-8")]
+        ranks = self.merge_ranks
+        while len(ids) > 1:
+            best = min(
+                ((ranks[pair], i) for i, pair in enumerate(zip(ids, ids[1:])) if pair in ranks),
+                default=None,
+            )
+            if best is None:
+                break
+            (_, merged), _ = best
+            left, right = ids[best[1]], ids[best[1] + 1]
+            new_ids = []
+            i = 0
+            while i < len(ids):
+                if i + 1 < len(ids) and ids[i] == left and ids[i + 1] == right:
+                    new_ids.append(merged)
+                    i += 2
+                else:
+                    new_ids.append(ids[i])
+                    i += 1
+            ids = new_ids
+        return ids
+        # END SOLUTION
+
+    def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
+        """Lazily yield the ids of the concatenation of ``iterable`` (e.g. an open file).
+
+        Gives exactly ``encode("".join(iterable))`` while holding only the current chunk and an
+        undecided tail: text is encoded up to the last safe boundary whose tokens cannot depend
+        on what comes next (see :mod:`cs336_basics.pretokenization`). A tail without any safe
+        boundary (one enormous pre-token) is kept until one appears.
+        """
+        # BEGIN SOLUTION
+        buffer = ""
+        # Positions up to ``len(buffer) - lookahead`` are settled: a special token starting
+        # there is wholly inside the buffer, and the character after them is known.
+        lookahead = max(1, self._longest_special)
+        searched = 0
+        for chunk in iterable:
+            buffer += chunk
+            stop = len(buffer) - lookahead
+            if stop <= searched:
+                continue
+            cut = last_safe_boundary(buffer, searched, stop, self._special_regex)
+            if cut <= 0:
+                # Nothing safe yet; next time only look past what has been searched.
+                searched = stop
+                continue
+            yield from self.encode(buffer[:cut])
+            buffer = buffer[cut:]
+            searched = 0
+        yield from self.encode(buffer)
+        # END SOLUTION
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text of ``ids``; malformed UTF-8 becomes U+FFFD. Unknown ids raise ``ValueError``."""
+        # BEGIN SOLUTION
+        vocab = self.vocab
+        ids = list(ids)
+        try:
+            data = b"".join([vocab[i] for i in ids])
+        except (KeyError, TypeError):
+            bad = next(i for i in ids if i not in vocab)
+            raise ValueError(f"unknown token id {bad!r} (vocab has {len(vocab)} tokens)") from None
+        return data.decode("utf-8", errors="replace")
+        # END SOLUTION
