@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import os
 import struct
-import tempfile
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 from tqdm.auto import tqdm
 
+from cs336_basics.atomic_write import atomic_writer
 from cs336_basics.pretokenization import find_chunk_boundaries
 from cs336_basics.tokenizer import Tokenizer
 
@@ -67,25 +67,17 @@ def encode_file(
     boundaries = find_chunk_boundaries(path, num_chunks, tokenizer.special_tokens)
     jobs = [(path, start, end, dtype) for start, end in zip(boundaries, boundaries[1:])]
 
-    directory = os.path.dirname(os.path.abspath(output_path))
-    os.makedirs(directory, exist_ok=True)
-    fd, temp_path = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".npy")
     total = 0
-    try:
-        with os.fdopen(fd, "wb") as out, tqdm(
-            total=file_size, unit="B", unit_scale=True, desc="encoding", disable=not progress
-        ) as bar:
-            out.write(_npy_header(dtype, 0))
-            for (_, start, end, _), ids in zip(jobs, _encode_jobs(tokenizer, jobs, num_workers)):
-                out.write(ids.tobytes())
-                total += len(ids)
-                bar.update(end - start)
-            out.seek(0)
-            out.write(_npy_header(dtype, total))
-        os.replace(temp_path, output_path)
-    except BaseException:
-        os.unlink(temp_path)
-        raise
+    with atomic_writer(output_path) as out, tqdm(
+        total=file_size, unit="B", unit_scale=True, desc="encoding", disable=not progress
+    ) as bar:
+        out.write(_npy_header(dtype, 0))
+        for (_, start, end, _), ids in zip(jobs, _encode_jobs(tokenizer, jobs, num_workers)):
+            out.write(ids.tobytes())
+            total += len(ids)
+            bar.update(end - start)
+        out.seek(0)
+        out.write(_npy_header(dtype, total))
     return total
 
 

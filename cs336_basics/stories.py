@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import random
-import tempfile
+
+from cs336_basics.atomic_write import atomic_writer
 
 END_OF_TEXT = "<|endoftext|>"
 SEPARATOR = f"\n{END_OF_TEXT}\n"
@@ -103,6 +104,11 @@ def _name(rng: random.Random) -> str:
     return rng.choice(_SYLLABLES_START) + rng.choice(_SYLLABLES_MIDDLE) + rng.choice(_SYLLABLES_END)
 
 
+def _a(word: str) -> str:
+    """``word`` with its indefinite article."""
+    return f"{'an' if word[0] in 'aeiou' else 'a'} {word}"
+
+
 def _fill(template: str, rng: random.Random, **values: str) -> str:
     defaults = {
         "object": rng.choice(_OBJECTS), "place": rng.choice(_PLACES), "food": rng.choice(_FOODS),
@@ -120,13 +126,13 @@ def story(rng: random.Random) -> str:
     place, thing, color = rng.choice(_PLACES), rng.choice(_OBJECTS), rng.choice(_COLORS)
     town = rng.choice(_SYLLABLES_START) + rng.choice(_SYLLABLES_END) + rng.choice(_TOWN_ENDINGS)
     opening = rng.choice([
-        f"Once upon a time, there was a {rng.choice(_ADJECTIVES)} {hero_kind} named {hero}.",
-        f"One day, a {rng.choice(_ADJECTIVES)} {hero_kind} called {hero} went to the {place}.",
-        f"{hero} was a {rng.choice(_ADJECTIVES)} {hero_kind} who lived in {town}.",
-        f"In the town of {town}, there lived a {hero_kind} named {hero}. {pronoun.capitalize()} was {rng.randint(3, 9)} years old.",
+        f"Once upon a time, there was {_a(rng.choice(_ADJECTIVES))} {hero_kind} named {hero}.",
+        f"One day, {_a(rng.choice(_ADJECTIVES))} {hero_kind} called {hero} went to the {place}.",
+        f"{hero} was {_a(rng.choice(_ADJECTIVES))} {hero_kind} who lived in {town}.",
+        f"In the town of {town}, there lived {_a(hero_kind)} named {hero}. {pronoun.capitalize()} was {rng.randint(3, 9)} years old.",
     ])
     sentences = [opening, rng.choice(_WEATHER)]
-    sentences.append(f"{hero} had a {color} {thing}. {pronoun.capitalize()} loved it very much.")
+    sentences.append(f"{hero} had {_a(color)} {thing}. {pronoun.capitalize()} loved it very much.")
     sentences.append(f"{hero} liked to {rng.choice(_ACTIVITIES)} with {pos} friend {friend}, the {friend_kind}.")
     dialogue = [
         f'"{_fill(rng.choice(_GREETINGS), rng, friend=friend)}" {hero} {rng.choice(_SAID)}.',
@@ -173,16 +179,8 @@ def write_story_corpus(path: str | os.PathLike, num_bytes: int, seed: int = 0) -
 
     The text is produced and written piece by piece, so any size fits in memory.
     """
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, temp_path = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
     written = 0
-    try:
-        with os.fdopen(fd, "wb") as file:
-            for piece in _corpus_pieces(num_bytes, seed):
-                written += file.write(piece.encode("utf-8"))
-        os.replace(temp_path, path)
-    except BaseException:
-        os.unlink(temp_path)
-        raise
+    with atomic_writer(path) as file:
+        for piece in _corpus_pieces(num_bytes, seed):
+            written += file.write(piece.encode("utf-8"))
     return written

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from functools import cache
+
+from cs336_basics.atomic_write import atomic_writer
 
 
 @cache
@@ -106,14 +107,5 @@ def load_merges(path: str | os.PathLike) -> list[tuple[bytes, bytes]]:
 
 
 def _write_atomically(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path`` and rename it into place."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, temp_path = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as file:
-            file.write(text)
-        os.replace(temp_path, path)
-    except BaseException:
-        os.unlink(temp_path)
-        raise
+    with atomic_writer(path) as file:
+        file.write(text.encode("utf-8"))
