@@ -17,17 +17,23 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from cs336_basics.adamw import AdamW
 from cs336_basics.attention import MultiHeadSelfAttention, scaled_dot_product_attention
 from cs336_basics.bpe import train_bpe
 from cs336_basics.block import TransformerBlock
+from cs336_basics.checkpoint import load_checkpoint, save_checkpoint
 from cs336_basics.config import ModelConfig
+from cs336_basics.data import get_batch
 from cs336_basics.embedding import Embedding
 from cs336_basics.feedforward import SwiGLU
 from cs336_basics.functional import silu, softmax
+from cs336_basics.gradient_clipping import clip_gradients
 from cs336_basics.linear import Linear
+from cs336_basics.losses import cross_entropy
 from cs336_basics.model import TransformerLM
 from cs336_basics.rmsnorm import RMSNorm
 from cs336_basics.rope import RotaryPositionalEmbedding
+from cs336_basics.schedule import get_lr_cosine_schedule
 from cs336_basics.tokenizer import Tokenizer
 
 
@@ -156,13 +162,7 @@ def run_transformer_block(
     """A pre-norm Transformer block; ``weights`` uses the block's state-dict names
     (``attn.q_proj.weight``, ``ln1.weight``, ``ffn.w1.weight``, ...)."""
     # BEGIN SOLUTION
-    config = ModelConfig(
-        vocab_size=1, context_length=max_seq_len, d_model=d_model, num_layers=1,
-        num_heads=num_heads, d_ff=d_ff, rope_theta=theta,
-    )
-    block = TransformerBlock(config, device=in_features.device, dtype=in_features.dtype)
-    block.load_state_dict(weights)
-    return block(in_features)
+    return run_transformer_block_ablation(d_model, num_heads, d_ff, max_seq_len, theta, weights, in_features)
     # END SOLUTION
 
 
@@ -183,9 +183,37 @@ def run_transformer_lm(
         vocab_size=vocab_size, context_length=context_length, d_model=d_model,
         num_layers=num_layers, num_heads=num_heads, d_ff=d_ff, rope_theta=rope_theta,
     )
-    model = TransformerLM(config, device=in_indices.device)
+    dtype = weights["token_embeddings.weight"].dtype
+    model = TransformerLM(config, device=in_indices.device, dtype=dtype)
     model.load_state_dict(weights)
     return model(in_indices)
+    # END SOLUTION
+
+
+def run_transformer_block_ablation(
+    d_model: int,
+    num_heads: int,
+    d_ff: int,
+    max_seq_len: int,
+    theta: float,
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " batch sequence_length d_model"],
+    norm_placement: str = "pre",
+    position_encoding: str = "rope",
+    ffn: str = "swiglu",
+) -> Float[Tensor, " batch sequence_length d_model"]:
+    """A Transformer block with the handout's ablation switches: ``norm_placement`` "pre",
+    "post" or "none"; ``position_encoding`` "rope" or "none" (NoPE); ``ffn`` "swiglu" or
+    "silu" (``w2(silu(w1 x))``, no ``w3``)."""
+    # BEGIN SOLUTION
+    config = ModelConfig(
+        vocab_size=1, context_length=max_seq_len, d_model=d_model, num_layers=1,
+        num_heads=num_heads, d_ff=d_ff, rope_theta=theta,
+        norm_placement=norm_placement, position_encoding=position_encoding, ffn=ffn,
+    )
+    block = TransformerBlock(config, device=in_features.device, dtype=in_features.dtype)
+    block.load_state_dict(weights)
+    return block(in_features)
     # END SOLUTION
 
 
@@ -224,24 +252,32 @@ def run_get_batch(
     dataset: npt.NDArray, batch_size: int, context_length: int, device: str
 ) -> tuple[Tensor, Tensor]:
     """Sample ``batch_size`` windows of ``context_length`` tokens and their next-token targets."""
-    raise NotImplementedError
+    # BEGIN SOLUTION
+    return get_batch(dataset, batch_size, context_length, device)
+    # END SOLUTION
 
 
 def run_cross_entropy(
     inputs: Float[Tensor, " batch_size vocab_size"], targets: Int[Tensor, " batch_size"]
 ) -> Float[Tensor, ""]:
     """Mean cross-entropy of unnormalised logits ``inputs`` against ``targets``."""
-    raise NotImplementedError
+    # BEGIN SOLUTION
+    return cross_entropy(inputs, targets)
+    # END SOLUTION
 
 
 def run_gradient_clipping(parameters: Iterable[torch.nn.Parameter], max_l2_norm: float) -> None:
     """Scale the gradients in place so their global L2 norm is at most ``max_l2_norm``."""
-    raise NotImplementedError
+    # BEGIN SOLUTION
+    clip_gradients(parameters, max_l2_norm)
+    # END SOLUTION
 
 
 def get_adamw_cls() -> Any:
     """Return your ``torch.optim.Optimizer`` subclass implementing AdamW."""
-    raise NotImplementedError
+    # BEGIN SOLUTION
+    return AdamW
+    # END SOLUTION
 
 
 def run_get_lr_cosine_schedule(
@@ -252,7 +288,11 @@ def run_get_lr_cosine_schedule(
     cosine_cycle_iters: int,
 ) -> float:
     """Learning rate at iteration ``it`` of linear warmup then cosine decay."""
-    raise NotImplementedError
+    # BEGIN SOLUTION
+    return get_lr_cosine_schedule(
+        it, max_learning_rate, min_learning_rate, warmup_iters, cosine_cycle_iters
+    )
+    # END SOLUTION
 
 
 def run_save_checkpoint(
@@ -262,7 +302,9 @@ def run_save_checkpoint(
     out: str | os.PathLike | BinaryIO | IO[bytes],
 ) -> None:
     """Save model, optimizer and iteration to ``out``."""
-    raise NotImplementedError
+    # BEGIN SOLUTION
+    save_checkpoint(model, optimizer, iteration, out)
+    # END SOLUTION
 
 
 def run_load_checkpoint(
@@ -271,7 +313,9 @@ def run_load_checkpoint(
     optimizer: torch.optim.Optimizer,
 ) -> int:
     """Restore model and optimizer from ``src``; return the saved iteration."""
-    raise NotImplementedError
+    # BEGIN SOLUTION
+    return load_checkpoint(src, model, optimizer)
+    # END SOLUTION
 
 
 # --- Tokenizer (issue 3 fills these in) ------------------------------------------------------
@@ -298,3 +342,168 @@ def run_train_bpe(
     # BEGIN SOLUTION
     return train_bpe(input_path, vocab_size, special_tokens, **kwargs)
     # END SOLUTION
+
+
+# --- Architecture variants (issue 6): beyond the assignment ----------------------------------
+# Imported here rather than at the top so this section can be dropped as a unit.
+
+from cs336_basics.encoder_decoder import (  # noqa: E402
+    DecoderLayer,
+    EncoderLayer,
+    Seq2SeqConfig,
+    Seq2SeqTransformer,
+)
+from cs336_basics.feedforward import FeedForward  # noqa: E402
+from cs336_basics.kv_cache import LatentKVCache  # noqa: E402
+from cs336_basics.layernorm import LayerNorm  # noqa: E402
+from cs336_basics.mla import MultiHeadLatentAttention  # noqa: E402
+from cs336_basics.moe import MixtureOfExperts  # noqa: E402
+from cs336_basics.positional import SinusoidalPositionalEncoding  # noqa: E402
+
+
+def run_layernorm(
+    d_model: int,
+    eps: float,
+    weight: Float[Tensor, " d_model"],
+    bias: Float[Tensor, " d_model"],
+    in_features: Float[Tensor, " ... d_model"],
+) -> Float[Tensor, " ... d_model"]:
+    """LayerNorm with gain ``weight`` and shift ``bias``."""
+    norm = LayerNorm(d_model, eps, device=weight.device, dtype=weight.dtype)
+    norm.load_state_dict({"weight": weight, "bias": bias})
+    return norm(in_features)
+
+
+def run_feedforward(
+    d_model: int,
+    d_ff: int,
+    activation: str,
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " ... d_model"],
+) -> Float[Tensor, " ... d_model"]:
+    """Ungated MLP ``w2(act(w1 x))``, ``activation`` in silu/gelu/relu; biases when ``weights``
+    has ``w1.bias`` and ``w2.bias``."""
+    bias = "w1.bias" in weights
+    ffn = FeedForward(d_model, d_ff, activation, bias=bias, device=in_features.device, dtype=in_features.dtype)
+    ffn.load_state_dict(weights)
+    return ffn(in_features)
+
+
+def run_sinusoidal_positions(
+    d_model: int, max_seq_len: int, token_positions: Int[Tensor, " ... sequence_length"]
+) -> Float[Tensor, " ... sequence_length d_model"]:
+    """The original Transformer's sin/cos encoding of ``token_positions``."""
+    return SinusoidalPositionalEncoding(d_model, max_seq_len, device=token_positions.device)(token_positions)
+
+
+def run_grouped_query_attention(
+    d_model: int,
+    num_heads: int,
+    num_kv_heads: int,
+    max_seq_len: int,
+    theta: float,
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " ... sequence_length d_model"],
+    token_positions: Int[Tensor, " ... sequence_length"] | None = None,
+    qk_norm: bool = False,
+    eps: float = 1e-5,
+) -> Float[Tensor, " ... sequence_length d_model"]:
+    """Causal grouped-query attention with RoPE; ``weights`` has ``{q,k,v,output}_proj.weight``
+    (``k``/``v`` with ``num_kv_heads * d_head`` rows) and, with ``qk_norm``, ``{q,k}_norm.weight``."""
+    device, dtype = in_features.device, in_features.dtype
+    rope = RotaryPositionalEmbedding(theta, d_model // num_heads, max_seq_len, device=device)
+    attention = MultiHeadSelfAttention(
+        d_model, num_heads, rope=rope, device=device, dtype=dtype,
+        num_kv_heads=num_kv_heads, qk_norm=qk_norm, norm_eps=eps,
+    )
+    attention.load_state_dict(weights)
+    return attention(in_features, token_positions)
+
+
+def run_multihead_latent_attention(
+    config: dict[str, Any],
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " ... sequence_length d_model"],
+    token_positions: Int[Tensor, " ... sequence_length"] | None = None,
+    use_latent_cache: bool = False,
+) -> Float[Tensor, " ... sequence_length d_model"]:
+    """DeepSeek-V2 multi-head latent attention built from ``ModelConfig(**config)`` (with
+    ``attention="mla"``). With ``use_latent_cache`` the input is fed through an empty latent KV
+    cache, which runs the folded (absorbed-projection) path."""
+    layer = MultiHeadLatentAttention(ModelConfig(**config), device=in_features.device, dtype=in_features.dtype)
+    layer.load_state_dict(weights)
+    return layer(in_features, token_positions, LatentKVCache() if use_latent_cache else None)
+
+
+def run_mixture_of_experts(
+    d_model: int,
+    d_ff: int,
+    num_experts: int,
+    top_k: int,
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " ... d_model"],
+    normalize_topk: bool = True,
+    capacity_factor: float | None = None,
+) -> tuple[Float[Tensor, " ... d_model"], Float[Tensor, ""]]:
+    """Top-k mixture of SwiGLU experts; ``weights`` has ``router.weight`` and
+    ``experts.{e}.{w1,w2,w3}.weight``. Returns the output and the load-balancing loss."""
+    moe = MixtureOfExperts(
+        d_model, d_ff, num_experts, top_k, normalize_topk, capacity_factor,
+        device=in_features.device, dtype=in_features.dtype,
+    )
+    moe.load_state_dict(weights)
+    output = moe(in_features)
+    return output, moe.aux_loss
+
+
+def run_transformer_lm_variant(
+    config: dict[str, Any],
+    weights: dict[str, Tensor],
+    in_indices: Int[Tensor, " batch_size sequence_length"],
+) -> Float[Tensor, " batch_size sequence_length vocab_size"]:
+    """Logits of a ``TransformerLM(ModelConfig(**config))`` loaded from ``weights``."""
+    model = TransformerLM(ModelConfig(**config), device=in_indices.device)
+    model.load_state_dict(weights)
+    return model(in_indices)
+
+
+def run_encoder_layer(
+    d_model: int,
+    num_heads: int,
+    d_ff: int,
+    eps: float,
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " ... source d_model"],
+) -> Float[Tensor, " ... source d_model"]:
+    """Post-LN Transformer encoder layer (bidirectional self-attention, GELU MLP, biases)."""
+    layer = EncoderLayer(d_model, num_heads, d_ff, eps, device=in_features.device, dtype=in_features.dtype)
+    layer.load_state_dict(weights)
+    return layer(in_features)
+
+
+def run_decoder_layer(
+    d_model: int,
+    num_heads: int,
+    d_ff: int,
+    eps: float,
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " ... target d_model"],
+    memory: Float[Tensor, " ... source d_model"],
+) -> Float[Tensor, " ... target d_model"]:
+    """Post-LN Transformer decoder layer: causal self-attention, cross-attention to
+    ``memory``, GELU MLP."""
+    layer = DecoderLayer(d_model, num_heads, d_ff, eps, device=in_features.device, dtype=in_features.dtype)
+    layer.load_state_dict(weights)
+    return layer(in_features, memory)
+
+
+def run_seq2seq(
+    config: dict[str, Any],
+    weights: dict[str, Tensor],
+    source_ids: Int[Tensor, " batch_size source"],
+    target_ids: Int[Tensor, " batch_size target"],
+) -> Float[Tensor, " batch_size target vocab_size"]:
+    """Next-token logits of a ``Seq2SeqTransformer(Seq2SeqConfig(**config))``."""
+    model = Seq2SeqTransformer(Seq2SeqConfig(**config), device=source_ids.device)
+    model.load_state_dict(weights)
+    return model(source_ids, target_ids)

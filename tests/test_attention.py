@@ -1,0 +1,113 @@
+"""Scaled dot-product attention and causal multi-head self-attention (with and without RoPE)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from .adapters import (
+    run_multihead_self_attention,
+    run_multihead_self_attention_with_rope,
+    run_scaled_dot_product_attention,
+)
+
+THETA, MAX_SEQ_LEN = 10000.0, 16
+
+
+def attention_weights(state_dict: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    return [state_dict[f"layers.0.attn.{n}_proj.weight"] for n in ("q", "k", "v", "output")]
+
+
+def test_scaled_dot_product_attention(snapshot, inputs):
+    out = run_scaled_dot_product_attention(inputs["q"], inputs["k"], inputs["v"], inputs["mask"])
+    snapshot.assert_match(out, "scaled_dot_product_attention")
+
+
+def test_scaled_dot_product_attention_without_mask_and_with_extra_dims(inputs):
+    q, k, v = (inputs[n].reshape(2, 2, *inputs[n].shape[1:]) for n in ("q", "k", "v"))
+    torch.testing.assert_close(run_scaled_dot_product_attention(q, k, v), F.scaled_dot_product_attention(q, k, v))
+
+
+def test_scaled_dot_product_attention_broadcasts_a_2d_mask(inputs):
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    mask = inputs["mask"][0]  # (queries, keys), shared by the batch
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(run_scaled_dot_product_attention(q, k, v, mask), expected)
+
+
+def test_scaled_dot_product_attention_names_mismatched_dimension(inputs):
+    with pytest.raises(Exception, match="d_k"):
+        run_scaled_dot_product_attention(inputs["q"], inputs["k"][..., :-1], inputs["v"])
+
+
+def test_multihead_self_attention(snapshot, inputs, state_dict, model_config):
+    d_model, num_heads = model_config["d_model"], model_config["num_heads"]
+    out = run_multihead_self_attention(d_model, num_heads, *attention_weights(state_dict), inputs["in_embeddings"])
+    snapshot.assert_match(out, "multihead_self_attention")
+
+
+def test_multihead_self_attention_with_rope(snapshot, inputs, state_dict, model_config):
+    d_model, num_heads = model_config["d_model"], model_config["num_heads"]
+    x = inputs["in_embeddings"]
+    positions = torch.arange(x.shape[1]).expand(x.shape[0], -1)
+    out = run_multihead_self_attention_with_rope(
+        d_model, num_heads, MAX_SEQ_LEN, THETA, *attention_weights(state_dict), x, positions
+    )
+    snapshot.assert_match(out, "multihead_self_attention_with_rope")
+
+
+def test_multihead_self_attention_with_rope_default_positions(inputs, state_dict, model_config):
+    d_model, num_heads = model_config["d_model"], model_config["num_heads"]
+    x = inputs["in_embeddings"]
+    weights = attention_weights(state_dict)
+    explicit = torch.arange(x.shape[1]).expand(x.shape[0], -1)
+    torch.testing.assert_close(
+        run_multihead_self_attention_with_rope(d_model, num_heads, MAX_SEQ_LEN, THETA, *weights, x),
+        run_multihead_self_attention_with_rope(d_model, num_heads, MAX_SEQ_LEN, THETA, *weights, x, explicit),
+    )
+
+
+@pytest.mark.parametrize("rope", [False, True], ids=["plain", "rope"])
+def test_multihead_self_attention_is_causal(inputs, state_dict, model_config, rope):
+    """The output at position t must not change when tokens after t change."""
+    d_model, num_heads = model_config["d_model"], model_config["num_heads"]
+    weights = attention_weights(state_dict)
+
+    def attend(x: torch.Tensor) -> torch.Tensor:
+        if rope:
+            return run_multihead_self_attention_with_rope(d_model, num_heads, MAX_SEQ_LEN, THETA, *weights, x)
+        return run_multihead_self_attention(d_model, num_heads, *weights, x)
+
+    x = inputs["in_embeddings"]
+    t = 5
+    changed = x.clone()
+    changed[:, t + 1 :] = torch.randn_like(changed[:, t + 1 :])
+    before, after = attend(x), attend(changed)
+    torch.testing.assert_close(after[:, : t + 1], before[:, : t + 1])
+    assert not torch.allclose(after[:, t + 1 :], before[:, t + 1 :])
+
+
+def test_multihead_self_attention_any_leading_dims(inputs, state_dict, model_config):
+    d_model, num_heads = model_config["d_model"], model_config["num_heads"]
+    weights = attention_weights(state_dict)
+    x = inputs["in_embeddings"]
+    stacked = x.reshape(2, 2, *x.shape[1:])
+    out = run_multihead_self_attention(d_model, num_heads, *weights, stacked)
+    torch.testing.assert_close(out.reshape(x.shape), run_multihead_self_attention(d_model, num_heads, *weights, x))
+
+
+def test_multihead_self_attention_bfloat16(inputs, state_dict, model_config):
+    d_model, num_heads = model_config["d_model"], model_config["num_heads"]
+    weights = attention_weights(state_dict)
+    x = inputs["in_embeddings"]
+    out = run_multihead_self_attention(d_model, num_heads, *(w.bfloat16() for w in weights), x.bfloat16())
+    assert out.dtype == torch.bfloat16
+    reference = run_multihead_self_attention(d_model, num_heads, *weights, x)
+    torch.testing.assert_close(out.float(), reference, atol=0.1, rtol=0.05)
+
+
+def test_multihead_self_attention_rejects_indivisible_heads():
+    weights = [torch.randn(10, 10) for _ in range(4)]
+    with pytest.raises(ValueError, match="divisible"):
+        run_multihead_self_attention(10, 3, *weights, torch.randn(1, 4, 10))

@@ -1,0 +1,81 @@
+"""Linear, Embedding, RMSNorm, SiLU, SwiGLU and softmax: snapshots plus the properties the
+handout asks for (any leading dims, bfloat16 in gives bfloat16 out, clear errors)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from .adapters import run_embedding, run_linear, run_rmsnorm, run_silu, run_softmax, run_swiglu
+
+
+def test_linear(snapshot, inputs, state_dict):
+    weight = state_dict["layers.0.ffn.w1.weight"]
+    d_out, d_in = weight.shape
+    snapshot.assert_match(run_linear(d_in, d_out, weight, inputs["in_embeddings"]), "linear")
+
+
+def test_linear_any_leading_dims_and_bfloat16(state_dict):
+    weight = state_dict["layers.0.ffn.w1.weight"]
+    x = torch.randn(2, 3, 5, weight.shape[1])
+    out = run_linear(weight.shape[1], weight.shape[0], weight, x)
+    torch.testing.assert_close(out, F.linear(x, weight))
+    out_bf16 = run_linear(weight.shape[1], weight.shape[0], weight.bfloat16(), x.bfloat16())
+    assert out_bf16.dtype == torch.bfloat16
+    torch.testing.assert_close(out_bf16.float(), out, atol=0.1, rtol=0.05)
+
+
+def test_embedding(snapshot, inputs, state_dict):
+    weight = state_dict["token_embeddings.weight"]
+    snapshot.assert_match(run_embedding(*weight.shape, weight, inputs["in_indices"]), "embedding")
+
+
+@pytest.mark.parametrize("bad_id", [-1, 512, 10_000])
+def test_embedding_rejects_ids_outside_vocabulary(state_dict, bad_id):
+    weight = state_dict["token_embeddings.weight"]
+    with pytest.raises(IndexError, match=str(bad_id)):
+        run_embedding(*weight.shape, weight, torch.tensor([[0, bad_id]]))
+
+
+def test_rmsnorm(snapshot, inputs, state_dict):
+    gain = state_dict["layers.0.ln1.weight"]
+    snapshot.assert_match(run_rmsnorm(gain.shape[0], 1e-5, gain, inputs["in_embeddings"]), "rmsnorm")
+
+
+def test_rmsnorm_bfloat16_is_computed_in_float32(state_dict):
+    gain = state_dict["layers.0.ln1.weight"]
+    # The statistics are computed in float32; the result comes back in the input's dtype.
+    x = (300 * torch.randn(3, 7, gain.shape[0])).bfloat16()
+    out = run_rmsnorm(gain.shape[0], 1e-5, gain.bfloat16(), x)
+    assert out.dtype == torch.bfloat16
+    expected = F.rms_norm(x.double(), (gain.shape[0],), gain.bfloat16().double(), eps=1e-5)
+    torch.testing.assert_close(out.double(), expected, atol=0.05, rtol=0.02)
+
+
+def test_silu(snapshot, inputs):
+    snapshot.assert_match(run_silu(inputs["in_embeddings"]), "silu")
+
+
+def test_silu_matches_torch_on_extremes():
+    x = torch.tensor([-1e4, -80.0, -1.0, 0.0, 1.0, 80.0, 1e4])
+    torch.testing.assert_close(run_silu(x), F.silu(x))
+
+
+def test_swiglu(snapshot, inputs, state_dict):
+    w1, w2, w3 = (state_dict[f"layers.0.ffn.{n}.weight"] for n in ("w1", "w2", "w3"))
+    d_ff, d_model = w1.shape
+    snapshot.assert_match(run_swiglu(d_model, d_ff, w1, w2, w3, inputs["in_embeddings"]), "swiglu")
+
+
+def test_softmax(snapshot, inputs):
+    snapshot.assert_match(run_softmax(inputs["in_logits"], dim=-1), "softmax")
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_softmax_is_stable_for_large_inputs(dim):
+    x = torch.tensor([[1000.0, 1001.0, 1002.0], [-1000.0, 0.0, 1000.0], [88.0, 89.0, 90.0]])
+    out = run_softmax(x, dim=dim)
+    assert torch.isfinite(out).all(), "softmax overflowed: subtract the max before exp"
+    torch.testing.assert_close(out, F.softmax(x, dim=dim))
+    torch.testing.assert_close(run_softmax(x + 100.0, dim=dim), out)

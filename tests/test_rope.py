@@ -1,0 +1,72 @@
+"""Rotary position embeddings: snapshot, the rotation's invariants, and bad input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from .adapters import run_rope
+
+THETA, MAX_SEQ_LEN = 10000.0, 16
+
+
+def test_rope(snapshot, inputs):
+    x = inputs["in_embeddings"]
+    out = run_rope(x.shape[-1], THETA, MAX_SEQ_LEN, x, inputs["token_positions"])
+    snapshot.assert_match(out, "rope")
+
+
+def test_rope_preserves_norms_of_every_pair(inputs):
+    x = inputs["in_embeddings"]
+    out = run_rope(x.shape[-1], THETA, MAX_SEQ_LEN, x, inputs["token_positions"])
+    pair_norms = lambda t: t.reshape(*t.shape[:-1], -1, 2).norm(dim=-1)  # noqa: E731
+    torch.testing.assert_close(pair_norms(out), pair_norms(x))
+
+
+def test_rope_scores_depend_only_on_relative_position():
+    d_k = 32
+    q, k = torch.randn(d_k, dtype=torch.float64), torch.randn(d_k, dtype=torch.float64)
+
+    def score(m: int, n: int) -> torch.Tensor:
+        rq = run_rope(d_k, THETA, MAX_SEQ_LEN, q.float()[None], torch.tensor([m]))
+        rk = run_rope(d_k, THETA, MAX_SEQ_LEN, k.float()[None], torch.tensor([n]))
+        return (rq * rk).sum()
+
+    for offset in (0, 1, 3, 7):
+        scores = torch.stack([score(m + offset, m) for m in range(MAX_SEQ_LEN - offset)])
+        torch.testing.assert_close(scores, scores[0].expand_as(scores), atol=1e-4, rtol=1e-4)
+    assert not torch.allclose(score(3, 0), score(0, 3)), "RoPE scores must depend on the sign of m - n"
+
+
+def test_rope_position_zero_is_identity(inputs):
+    x = inputs["in_embeddings"]
+    out = run_rope(x.shape[-1], THETA, MAX_SEQ_LEN, x, torch.zeros(x.shape[:-1], dtype=torch.long))
+    torch.testing.assert_close(out, x)
+
+
+def test_rope_broadcasts_positions_over_leading_dims(inputs):
+    x = inputs["in_embeddings"][:2]  # (batch, seq, d_k)
+    heads = x[:, None].expand(2, 3, *x.shape[1:])  # (batch, heads, seq, d_k)
+    positions = torch.arange(x.shape[1])
+    out = run_rope(x.shape[-1], THETA, MAX_SEQ_LEN, heads, positions)
+    assert out.shape == heads.shape
+    torch.testing.assert_close(out[:, 1], run_rope(x.shape[-1], THETA, MAX_SEQ_LEN, x, positions.expand(2, -1)))
+
+
+def test_rope_bfloat16_in_bfloat16_out(inputs):
+    x = inputs["in_embeddings"]
+    positions = inputs["token_positions"]
+    out = run_rope(x.shape[-1], THETA, MAX_SEQ_LEN, x.bfloat16(), positions)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), run_rope(x.shape[-1], THETA, MAX_SEQ_LEN, x, positions), atol=0.05, rtol=0.02)
+
+
+def test_rope_rejects_odd_d_k():
+    with pytest.raises(ValueError, match="d_k"):
+        run_rope(7, THETA, MAX_SEQ_LEN, torch.randn(2, 7), torch.arange(2))
+
+
+@pytest.mark.parametrize("position", [MAX_SEQ_LEN, -1])
+def test_rope_rejects_positions_outside_max_seq_len(position):
+    with pytest.raises(IndexError, match="max_seq_len"):
+        run_rope(8, THETA, MAX_SEQ_LEN, torch.randn(2, 8), torch.tensor([0, position]))
