@@ -11,7 +11,8 @@ from torch import Tensor, nn
 
 from cs336_basics.functional import softmax
 from cs336_basics.kv_cache import LayerKVCache
-from cs336_basics.linear import Linear
+from cs336_basics.linear import linear_layer
+from cs336_basics.rmsnorm import RMSNorm
 from cs336_basics.rope import RotaryPositionalEmbedding
 
 
@@ -54,6 +55,17 @@ class MultiHeadSelfAttention(nn.Module):
     linear maps; heads are the contiguous ``d_k = d_model / num_heads`` slices of the
     projected features (head ``h`` owns rows ``h*d_k .. (h+1)*d_k - 1`` of each weight).
     RoPE, when ``rope`` is given, is applied to queries and keys only, never to values.
+
+    Options beyond the handout:
+
+    - ``num_kv_heads < num_heads``: grouped-query attention. ``k_proj`` and ``v_proj`` produce
+      only ``num_kv_heads`` heads, and query head ``h`` reads key/value head
+      ``h // (num_heads / num_kv_heads)``; ``num_kv_heads = 1`` is multi-query attention. The
+      KV cache then holds just the shared heads.
+    - ``qk_norm``: RMSNorm (``q_norm``, ``k_norm``, one gain per head dim) on every query and
+      key head before RoPE, as in Qwen3.
+    - ``bias``: biases on all four projections. ``causal=False`` lets every position attend
+      to every other (an encoder).
     """
 
     def __init__(
@@ -63,19 +75,35 @@ class MultiHeadSelfAttention(nn.Module):
         rope: RotaryPositionalEmbedding | None = None,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        *,
+        num_kv_heads: int | None = None,
+        qk_norm: bool = False,
+        norm_eps: float = 1e-5,
+        bias: bool = False,
+        causal: bool = True,
     ) -> None:
         super().__init__()
         if num_heads < 1 or d_model % num_heads != 0:
             raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if num_kv_heads < 1 or num_heads % num_kv_heads != 0:
+            raise ValueError(f"num_heads={num_heads} must be a multiple of num_kv_heads={num_kv_heads}")
         self.d_model = d_model
         self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
         self.d_k = d_model // num_heads
+        self.causal = causal
         if rope is not None and rope.d_k != self.d_k:
             raise ValueError(f"RoPE was built for d_k={rope.d_k}, but the heads have d_k={self.d_k}")
-        self.q_proj = Linear(d_model, d_model, device=device, dtype=dtype)
-        self.k_proj = Linear(d_model, d_model, device=device, dtype=dtype)
-        self.v_proj = Linear(d_model, d_model, device=device, dtype=dtype)
-        self.output_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        d_kv = num_kv_heads * self.d_k
+        self.q_proj = linear_layer(d_model, d_model, bias, device=device, dtype=dtype)
+        self.k_proj = linear_layer(d_model, d_kv, bias, device=device, dtype=dtype)
+        self.v_proj = linear_layer(d_model, d_kv, bias, device=device, dtype=dtype)
+        self.output_proj = linear_layer(d_model, d_model, bias, device=device, dtype=dtype)
+        if qk_norm:
+            self.q_norm = RMSNorm(self.d_k, norm_eps, device=device, dtype=dtype)
+            self.k_norm = RMSNorm(self.d_k, norm_eps, device=device, dtype=dtype)
+        self.qk_norm = qk_norm
         self.rope = rope
 
     def forward(
@@ -91,19 +119,29 @@ class MultiHeadSelfAttention(nn.Module):
         # BEGIN SOLUTION
         seq_len = x.shape[-2]
         past = 0 if kv_cache is None else kv_cache.length
-        q, k, v = (
-            rearrange(proj(x), "... seq (heads d_k) -> ... heads seq d_k", heads=self.num_heads)
-            for proj in (self.q_proj, self.k_proj, self.v_proj)
+        # Query heads are grouped under the key/value head they share (group = 1 for plain MHA),
+        # so attention broadcasts each key/value head over its group without copying it.
+        q = rearrange(
+            self.q_proj(x), "... seq (kv_heads group d_k) -> ... kv_heads group seq d_k",
+            kv_heads=self.num_kv_heads, d_k=self.d_k,
         )
+        k, v = (
+            rearrange(proj(x), "... seq (kv_heads d_k) -> ... kv_heads 1 seq d_k", d_k=self.d_k)
+            for proj in (self.k_proj, self.v_proj)
+        )
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
         if self.rope is not None:
             if token_positions is None:
                 token_positions = torch.arange(past, past + seq_len, device=x.device)
-            head_positions = rearrange(token_positions, "... seq -> ... 1 seq")
+            head_positions = rearrange(token_positions, "... seq -> ... 1 1 seq")
             q = self.rope(q, head_positions)
             k = self.rope(k, head_positions)
         if kv_cache is not None:
             k, v = kv_cache.append(k, v)
-        mask = causal_mask(seq_len, k.shape[-2], device=x.device)
+        mask = causal_mask(seq_len, k.shape[-2], device=x.device) if self.causal else None
         attended = scaled_dot_product_attention(q, k, v, mask)
-        return self.output_proj(rearrange(attended, "... heads seq d_k -> ... seq (heads d_k)"))
+        return self.output_proj(
+            rearrange(attended, "... kv_heads group seq d_k -> ... seq (kv_heads group d_k)")
+        )
         # END SOLUTION

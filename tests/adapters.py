@@ -507,3 +507,168 @@ def run_seq2seq(
     model = Seq2SeqTransformer(Seq2SeqConfig(**config), device=source_ids.device)
     model.load_state_dict(weights)
     return model(source_ids, target_ids)
+
+
+# --- Architecture variants (issue 6): beyond the assignment ----------------------------------
+# Imported here rather than at the top so this section can be dropped as a unit.
+
+from cs336_basics.encoder_decoder import (  # noqa: E402
+    DecoderLayer,
+    EncoderLayer,
+    Seq2SeqConfig,
+    Seq2SeqTransformer,
+)
+from cs336_basics.feedforward import FeedForward  # noqa: E402
+from cs336_basics.kv_cache import LatentKVCache  # noqa: E402
+from cs336_basics.layernorm import LayerNorm  # noqa: E402
+from cs336_basics.mla import MultiHeadLatentAttention  # noqa: E402
+from cs336_basics.moe import MixtureOfExperts  # noqa: E402
+from cs336_basics.positional import SinusoidalPositionalEncoding  # noqa: E402
+
+
+def run_layernorm(
+    d_model: int,
+    eps: float,
+    weight: Float[Tensor, " d_model"],
+    bias: Float[Tensor, " d_model"],
+    in_features: Float[Tensor, " ... d_model"],
+) -> Float[Tensor, " ... d_model"]:
+    """LayerNorm with gain ``weight`` and shift ``bias``."""
+    norm = LayerNorm(d_model, eps, device=weight.device, dtype=weight.dtype)
+    norm.load_state_dict({"weight": weight, "bias": bias})
+    return norm(in_features)
+
+
+def run_feedforward(
+    d_model: int,
+    d_ff: int,
+    activation: str,
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " ... d_model"],
+) -> Float[Tensor, " ... d_model"]:
+    """Ungated MLP ``w2(act(w1 x))``, ``activation`` in silu/gelu/relu; biases when ``weights``
+    has ``w1.bias`` and ``w2.bias``."""
+    bias = "w1.bias" in weights
+    ffn = FeedForward(d_model, d_ff, activation, bias=bias, device=in_features.device, dtype=in_features.dtype)
+    ffn.load_state_dict(weights)
+    return ffn(in_features)
+
+
+def run_sinusoidal_positions(
+    d_model: int, max_seq_len: int, token_positions: Int[Tensor, " ... sequence_length"]
+) -> Float[Tensor, " ... sequence_length d_model"]:
+    """The original Transformer's sin/cos encoding of ``token_positions``."""
+    return SinusoidalPositionalEncoding(d_model, max_seq_len, device=token_positions.device)(token_positions)
+
+
+def run_grouped_query_attention(
+    d_model: int,
+    num_heads: int,
+    num_kv_heads: int,
+    max_seq_len: int,
+    theta: float,
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " ... sequence_length d_model"],
+    token_positions: Int[Tensor, " ... sequence_length"] | None = None,
+    qk_norm: bool = False,
+    eps: float = 1e-5,
+) -> Float[Tensor, " ... sequence_length d_model"]:
+    """Causal grouped-query attention with RoPE; ``weights`` has ``{q,k,v,output}_proj.weight``
+    (``k``/``v`` with ``num_kv_heads * d_head`` rows) and, with ``qk_norm``, ``{q,k}_norm.weight``."""
+    device, dtype = in_features.device, in_features.dtype
+    rope = RotaryPositionalEmbedding(theta, d_model // num_heads, max_seq_len, device=device)
+    attention = MultiHeadSelfAttention(
+        d_model, num_heads, rope=rope, device=device, dtype=dtype,
+        num_kv_heads=num_kv_heads, qk_norm=qk_norm, norm_eps=eps,
+    )
+    attention.load_state_dict(weights)
+    return attention(in_features, token_positions)
+
+
+def run_multihead_latent_attention(
+    config: dict[str, Any],
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " ... sequence_length d_model"],
+    token_positions: Int[Tensor, " ... sequence_length"] | None = None,
+    use_latent_cache: bool = False,
+) -> Float[Tensor, " ... sequence_length d_model"]:
+    """DeepSeek-V2 multi-head latent attention built from ``ModelConfig(**config)`` (with
+    ``attention="mla"``). With ``use_latent_cache`` the input is fed through an empty latent KV
+    cache, which runs the folded (absorbed-projection) path."""
+    layer = MultiHeadLatentAttention(ModelConfig(**config), device=in_features.device, dtype=in_features.dtype)
+    layer.load_state_dict(weights)
+    return layer(in_features, token_positions, LatentKVCache() if use_latent_cache else None)
+
+
+def run_mixture_of_experts(
+    d_model: int,
+    d_ff: int,
+    num_experts: int,
+    top_k: int,
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " ... d_model"],
+    normalize_topk: bool = True,
+    capacity_factor: float | None = None,
+) -> tuple[Float[Tensor, " ... d_model"], Float[Tensor, ""]]:
+    """Top-k mixture of SwiGLU experts; ``weights`` has ``router.weight`` and
+    ``experts.{e}.{w1,w2,w3}.weight``. Returns the output and the load-balancing loss."""
+    moe = MixtureOfExperts(
+        d_model, d_ff, num_experts, top_k, normalize_topk, capacity_factor,
+        device=in_features.device, dtype=in_features.dtype,
+    )
+    moe.load_state_dict(weights)
+    output = moe(in_features)
+    return output, moe.aux_loss
+
+
+def run_transformer_lm_variant(
+    config: dict[str, Any],
+    weights: dict[str, Tensor],
+    in_indices: Int[Tensor, " batch_size sequence_length"],
+) -> Float[Tensor, " batch_size sequence_length vocab_size"]:
+    """Logits of a ``TransformerLM(ModelConfig(**config))`` loaded from ``weights``."""
+    model = TransformerLM(ModelConfig(**config), device=in_indices.device)
+    model.load_state_dict(weights)
+    return model(in_indices)
+
+
+def run_encoder_layer(
+    d_model: int,
+    num_heads: int,
+    d_ff: int,
+    eps: float,
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " ... source d_model"],
+) -> Float[Tensor, " ... source d_model"]:
+    """Post-LN Transformer encoder layer (bidirectional self-attention, GELU MLP, biases)."""
+    layer = EncoderLayer(d_model, num_heads, d_ff, eps, device=in_features.device, dtype=in_features.dtype)
+    layer.load_state_dict(weights)
+    return layer(in_features)
+
+
+def run_decoder_layer(
+    d_model: int,
+    num_heads: int,
+    d_ff: int,
+    eps: float,
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " ... target d_model"],
+    memory: Float[Tensor, " ... source d_model"],
+) -> Float[Tensor, " ... target d_model"]:
+    """Post-LN Transformer decoder layer: causal self-attention, cross-attention to
+    ``memory``, GELU MLP."""
+    layer = DecoderLayer(d_model, num_heads, d_ff, eps, device=in_features.device, dtype=in_features.dtype)
+    layer.load_state_dict(weights)
+    return layer(in_features, memory)
+
+
+def run_seq2seq(
+    config: dict[str, Any],
+    weights: dict[str, Tensor],
+    source_ids: Int[Tensor, " batch_size source"],
+    target_ids: Int[Tensor, " batch_size target"],
+) -> Float[Tensor, " batch_size target vocab_size"]:
+    """Next-token logits of a ``Seq2SeqTransformer(Seq2SeqConfig(**config))``."""
+    model = Seq2SeqTransformer(Seq2SeqConfig(**config), device=source_ids.device)
+    model.load_state_dict(weights)
+    return model(source_ids, target_ids)

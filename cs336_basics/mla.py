@@ -1,0 +1,126 @@
+"""Multi-head latent attention (MLA), the attention of DeepSeek-V2 and V3."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from einops import einsum, rearrange
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+
+from cs336_basics.attention import causal_mask, scaled_dot_product_attention
+from cs336_basics.config import ModelConfig
+from cs336_basics.kv_cache import LatentKVCache
+from cs336_basics.linear import Linear
+from cs336_basics.rmsnorm import RMSNorm
+from cs336_basics.rope import RotaryPositionalEmbedding
+
+
+class MultiHeadLatentAttention(nn.Module):
+    """Causal attention whose keys and values are decompressed from a small per-token latent.
+
+    Per token, ``kv_down_proj`` compresses ``x`` to a ``kv_lora_rank`` latent ``c`` (then
+    ``kv_norm``); ``k_up_proj`` and ``v_up_proj`` expand ``c`` into every head's position-free key
+    (``qk_nope_head_dim``) and value (``v_head_dim``). Position enters through ``qk_rope_head_dim``
+    extra dims: a RoPE-rotated key ``k_rope_proj(x)`` shared by all heads, and per-head rotated
+    query dims. Queries come from ``q_proj`` or, with ``q_lora_rank``, from
+    ``q_up_proj(q_norm(q_down_proj(x)))``; each head's query is ``[nope dims | rope dims]``.
+    Scores are scaled by ``1/sqrt(qk_nope_head_dim + qk_rope_head_dim)``.
+
+    Without a cache the keys and values are expanded explicitly. With a cache, only ``c`` and
+    the RoPE key are stored per token and attention runs in latent space: ``k_up_proj`` is folded
+    into the queries (``q_nope . (W_uk c) = (W_uk^T q_nope) . c``) and ``v_up_proj`` into
+    ``output_proj`` (attend over ``c``, then one ``heads * rank -> d_model`` map). Both paths
+    compute the same function.
+    """
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.num_heads = config.num_heads
+        self.nope_dim = config.mla_nope_dim
+        self.rope_dim = config.qk_rope_head_dim
+        self.rank = config.kv_lora_rank
+        d_model, heads, v_dim = config.d_model, config.num_heads, config.mla_v_dim
+        q_dim = heads * (self.nope_dim + self.rope_dim)
+        if config.q_lora_rank is None:
+            self.q_proj = Linear(d_model, q_dim, device=device, dtype=dtype)
+        else:
+            self.q_down_proj = Linear(d_model, config.q_lora_rank, device=device, dtype=dtype)
+            self.q_norm = RMSNorm(config.q_lora_rank, config.norm_eps, device=device, dtype=dtype)
+            self.q_up_proj = Linear(config.q_lora_rank, q_dim, device=device, dtype=dtype)
+        self.kv_down_proj = Linear(d_model, self.rank, device=device, dtype=dtype)
+        self.kv_norm = RMSNorm(self.rank, config.norm_eps, device=device, dtype=dtype)
+        self.k_rope_proj = Linear(d_model, self.rope_dim, device=device, dtype=dtype)
+        self.k_up_proj = Linear(self.rank, heads * self.nope_dim, device=device, dtype=dtype)
+        self.v_up_proj = Linear(self.rank, heads * v_dim, device=device, dtype=dtype)
+        self.output_proj = Linear(heads * v_dim, d_model, device=device, dtype=dtype)
+        self.rope = RotaryPositionalEmbedding(
+            config.rope_theta, self.rope_dim, config.context_length, device=device
+        )
+
+    def forward(
+        self,
+        x: Float[Tensor, "... seq d_model"],
+        token_positions: Int[Tensor, "... seq"] | None = None,
+        kv_cache: LatentKVCache | None = None,
+    ) -> Float[Tensor, "... seq d_model"]:
+        past = 0 if kv_cache is None else kv_cache.length
+        if token_positions is None:
+            token_positions = torch.arange(past, past + x.shape[-2], device=x.device)
+        queries = self.q_proj(x) if hasattr(self, "q_proj") else self.q_up_proj(self.q_norm(self.q_down_proj(x)))
+        q = rearrange(queries, "... seq (heads d) -> ... heads seq d", heads=self.num_heads)
+        q_nope, q_rope = q.split([self.nope_dim, self.rope_dim], dim=-1)
+        q_rope = self.rope(q_rope, rearrange(token_positions, "... seq -> ... 1 seq"))
+        latents = self.kv_norm(self.kv_down_proj(x))
+        k_rope = self.rope(self.k_rope_proj(x), token_positions)
+        if kv_cache is None:
+            return self.attend_expanded(q_nope, q_rope, latents, k_rope)
+        latents, k_rope = kv_cache.append(latents, k_rope)
+        return self.attend_folded(q_nope, q_rope, latents, k_rope)
+
+    def attend_expanded(
+        self,
+        q_nope: Float[Tensor, "... heads queries nope"],
+        q_rope: Float[Tensor, "... heads queries rope"],
+        latents: Float[Tensor, "... keys rank"],
+        k_rope: Float[Tensor, "... keys rope"],
+    ) -> Float[Tensor, "... queries d_model"]:
+        """Reconstruct per-head keys and values from the latents, then attend as usual."""
+        k_nope, v = (
+            rearrange(proj(latents), "... seq (heads d) -> ... heads seq d", heads=self.num_heads)
+            for proj in (self.k_up_proj, self.v_up_proj)
+        )
+        shared_k_rope = rearrange(k_rope, "... seq rope -> ... 1 seq rope").expand(*k_nope.shape[:-1], -1)
+        q = torch.cat((q_nope, q_rope), dim=-1)
+        k = torch.cat((k_nope, shared_k_rope), dim=-1)
+        mask = causal_mask(q.shape[-2], k.shape[-2], device=q.device)
+        attended = scaled_dot_product_attention(q, k, v, mask)
+        return self.output_proj(rearrange(attended, "... heads seq d -> ... seq (heads d)"))
+
+    def attend_folded(
+        self,
+        q_nope: Float[Tensor, "... heads queries nope"],
+        q_rope: Float[Tensor, "... heads queries rope"],
+        latents: Float[Tensor, "... keys rank"],
+        k_rope: Float[Tensor, "... keys rope"],
+    ) -> Float[Tensor, "... queries d_model"]:
+        """Attend in latent space: one shared key/value "head" of width ``rank (+ rope)``."""
+        k_up = rearrange(self.k_up_proj.weight, "(heads nope) rank -> heads nope rank", heads=self.num_heads)
+        q_latent = einsum(q_nope, k_up, "... heads seq nope, heads nope rank -> ... heads seq rank")
+        # The attention helper divides by sqrt(of its query width); rescale so the scores keep
+        # the 1/sqrt(nope + rope) of the expanded path.
+        width_fix = math.sqrt((self.rank + self.rope_dim) / (self.nope_dim + self.rope_dim))
+        q = torch.cat((q_latent, q_rope), dim=-1) * width_fix
+        k = rearrange(torch.cat((latents, k_rope), dim=-1), "... seq d -> ... 1 seq d")
+        mask = causal_mask(q.shape[-2], k.shape[-2], device=q.device)
+        mixed = scaled_dot_product_attention(q, k, rearrange(latents, "... seq rank -> ... 1 seq rank"), mask)
+        v_up = rearrange(self.v_up_proj.weight, "(heads v) rank -> heads v rank", heads=self.num_heads)
+        output = rearrange(self.output_proj.weight, "d_model (heads v) -> d_model heads v", heads=self.num_heads)
+        folded_output = einsum(output, v_up, "d_model heads v, heads v rank -> heads rank d_model")
+        return einsum(mixed, folded_output, "... heads seq rank, heads rank d_model -> ... seq d_model")

@@ -1,0 +1,96 @@
+"""Mixture-of-experts feed-forward layer with a top-k softmax router."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from einops import rearrange
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+
+from cs336_basics.feedforward import SwiGLU
+from cs336_basics.functional import softmax
+from cs336_basics.linear import Linear
+
+
+class MixtureOfExperts(nn.Module):
+    """``num_experts`` SwiGLU experts; each token is processed by the ``top_k`` its router picks.
+
+    The router is a bias-free ``d_model -> num_experts`` map followed by a softmax. A token's
+    output is the sum of its chosen experts' outputs weighted by their router probabilities,
+    renormalised to sum to one over the chosen experts when ``normalize_topk`` (Mixtral; Qwen3-MoE
+    makes it an option; Switch with ``top_k = 1`` keeps the raw probability).
+
+    ``capacity_factor`` caps each expert at ``ceil(capacity_factor * tokens * top_k / num_experts)``
+    assignments per forward call. Assignments are served first choices first (GShard), then in
+    token order; the rest are dropped, and a token whose every choice was dropped gets a zero
+    output, so in a residual block it passes through unchanged.
+
+    After each forward, ``aux_loss`` holds the load-balancing loss of Switch Transformer,
+    ``num_experts * sum_i f_i * P_i``, where ``f_i`` is the fraction of tokens that chose expert
+    ``i`` among their top k (before dropping) and ``P_i`` the mean router probability of ``i``.
+    It is ``top_k`` when routing is perfectly balanced and grows as it concentrates.
+    """
+
+    aux_loss: Tensor
+
+    def __init__(
+        self,
+        d_model: int,
+        d_ff: int,
+        num_experts: int,
+        top_k: int,
+        normalize_topk: bool = True,
+        capacity_factor: float | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        if not 1 <= top_k <= num_experts:
+            raise ValueError(f"top_k={top_k} must be between 1 and num_experts={num_experts}")
+        self.num_experts = num_experts
+        self.top_k = top_k
+        self.normalize_topk = normalize_topk
+        self.capacity_factor = capacity_factor
+        self.router = Linear(d_model, num_experts, device=device, dtype=dtype)
+        self.experts = nn.ModuleList(
+            SwiGLU(d_model, d_ff, device=device, dtype=dtype) for _ in range(num_experts)
+        )
+        self.aux_loss = torch.zeros(())
+
+    def forward(self, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
+        tokens = rearrange(x, "... d_model -> (...) d_model")
+        probabilities = softmax(self.router(tokens).float(), dim=-1)
+        weights, experts = probabilities.topk(self.top_k, dim=-1)
+        if self.normalize_topk:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        if self.capacity_factor is not None:
+            weights = weights * self.within_capacity(experts)
+        self.aux_loss = self.load_balancing_loss(probabilities, experts)
+
+        output = torch.zeros_like(tokens)
+        for expert_id, expert in enumerate(self.experts):
+            token_ids, slot = torch.where(experts == expert_id)
+            if token_ids.numel() > 0:
+                routed = expert(tokens[token_ids]) * weights[token_ids, slot, None].to(tokens.dtype)
+                output.index_add_(0, token_ids, routed)
+        return output.reshape(x.shape)
+
+    def within_capacity(self, experts: Int[Tensor, "tokens top_k"]) -> Float[Tensor, "tokens top_k"]:
+        """1.0 for each assignment its expert still has room for, 0.0 for dropped ones."""
+        num_tokens = experts.shape[0]
+        capacity = math.ceil(self.capacity_factor * num_tokens * self.top_k / self.num_experts)
+        chosen = torch.nn.functional.one_hot(experts, self.num_experts)  # (tokens, top_k, experts)
+        queue = rearrange(chosen, "tokens top_k experts -> (top_k tokens) experts")
+        place_in_queue = (queue.cumsum(dim=0) * queue).sum(dim=-1)  # 1-based, first choices first
+        fits = rearrange(place_in_queue <= capacity, "(top_k tokens) -> tokens top_k", tokens=num_tokens)
+        return fits.float()
+
+    def load_balancing_loss(
+        self, probabilities: Float[Tensor, "tokens experts"], experts: Int[Tensor, "tokens top_k"]
+    ) -> Float[Tensor, ""]:
+        chosen = torch.nn.functional.one_hot(experts, self.num_experts).sum(dim=1).float()
+        token_fraction = chosen.mean(dim=0)
+        mean_probability = probabilities.mean(dim=0)
+        return self.num_experts * (token_fraction * mean_probability).sum()
