@@ -36,6 +36,9 @@ from cs336_basics.pretokenization import check_special_tokens, count_pretokens, 
 
 # Pre-tokenization chunks are at most this large, so workers' memory stays bounded on huge files.
 MAX_CHUNK_BYTES = 64 * 1024 * 1024
+# Unless told how many workers to use, files smaller than this are pre-tokenized in-process:
+# starting worker processes would take longer than the work.
+MIN_PARALLEL_BYTES = 4 * 1024 * 1024
 
 
 def train_bpe(
@@ -55,7 +58,8 @@ def train_bpe(
             tokens. Training stops early if no pair is left to merge.
         special_tokens: strings never split or merged across (e.g. ``"<|endoftext|>"``);
             each gets its own id and is not counted as text.
-        num_workers: pre-tokenization processes (default: all CPU cores).
+        num_workers: pre-tokenization processes (default: all CPU cores, or just this process
+            for files under ``MIN_PARALLEL_BYTES``).
         progress: show a progress bar for each phase.
         timings: if given, filled with seconds per phase (``pretokenize``, ``merge``, ``total``).
 
@@ -98,8 +102,10 @@ def pretokenize_file(
         raise FileNotFoundError(f"training corpus not found (or not a file): {path!r}")
     if not os.access(path, os.R_OK):
         raise PermissionError(f"training corpus is not readable: {path!r}")
-    num_workers = max(1, num_workers if num_workers is not None else (os.cpu_count() or 1))
     file_size = os.path.getsize(path)
+    if num_workers is None:
+        num_workers = (os.cpu_count() or 1) if file_size >= MIN_PARALLEL_BYTES else 1
+    num_workers = max(1, num_workers)
     num_chunks = max(num_workers * 4 if num_workers > 1 else 1, -(-file_size // MAX_CHUNK_BYTES))
     boundaries = find_chunk_boundaries(path, num_chunks, special_tokens)
     jobs = [(path, start, end, tuple(special_tokens)) for start, end in zip(boundaries, boundaries[1:])]

@@ -1,0 +1,222 @@
+"""BPE training: the handout's example, agreement with a naive trainer, speed, bad input."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import regex
+from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import strategies as st
+
+from .adapters import run_train_bpe
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+CORPUS = FIXTURES / "corpora" / "stories-400k.txt"
+EOT = "<|endoftext|>"
+# Written out here rather than imported, so a wrong pattern in the code under test is caught.
+GPT2_PATTERN = regex.compile(r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+
+
+def naive_train_bpe(text: str, vocab_size: int, special_tokens: list[str]):
+    """The handout's algorithm, slowly: recount every pair over every pre-token at each step."""
+    vocab = {i: bytes([i]) for i in range(256)}
+    for token in special_tokens:
+        vocab[len(vocab)] = token.encode("utf-8")
+    pieces = [text]
+    if special_tokens:
+        pieces = regex.split("|".join(regex.escape(t) for t in sorted(special_tokens, key=len, reverse=True)), text)
+    words: Counter[tuple[bytes, ...]] = Counter()
+    for piece in pieces:
+        for pretoken in GPT2_PATTERN.findall(piece):
+            words[tuple(bytes([b]) for b in pretoken.encode("utf-8"))] += 1
+    merges = []
+    while len(vocab) < vocab_size:
+        pairs: Counter[tuple[bytes, bytes]] = Counter()
+        for word, count in words.items():
+            for pair in zip(word, word[1:]):
+                pairs[pair] += count
+        if not pairs:
+            break
+        best = max(pairs, key=lambda pair: (pairs[pair], pair))
+        merges.append(best)
+        vocab[len(vocab)] = best[0] + best[1]
+        merged_words: Counter[tuple[bytes, ...]] = Counter()
+        for word, count in words.items():
+            out, i = [], 0
+            while i < len(word):
+                if i + 1 < len(word) and (word[i], word[i + 1]) == best:
+                    out.append(best[0] + best[1])
+                    i += 2
+                else:
+                    out.append(word[i])
+                    i += 1
+            merged_words[tuple(out)] += count
+        words = merged_words
+    return vocab, merges
+
+
+def write(tmp_path: Path, text: str, name: str = "corpus.txt") -> Path:
+    path = tmp_path / name
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+def test_train_bpe_handout_example(tmp_path):
+    # The handout's corpus with whitespace pre-tokenization: separating the words by a special
+    # token makes every word exactly one pre-token (no leading space).
+    words = ["low"] * 5 + ["lower"] * 2 + ["widest"] * 3 + ["newest"] * 6
+    path = write(tmp_path, EOT.join(words))
+    vocab, merges = run_train_bpe(path, 256 + 1 + 6, [EOT])
+    assert merges == [(b"s", b"t"), (b"e", b"st"), (b"o", b"w"), (b"l", b"ow"), (b"w", b"est"), (b"n", b"e")]
+    assert set(vocab.values()) >= {b"st", b"est", b"ow", b"low", b"west", b"ne", EOT.encode()}
+    assert len(vocab) == 263
+
+
+def test_train_bpe_vocab_layout(tmp_path):
+    path = write(tmp_path, "the cat<|endoftext|> the hat<|pad|>")
+    vocab, merges = run_train_bpe(path, 262, [EOT, "<|pad|>"])
+    assert [vocab[i] for i in range(256)] == [bytes([i]) for i in range(256)]
+    assert vocab[256] == EOT.encode() and vocab[257] == b"<|pad|>"
+    assert [vocab[258 + i] for i in range(len(merges))] == [a + b for a, b in merges]
+    assert sorted(vocab) == list(range(len(vocab)))
+
+
+# Small alphabets make repeated pairs and exact ties common; the specials split the text.
+_ALPHABET = st.sampled_from(["a", "b", "c", " ", "  ", "\n", "'s", "é", "🙂", "1", "2", ".", "ab", "ba", EOT])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=st.lists(_ALPHABET, max_size=60), extra=st.integers(0, 40))
+@example(pieces=["a"] * 9, extra=10)  # overlapping pairs: "aaaa..."
+@example(pieces=["ab", "ba"] * 6, extra=10)  # every pair tied
+@example(pieces=[EOT] * 4, extra=5)  # nothing but special tokens
+@example(pieces=["é", "🙂", " ", "é"] * 3, extra=20)  # merges inside multi-byte characters
+def test_train_bpe_matches_naive_trainer(tmp_path, pieces, extra):
+    text = "".join(pieces)
+    assume(regex.sub(regex.escape(EOT), "", text))  # the empty corpus has its own test
+    path = write(tmp_path, text)
+    vocab_size = 257 + extra
+    expected_vocab, expected_merges = naive_train_bpe(text, vocab_size, [EOT])
+    vocab, merges = run_train_bpe(path, vocab_size, [EOT], num_workers=1)
+    assert merges == expected_merges
+    assert vocab == expected_vocab
+
+
+def test_train_bpe_matches_naive_trainer_on_stories(tmp_path):
+    from cs336_basics.stories import generate_stories
+
+    text = generate_stories(6000, seed=3)
+    path = write(tmp_path, text)
+    assert run_train_bpe(path, 400, [EOT], num_workers=1) == naive_train_bpe(text, 400, [EOT])
+
+
+def test_train_bpe_same_result_for_any_worker_count():
+    one = run_train_bpe(CORPUS, 500, [EOT], num_workers=1)
+    two = run_train_bpe(CORPUS, 500, [EOT], num_workers=2)
+    assert one == two
+
+
+def test_train_bpe_speed():
+    # The handout's coarse check (its reference takes about 0.4 s); the only timed test.
+    start = time.perf_counter()
+    vocab, merges = run_train_bpe(CORPUS, 500, [EOT])
+    elapsed = time.perf_counter() - start
+    assert len(vocab) == 500
+    assert elapsed < 1.5, f"train_bpe took {elapsed:.2f}s on {CORPUS.name} at vocab 500 (limit 1.5s)"
+
+
+def test_train_bpe_chunk_boundaries_preserve_pretoken_counts():
+    from cs336_basics.pretokenization import count_pretokens, find_chunk_boundaries
+
+    data = CORPUS.read_bytes()
+    whole = count_pretokens(data.decode("utf-8"), [EOT])
+    for num_chunks in (2, 7, 64):
+        boundaries = find_chunk_boundaries(CORPUS, num_chunks, [EOT])
+        assert boundaries[0] == 0 and boundaries[-1] == len(data) and boundaries == sorted(set(boundaries))
+        assert len(boundaries) > num_chunks // 2
+        total: Counter[bytes] = Counter()
+        for start, end in zip(boundaries, boundaries[1:]):
+            total += count_pretokens(data[start:end].decode("utf-8"), [EOT])
+        assert total == whole
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    pieces=st.lists(st.sampled_from(list("ab '\n\t.é") + ["<|x|>", "<|x", "|>", "<|x|><|y|>", "<|y|>"]), max_size=80),
+    num_chunks=st.integers(2, 50),
+)
+def test_train_bpe_chunk_boundaries_with_nested_specials(tmp_path, pieces, num_chunks):
+    text = "".join(pieces)
+    from cs336_basics.pretokenization import count_pretokens, find_chunk_boundaries
+
+    specials = ["<|x|>", "<|x|><|y|>"]
+    path = write(tmp_path, text)
+    data = path.read_bytes()
+    boundaries = find_chunk_boundaries(path, num_chunks, specials)
+    total: Counter[bytes] = Counter()
+    for start, end in zip(boundaries, boundaries[1:]):
+        total += count_pretokens(data[start:end].decode("utf-8"), specials)
+    assert total == count_pretokens(text, specials)
+
+
+def test_train_bpe_reports_timings(tmp_path):
+    from cs336_basics.bpe import train_bpe
+
+    timings: dict[str, float] = {}
+    train_bpe(write(tmp_path, "hello hello world"), 260, [], timings=timings)
+    assert set(timings) == {"pretokenize", "merge", "total"}
+    assert all(t >= 0 for t in timings.values())
+
+
+def test_train_bpe_stops_when_nothing_is_left_to_merge(tmp_path):
+    vocab, merges = run_train_bpe(write(tmp_path, "ab ab"), 1000, [])
+    assert merges == [(b"a", b"b"), (b" ", b"ab")]
+    assert len(vocab) == 258
+
+
+# --- bad input ---------------------------------------------------------------------------
+
+
+def test_train_bpe_missing_file_names_the_path(tmp_path):
+    missing = tmp_path / "no-such-corpus.txt"
+    with pytest.raises(FileNotFoundError, match="no-such-corpus.txt"):
+        run_train_bpe(missing, 300, [EOT])
+
+
+def test_train_bpe_directory_is_not_a_corpus(tmp_path):
+    with pytest.raises(FileNotFoundError, match=str(tmp_path.name)):
+        run_train_bpe(tmp_path, 300, [EOT])
+
+
+@pytest.mark.parametrize(("vocab_size", "specials"), [(255, []), (256, [EOT]), (257, [EOT, "<|pad|>"]), (0, [])])
+def test_train_bpe_vocab_too_small(tmp_path, vocab_size, specials):
+    path = write(tmp_path, "some text")
+    with pytest.raises(ValueError, match="vocab_size"):
+        run_train_bpe(path, vocab_size, specials)
+
+
+def test_train_bpe_vocab_of_exactly_bytes_and_specials(tmp_path):
+    vocab, merges = run_train_bpe(write(tmp_path, "aaaa"), 257, [EOT])
+    assert merges == [] and len(vocab) == 257
+
+
+@pytest.mark.parametrize("text", ["", EOT, EOT * 3])
+def test_train_bpe_empty_corpus(tmp_path, text):
+    with pytest.raises(ValueError, match="empty corpus"):
+        run_train_bpe(write(tmp_path, text), 300, [EOT])
+
+
+def test_train_bpe_invalid_utf8_names_path_and_offset(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes(b"hello w\xf6rld")
+    with pytest.raises(ValueError, match=r"latin1\.txt.*offset 7"):
+        run_train_bpe(path, 300, [EOT])
+
+
+@pytest.mark.parametrize(("specials", "message"), [([""], "non-empty"), ([EOT, EOT], "duplicate")])
+def test_train_bpe_bad_special_tokens(tmp_path, specials, message):
+    with pytest.raises(ValueError, match=message):
+        run_train_bpe(write(tmp_path, "text"), 300, specials)
