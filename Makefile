@@ -11,4 +11,4 @@ fixtures:
 	uv run python -m course.fixtures
 
 check-fixtures:
-	uv run python -m course.manifest --check
+	uv run python -m course.manifest

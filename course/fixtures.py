@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 
 import course.cases_model  # noqa: F401  (registers the model cases)
+from course.manifest import write_manifest
 from course.snapshot_case import REGISTRY, FixtureData
+from course.tokenizer_fixtures import write_tokenizer_fixtures
+from cs336_basics.atomic_write import atomic_writer
 from tests.snapshots import match_tolerance
 from cs336_basics.config import ModelConfig
 from cs336_basics.model import TransformerLM
@@ -38,10 +40,8 @@ BATCH, SEQ, D_K, D_V, KEYS = 4, 12, 16, 24, 16
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    with atomic_writer(path) as out:
+        out.write(data)
 
 
 def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
@@ -131,13 +131,10 @@ def write_snapshot(name: str, data: FixtureData | None = None) -> None:
 
 def write_base_fixtures() -> None:
     """The model weights and config, and the shared inputs every snapshot case reads."""
-    model_dir = FIXTURES / "model"
-    model_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(model_dir / "config.json", MODEL_CONFIG.to_json().encode())
-    tmp = model_dir / ".weights.safetensors.tmp"
-    save_file(make_model_weights(MODEL_CONFIG), tmp)
-    os.replace(tmp, model_dir / "weights.safetensors")
+    atomic_write_bytes(FIXTURES / "model" / "config.json", MODEL_CONFIG.to_json().encode())
+    atomic_write_bytes(FIXTURES / "model" / "weights.safetensors", save(make_model_weights(MODEL_CONFIG)))
     atomic_write_bytes(FIXTURES / "inputs.npz", npz_bytes(make_inputs()))
+    write_tokenizer_fixtures(FIXTURES)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.names or sorted(REGISTRY):
         write_snapshot(name, data)
         print(f"wrote fixtures/snapshots/{name}.npz")
+    write_manifest()
     return 0
 
 
