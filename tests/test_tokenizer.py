@@ -1,0 +1,279 @@
+"""The BPE tokenizer: agreement with tiktoken, round trips, streaming, files, bad input."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tiktoken
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from .adapters import get_tokenizer
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+TOKENIZER_DIR = FIXTURES / "tokenizer"
+CORPUS = FIXTURES / "corpora" / "stories-400k.txt"
+SAMPLES = sorted((FIXTURES / "samples").glob("*.txt"))
+EOT = "<|endoftext|>"
+# Written out here rather than imported, so a wrong pattern in the code under test is caught.
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def read_text(path: Path) -> str:
+    return path.read_bytes().decode("utf-8")  # bytes, so "\r\n" survives
+
+
+def gpt2_bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte-to-character table, rebuilt here independently of the code under test."""
+    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    extra = [b for b in range(256) if b not in keep]
+    return {**{b: chr(b) for b in keep}, **{b: chr(256 + i) for i, b in enumerate(extra)}}
+
+
+def load_fixture_vocab_and_merges() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    decode = {c: b for b, c in gpt2_bytes_to_unicode().items()}
+    to_bytes = lambda s: bytes(decode[c] for c in s)  # noqa: E731
+    strings = json.loads((TOKENIZER_DIR / "vocab.json").read_text(encoding="utf-8"))
+    vocab = {i: to_bytes(s) for s, i in strings.items()}
+    lines = (TOKENIZER_DIR / "merges.txt").read_text(encoding="utf-8").split("\n")
+    merges = [tuple(to_bytes(part) for part in line.split(" ")) for line in lines[1:] if line]
+    return vocab, merges
+
+
+@pytest.fixture(scope="module")
+def vocab_and_merges():
+    return load_fixture_vocab_and_merges()
+
+
+@pytest.fixture(scope="module")
+def tokenizer(vocab_and_merges):
+    vocab, merges = vocab_and_merges
+    return get_tokenizer(vocab, merges, [EOT])
+
+
+@pytest.fixture(scope="module")
+def reference(vocab_and_merges):
+    """tiktoken, built offline from the same vocab (ranks = ids) and special tokens."""
+    vocab, _ = vocab_and_merges
+    special = EOT.encode()
+    return tiktoken.Encoding(
+        name="cs336-test",
+        pat_str=GPT2_PATTERN,
+        mergeable_ranks={token: i for i, token in vocab.items() if token != special},
+        special_tokens={EOT: next(i for i, t in vocab.items() if t == special)},
+    )
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=[p.name for p in SAMPLES])
+def test_tokenizer_matches_tiktoken_on_samples(tokenizer, reference, path):
+    text = read_text(path)
+    ids = tokenizer.encode(text)
+    assert ids == reference.encode(text, allowed_special="all")
+    assert tokenizer.decode(ids) == text
+
+
+def test_tokenizer_matches_tiktoken_on_stories(tokenizer, reference):
+    text = read_text(CORPUS)[:50_000]
+    assert tokenizer.encode(text) == reference.encode(text, allowed_special="all")
+
+
+def test_tokenizer_without_special_tokens_treats_them_as_text(vocab_and_merges, reference):
+    vocab, merges = vocab_and_merges
+    plain = get_tokenizer(vocab, merges)
+    text = read_text(FIXTURES / "samples" / "special_tokens.txt")
+    assert plain.encode(text) == reference.encode(text, disallowed_special=())
+    assert plain.decode(plain.encode(text)) == text
+
+
+@settings(max_examples=50, deadline=None)
+@given(text=st.text(max_size=80))
+def test_tokenizer_round_trips_any_text(tokenizer, reference, text):
+    ids = tokenizer.encode(text)
+    assert tokenizer.decode(ids) == text
+    assert ids == reference.encode(text, allowed_special="all")
+
+
+def test_tokenizer_empty_string(tokenizer):
+    assert tokenizer.encode("") == []
+    assert tokenizer.decode([]) == ""
+    assert list(tokenizer.encode_iterable([])) == []
+    assert list(tokenizer.encode_iterable(["", ""])) == []
+
+
+# --- special tokens ------------------------------------------------------------------------
+
+
+def test_tokenizer_special_token_gets_its_id(tokenizer, vocab_and_merges):
+    vocab, _ = vocab_and_merges
+    eot_id = next(i for i, t in vocab.items() if t == EOT.encode())
+    ids = tokenizer.encode(f"Hi.{EOT}{EOT} Bye")
+    assert ids.count(eot_id) == 2
+    assert tokenizer.decode(ids) == f"Hi.{EOT}{EOT} Bye"
+
+
+def test_tokenizer_adds_missing_special_tokens_to_vocab(vocab_and_merges):
+    vocab, merges = vocab_and_merges
+    tok = get_tokenizer(vocab, merges, [EOT, "<|pad|>"])
+    ids = tok.encode("a<|pad|>b")
+    assert len(ids) == 3
+    assert ids[1] not in vocab  # a fresh id
+    assert tok.decode(ids) == "a<|pad|>b"
+    assert len(vocab) == len(load_fixture_vocab_and_merges()[0])  # the caller's dict is not modified
+
+
+def test_tokenizer_overlapping_special_tokens_longest_first(vocab_and_merges):
+    vocab, merges = vocab_and_merges
+    double = EOT + EOT
+    tok = get_tokenizer(vocab, merges, [EOT, double])
+    single_id, double_id = tok.encode(EOT)[0], tok.encode(double)[0]
+    assert single_id != double_id
+    assert tok.encode(double) == [double_id]
+    assert tok.encode(EOT * 3) == [double_id, single_id]
+    assert tok.decode(tok.encode(f"x{EOT * 3}y")) == f"x{EOT * 3}y"
+
+
+@pytest.mark.parametrize(("specials", "message"), [([""], "non-empty"), ([EOT, EOT], "duplicate")])
+def test_tokenizer_bad_special_tokens(vocab_and_merges, specials, message):
+    vocab, merges = vocab_and_merges
+    with pytest.raises(ValueError, match=message):
+        get_tokenizer(vocab, merges, specials)
+
+
+# --- decode ------------------------------------------------------------------------------
+
+
+def test_tokenizer_decode_replaces_malformed_utf8(tokenizer):
+    byte_id = {t: i for i, t in tokenizer.vocab.items()}
+    # The first two bytes of "€" (e2 82 ac), then "a": one replacement character, then "a".
+    assert tokenizer.decode([byte_id[b"\xe2"], byte_id[b"\x82"], byte_id[b"a"]]) == "\ufffda"
+    assert tokenizer.decode([byte_id[b"\xff"]]) == "\ufffd"
+
+
+def test_tokenizer_decode_unknown_id(tokenizer):
+    with pytest.raises(ValueError, match="unknown token id 123456"):
+        tokenizer.decode([1, 2, 123456])
+    with pytest.raises(ValueError, match="unknown token id -1"):
+        tokenizer.decode([-1])
+
+
+def test_tokenizer_rejects_merge_outside_vocab(vocab_and_merges):
+    vocab, merges = vocab_and_merges
+    with pytest.raises(ValueError, match="merge"):
+        get_tokenizer(vocab, [*merges, (b"zz", b"qq")])
+
+
+# --- encode_iterable ---------------------------------------------------------------------
+
+
+def split_at(text: str, cuts: list[int]) -> list[str]:
+    points = sorted({min(c, len(text)) for c in cuts})
+    return [text[a:b] for a, b in zip([0, *points], [*points, len(text)])]
+
+
+@pytest.mark.parametrize("chunk_size", [1, 2, 3, 7, 64, 1000])
+def test_tokenizer_encode_iterable_matches_encode(tokenizer, chunk_size):
+    text = "".join(read_text(p) for p in SAMPLES)
+    chunks = [text[i : i + chunk_size] for i in range(0, len(text), chunk_size)]
+    assert list(tokenizer.encode_iterable(chunks)) == tokenizer.encode(text)
+
+
+def test_tokenizer_encode_iterable_reads_files(tokenizer):
+    with open(FIXTURES / "samples" / "special_tokens.txt", encoding="utf-8", newline="") as file:
+        ids = list(tokenizer.encode_iterable(file))
+    assert ids == tokenizer.encode(read_text(FIXTURES / "samples" / "special_tokens.txt"))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    pieces=st.lists(st.sampled_from(["a", "b", " ", "  ", "\n", "'", "s", "ll", "1", "é", "🙂", EOT, "<|", "|>", "\t"]), max_size=40),
+    cuts=st.lists(st.integers(0, 200), max_size=12),
+)
+def test_tokenizer_encode_iterable_any_chunking(vocab_and_merges, pieces, cuts):
+    vocab, merges = vocab_and_merges
+    tok = get_tokenizer(vocab, merges, [EOT, EOT + EOT])  # overlapping specials too
+    text = "".join(pieces)
+    assert list(tok.encode_iterable(split_at(text, cuts))) == tok.encode(text)
+
+
+# Run in a fresh interpreter that loads only the tokenizer (unpickled, so only its own module is
+# imported): a process that has imported torch has too much slack in its address space.
+_MEMORY_SCRIPT = textwrap.dedent(
+    """
+    import pickle, resource, sys
+    sys.path.insert(0, sys.argv[1])
+    with open(sys.argv[2], "rb") as file:
+        tokenizer = pickle.load(file)
+    with open(sys.argv[3], encoding="utf-8") as file:
+        story = file.read(100_000)
+    tokenizer.encode(story)  # warm the cache and the allocator
+
+    def chunks(total):  # about `total` characters, cut at odd sizes (inside words and specials)
+        sent, sizes = 0, [4093, 7, 1, 65_537, 333]
+        while sent < total:
+            for size in sizes:
+                start = sent % len(story)
+                piece = story[start : start + size]
+                sent += len(piece)
+                yield piece
+
+    with open("/proc/self/status") as status:
+        vm_bytes = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+    limit = vm_bytes + int(sys.argv[4]) * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    print(sum(1 for _ in tokenizer.encode_iterable(chunks(int(sys.argv[5])))))
+    """
+)
+# Encoding 8 M characters at once needs about 30 MB (the text, then a pointer per id); streaming
+# them must fit in 16 MB beyond the interpreter's size after warming up.
+MEMORY_BUDGET_MB = 16
+STREAM_CHARS = 8_000_000
+
+
+def run_memory_script(tmp_path, tokenizer, script: str) -> subprocess.CompletedProcess:
+    pickled = tmp_path / "tokenizer.pkl"
+    pickled.write_bytes(pickle.dumps(tokenizer))  # your Tokenizer must be picklable for this test
+    args = [str(ROOT), str(pickled), str(CORPUS), str(MEMORY_BUDGET_MB), str(STREAM_CHARS)]
+    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS check is Linux-only; see the tracemalloc test")
+def test_tokenizer_encode_iterable_memory_is_bounded_rlimit(tmp_path, tokenizer):
+    result = run_memory_script(tmp_path, tokenizer, _MEMORY_SCRIPT)
+    assert result.returncode == 0, f"encode_iterable exceeded {MEMORY_BUDGET_MB} MB or failed:\n{result.stderr[-2000:]}"
+    assert int(result.stdout.strip()) > STREAM_CHARS // 8
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS check is Linux-only")
+def test_tokenizer_memory_check_catches_a_non_streaming_encoder(tmp_path, tokenizer):
+    # The budget is tight enough that encoding everything at once fails it.
+    script = _MEMORY_SCRIPT.replace(
+        "sum(1 for _ in tokenizer.encode_iterable(chunks(int(sys.argv[5]))))",
+        "len(tokenizer.encode(''.join(chunks(int(sys.argv[5])))))",
+    )
+    assert script != _MEMORY_SCRIPT
+    result = run_memory_script(tmp_path, tokenizer, script)
+    assert result.returncode != 0 and "MemoryError" in result.stderr
+
+
+@pytest.mark.skipif(sys.platform == "linux", reason="the RLIMIT_AS test covers Linux")
+def test_tokenizer_encode_iterable_memory_is_bounded_tracemalloc(tokenizer):
+    import tracemalloc
+
+    # 4 M characters in 4093-character chunks; encoding them at once would need over 8 MB.
+    story = read_text(CORPUS)[:100_000]
+    tokenizer.encode(story)
+    chunks = (story[i : i + 4093] for _ in range(40) for i in range(0, len(story), 4093))
+    tracemalloc.start()
+    count = sum(1 for _ in tokenizer.encode_iterable(chunks))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert count > 0
+    assert peak < 4 * 2**20, f"encode_iterable peaked at {peak / 2**20:.1f} MB on 4 MB of text"
