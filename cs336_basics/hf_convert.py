@@ -1,0 +1,349 @@
+"""Convert ``TransformerLM`` state dicts to and from Hugging Face ``transformers`` checkpoints.
+
+Supported families (``model_type`` of the HF config), with the variant each one exercises:
+
+=============  ============================================================================
+``llama``      RoPE, grouped-query attention, SwiGLU, RMSNorm (``LlamaForCausalLM``)
+``qwen3``      the same plus QK-norm (``Qwen3ForCausalLM``)
+``qwen3_moe``  QK-norm + mixture of SwiGLU experts (``Qwen3MoeForCausalLM``)
+``mixtral``    mixture of experts with renormalised top-k (``MixtralForCausalLM``)
+``deepseek_v2`` multi-head latent attention, dense MLPs only (``DeepseekV2ForCausalLM``)
+``gpt2``       learned positions, LayerNorm, GELU, biases, tied head (``GPT2LMHeadModel``)
+=============  ============================================================================
+
+The dicts are those of ``model.state_dict()`` of the installed ``transformers`` (5.x stores
+MoE experts as stacked ``gate_up_proj`` / ``down_proj`` tensors). Nothing here imports
+``transformers``: pass in its config object (``config_from_hf``) or state dict, e.g.::
+
+    config = config_from_hf(hf_model.config)
+    model = TransformerLM(config)
+    model.load_state_dict(from_hf(hf_model.state_dict(), config))
+    hf_model.load_state_dict(to_hf(model.state_dict(), config, hf_model.config.model_type))
+
+Two layout facts need more than renaming:
+
+- RoPE pairs. This package rotates interleaved pairs ``(x[2i], x[2i+1])``; Llama, Qwen and
+  Mixtral rotate ``(x[i], x[i + d/2])``. Reordering each head's query and key rows (and the
+  QK-norm gains) from ``[0, 2, 4, ..., 1, 3, 5, ...]`` maps one convention onto the other.
+  DeepSeek-V2 rotates interleaved pairs, like this package.
+- Fused matrices: GPT-2's ``c_attn`` stacks Q, K, V (as a transposed ``Conv1D``), DeepSeek's
+  ``kv_a_proj_with_mqa`` stacks the latent and RoPE-key projections and ``kv_b_proj``
+  interleaves per-head key and value up-projections, and MoE experts stack gate and up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from einops import rearrange
+from torch import Tensor
+
+from cs336_basics.config import ModelConfig
+
+FAMILIES = ("llama", "qwen3", "qwen3_moe", "mixtral", "deepseek_v2", "gpt2")
+
+
+def interleaved_to_half(weight: Tensor, head_dim: int) -> Tensor:
+    """Reorder every head's rows (dim 0) from interleaved RoPE pairs to rotate-half order."""
+    return rearrange(weight, "(heads half two) ... -> (heads two half) ...", two=2, half=head_dim // 2)
+
+
+def half_to_interleaved(weight: Tensor, head_dim: int) -> Tensor:
+    """Inverse of ``interleaved_to_half``."""
+    return rearrange(weight, "(heads two half) ... -> (heads half two) ...", two=2, half=head_dim // 2)
+
+
+def to_hf(state_dict: dict[str, Tensor], config: ModelConfig, family: str) -> dict[str, Tensor]:
+    """Our ``TransformerLM`` state dict as the state dict of the HF ``family`` model."""
+    _check_family(config, family)
+    if family == "gpt2":
+        return _gpt2_to_hf(state_dict, config)
+    ours = state_dict
+    hf = {
+        "model.embed_tokens.weight": ours["token_embeddings.weight"],
+        "model.norm.weight": ours["ln_final.weight"],
+        "lm_head.weight": ours["lm_head.weight"],
+    }
+    for i in range(config.num_layers):
+        layer = {k[len(f"layers.{i}.") :]: v for k, v in ours.items() if k.startswith(f"layers.{i}.")}
+        hf.update({f"model.layers.{i}.{k}": v for k, v in _layer_to_hf(layer, config, family).items()})
+    return hf
+
+
+def from_hf(hf_state_dict: dict[str, Tensor], config: ModelConfig, family: str) -> dict[str, Tensor]:
+    """The HF ``family`` model's state dict as our ``TransformerLM`` state dict."""
+    _check_family(config, family)
+    if family == "gpt2":
+        return _gpt2_from_hf(hf_state_dict, config)
+    hf = hf_state_dict
+    ours = {
+        "token_embeddings.weight": hf["model.embed_tokens.weight"],
+        "ln_final.weight": hf["model.norm.weight"],
+        "lm_head.weight": hf.get("lm_head.weight", hf["model.embed_tokens.weight"]),
+    }
+    for i in range(config.num_layers):
+        prefix = f"model.layers.{i}."
+        layer = {k[len(prefix) :]: v for k, v in hf.items() if k.startswith(prefix)}
+        ours.update({f"layers.{i}.{k}": v for k, v in _layer_from_hf(layer, config, family).items()})
+    return ours
+
+
+def _layer_to_hf(ours: dict[str, Tensor], config: ModelConfig, family: str) -> dict[str, Tensor]:
+    hf = {
+        "input_layernorm.weight": ours["ln1.weight"],
+        "post_attention_layernorm.weight": ours["ln2.weight"],
+        "self_attn.o_proj.weight": ours["attn.output_proj.weight"],
+    }
+    if family == "deepseek_v2":
+        hf.update(_mla_to_hf(ours, config))
+    else:
+        d = config.d_head
+        hf["self_attn.q_proj.weight"] = interleaved_to_half(ours["attn.q_proj.weight"], d)
+        hf["self_attn.k_proj.weight"] = interleaved_to_half(ours["attn.k_proj.weight"], d)
+        hf["self_attn.v_proj.weight"] = ours["attn.v_proj.weight"]
+        if config.qk_norm:
+            hf["self_attn.q_norm.weight"] = interleaved_to_half(ours["attn.q_norm.weight"], d)
+            hf["self_attn.k_norm.weight"] = interleaved_to_half(ours["attn.k_norm.weight"], d)
+    if config.ffn == "moe":
+        experts = range(config.num_experts)
+        hf["mlp.gate.weight"] = ours["ffn.router.weight"]
+        hf["mlp.experts.gate_up_proj"] = torch.stack(
+            [torch.cat((ours[f"ffn.experts.{e}.w1.weight"], ours[f"ffn.experts.{e}.w3.weight"])) for e in experts]
+        )
+        hf["mlp.experts.down_proj"] = torch.stack([ours[f"ffn.experts.{e}.w2.weight"] for e in experts])
+    else:
+        hf["mlp.gate_proj.weight"] = ours["ffn.w1.weight"]
+        hf["mlp.up_proj.weight"] = ours["ffn.w3.weight"]
+        hf["mlp.down_proj.weight"] = ours["ffn.w2.weight"]
+    return hf
+
+
+def _layer_from_hf(hf: dict[str, Tensor], config: ModelConfig, family: str) -> dict[str, Tensor]:
+    ours = {
+        "ln1.weight": hf["input_layernorm.weight"],
+        "ln2.weight": hf["post_attention_layernorm.weight"],
+        "attn.output_proj.weight": hf["self_attn.o_proj.weight"],
+    }
+    if family == "deepseek_v2":
+        ours.update(_mla_from_hf(hf, config))
+    else:
+        d = config.d_head
+        ours["attn.q_proj.weight"] = half_to_interleaved(hf["self_attn.q_proj.weight"], d)
+        ours["attn.k_proj.weight"] = half_to_interleaved(hf["self_attn.k_proj.weight"], d)
+        ours["attn.v_proj.weight"] = hf["self_attn.v_proj.weight"]
+        if config.qk_norm:
+            ours["attn.q_norm.weight"] = half_to_interleaved(hf["self_attn.q_norm.weight"], d)
+            ours["attn.k_norm.weight"] = half_to_interleaved(hf["self_attn.k_norm.weight"], d)
+    if config.ffn == "moe":
+        ours["ffn.router.weight"] = hf["mlp.gate.weight"]
+        for e in range(config.num_experts):
+            gate, up = hf["mlp.experts.gate_up_proj"][e].chunk(2, dim=0)
+            ours[f"ffn.experts.{e}.w1.weight"] = gate
+            ours[f"ffn.experts.{e}.w3.weight"] = up
+            ours[f"ffn.experts.{e}.w2.weight"] = hf["mlp.experts.down_proj"][e]
+    else:
+        ours["ffn.w1.weight"] = hf["mlp.gate_proj.weight"]
+        ours["ffn.w3.weight"] = hf["mlp.up_proj.weight"]
+        ours["ffn.w2.weight"] = hf["mlp.down_proj.weight"]
+    return ours
+
+
+def _mla_to_hf(ours: dict[str, Tensor], config: ModelConfig) -> dict[str, Tensor]:
+    if config.q_lora_rank is None:
+        hf = {"self_attn.q_proj.weight": ours["attn.q_proj.weight"]}
+    else:
+        hf = {
+            "self_attn.q_a_proj.weight": ours["attn.q_down_proj.weight"],
+            "self_attn.q_a_layernorm.weight": ours["attn.q_norm.weight"],
+            "self_attn.q_b_proj.weight": ours["attn.q_up_proj.weight"],
+        }
+    hf["self_attn.kv_a_proj_with_mqa.weight"] = torch.cat(
+        (ours["attn.kv_down_proj.weight"], ours["attn.k_rope_proj.weight"])
+    )
+    hf["self_attn.kv_a_layernorm.weight"] = ours["attn.kv_norm.weight"]
+    k_up, v_up = (
+        rearrange(ours[f"attn.{name}.weight"], "(heads d) rank -> heads d rank", heads=config.num_heads)
+        for name in ("k_up_proj", "v_up_proj")
+    )
+    hf["self_attn.kv_b_proj.weight"] = rearrange(torch.cat((k_up, v_up), dim=1), "heads d rank -> (heads d) rank")
+    return hf
+
+
+def _mla_from_hf(hf: dict[str, Tensor], config: ModelConfig) -> dict[str, Tensor]:
+    if config.q_lora_rank is None:
+        ours = {"attn.q_proj.weight": hf["self_attn.q_proj.weight"]}
+    else:
+        ours = {
+            "attn.q_down_proj.weight": hf["self_attn.q_a_proj.weight"],
+            "attn.q_norm.weight": hf["self_attn.q_a_layernorm.weight"],
+            "attn.q_up_proj.weight": hf["self_attn.q_b_proj.weight"],
+        }
+    latent, k_rope = hf["self_attn.kv_a_proj_with_mqa.weight"].split(
+        [config.kv_lora_rank, config.qk_rope_head_dim]
+    )
+    ours["attn.kv_down_proj.weight"] = latent
+    ours["attn.k_rope_proj.weight"] = k_rope
+    ours["attn.kv_norm.weight"] = hf["self_attn.kv_a_layernorm.weight"]
+    kv_up = rearrange(hf["self_attn.kv_b_proj.weight"], "(heads d) rank -> heads d rank", heads=config.num_heads)
+    k_up, v_up = kv_up.split([config.mla_nope_dim, config.mla_v_dim], dim=1)
+    ours["attn.k_up_proj.weight"] = rearrange(k_up, "heads d rank -> (heads d) rank")
+    ours["attn.v_up_proj.weight"] = rearrange(v_up, "heads d rank -> (heads d) rank")
+    return ours
+
+
+_GPT2_RENAMES = {  # ours -> HF, inside each block; Conv1D weights are stored transposed
+    "ln1": "ln_1",
+    "ln2": "ln_2",
+    "attn.output_proj": "attn.c_proj",
+    "ffn.w1": "mlp.c_fc",
+    "ffn.w2": "mlp.c_proj",
+}
+
+
+def _gpt2_to_hf(ours: dict[str, Tensor], config: ModelConfig) -> dict[str, Tensor]:
+    hf = {
+        "transformer.wte.weight": ours["token_embeddings.weight"],
+        "transformer.wpe.weight": ours["position_embeddings.weight"],
+        "transformer.ln_f.weight": ours["ln_final.weight"],
+        "transformer.ln_f.bias": ours["ln_final.bias"],
+        "lm_head.weight": ours["lm_head.weight"],
+    }
+    for i in range(config.num_layers):
+        mine, theirs = f"layers.{i}.", f"transformer.h.{i}."
+        for name, hf_name in _GPT2_RENAMES.items():
+            transpose = not name.startswith("ln")
+            weight = ours[f"{mine}{name}.weight"]
+            hf[f"{theirs}{hf_name}.weight"] = weight.T if transpose else weight
+            hf[f"{theirs}{hf_name}.bias"] = ours[f"{mine}{name}.bias"]
+        qkv = ("q_proj", "k_proj", "v_proj")
+        hf[f"{theirs}attn.c_attn.weight"] = torch.cat([ours[f"{mine}attn.{p}.weight"] for p in qkv]).T
+        hf[f"{theirs}attn.c_attn.bias"] = torch.cat([ours[f"{mine}attn.{p}.bias"] for p in qkv])
+    return hf
+
+
+def _gpt2_from_hf(hf: dict[str, Tensor], config: ModelConfig) -> dict[str, Tensor]:
+    ours = {
+        "token_embeddings.weight": hf["transformer.wte.weight"],
+        "position_embeddings.weight": hf["transformer.wpe.weight"][: config.context_length],
+        "ln_final.weight": hf["transformer.ln_f.weight"],
+        "ln_final.bias": hf["transformer.ln_f.bias"],
+        "lm_head.weight": hf.get("lm_head.weight", hf["transformer.wte.weight"]),
+    }
+    for i in range(config.num_layers):
+        mine, theirs = f"layers.{i}.", f"transformer.h.{i}."
+        for name, hf_name in _GPT2_RENAMES.items():
+            transpose = not name.startswith("ln")
+            weight = hf[f"{theirs}{hf_name}.weight"]
+            ours[f"{mine}{name}.weight"] = weight.T if transpose else weight
+            ours[f"{mine}{name}.bias"] = hf[f"{theirs}{hf_name}.bias"]
+        weights = hf[f"{theirs}attn.c_attn.weight"].T.chunk(3)
+        biases = hf[f"{theirs}attn.c_attn.bias"].chunk(3)
+        for projection, weight, bias in zip(("q_proj", "k_proj", "v_proj"), weights, biases, strict=True):
+            ours[f"{mine}attn.{projection}.weight"] = weight
+            ours[f"{mine}attn.{projection}.bias"] = bias
+    return ours
+
+
+def config_from_hf(hf_config: Any, context_length: int | None = None) -> ModelConfig:
+    """The ``ModelConfig`` of an HF config object of a supported family.
+
+    Raises ``ValueError`` for settings this package cannot represent (biases in Llama-style
+    attention, a head size other than ``hidden_size / num_heads``, a non-SiLU MLP, dense and
+    sparse layers mixed, ...). ``context_length`` defaults to ``max_position_embeddings``.
+    """
+    family = hf_config.model_type
+    if family not in FAMILIES:
+        raise ValueError(f"unsupported model_type {family!r}; expected one of {FAMILIES}")
+    if family == "gpt2":
+        if hf_config.activation_function != "gelu":
+            raise ValueError(
+                f"GPT-2 activation {hf_config.activation_function!r} is not supported; use 'gelu' (exact)"
+            )
+        return ModelConfig(
+            vocab_size=hf_config.vocab_size,
+            context_length=context_length or hf_config.n_positions,
+            d_model=hf_config.n_embd,
+            num_layers=hf_config.n_layer,
+            num_heads=hf_config.n_head,
+            d_ff=hf_config.n_inner or 4 * hf_config.n_embd,
+            norm_eps=hf_config.layer_norm_epsilon,
+            norm="layernorm",
+            position_encoding="learned",
+            ffn="gelu",
+            bias=True,
+            tie_embeddings=True,
+        )
+    shape = dict(
+        vocab_size=hf_config.vocab_size,
+        context_length=context_length or hf_config.max_position_embeddings,
+        d_model=hf_config.hidden_size,
+        num_layers=hf_config.num_hidden_layers,
+        num_heads=hf_config.num_attention_heads,
+        d_ff=hf_config.intermediate_size,
+        rope_theta=_rope_theta(hf_config),
+        norm_eps=hf_config.rms_norm_eps,
+        tie_embeddings=bool(hf_config.tie_word_embeddings),
+    )
+    _require(hf_config.hidden_act == "silu", f"hidden_act={hf_config.hidden_act!r}; only 'silu' is supported")
+    _require(not getattr(hf_config, "attention_bias", False), "attention_bias=True is not supported")
+    if family == "deepseek_v2":
+        _require(
+            hf_config.first_k_dense_replace >= hf_config.num_hidden_layers,
+            "DeepSeek-V2 MoE layers are not supported: set first_k_dense_replace >= num_hidden_layers",
+        )
+        return ModelConfig(
+            **shape, attention="mla", q_lora_rank=hf_config.q_lora_rank, kv_lora_rank=hf_config.kv_lora_rank,
+            qk_rope_head_dim=hf_config.qk_rope_head_dim, qk_nope_head_dim=hf_config.qk_nope_head_dim,
+            v_head_dim=hf_config.v_head_dim,
+        )
+    head_dim = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // hf_config.num_attention_heads
+    _require(
+        head_dim * hf_config.num_attention_heads == hf_config.hidden_size,
+        f"head_dim={head_dim} times num_attention_heads must equal hidden_size={hf_config.hidden_size}",
+    )
+    shape["num_kv_heads"] = hf_config.num_key_value_heads
+    shape["qk_norm"] = family in ("qwen3", "qwen3_moe")
+    if family == "qwen3_moe":
+        _require(
+            not hf_config.mlp_only_layers and hf_config.decoder_sparse_step == 1,
+            "Qwen3-MoE with dense layers (mlp_only_layers, decoder_sparse_step) is not supported",
+        )
+        shape.update(
+            ffn="moe", d_ff=hf_config.moe_intermediate_size, num_experts=hf_config.num_experts,
+            top_k=hf_config.num_experts_per_tok, normalize_topk=bool(hf_config.norm_topk_prob),
+            aux_loss_coef=hf_config.router_aux_loss_coef,
+        )
+    if family == "mixtral":
+        shape.update(
+            ffn="moe", num_experts=hf_config.num_local_experts, top_k=hf_config.num_experts_per_tok,
+            normalize_topk=True, aux_loss_coef=hf_config.router_aux_loss_coef,
+        )
+    return ModelConfig(**shape)
+
+
+def _rope_theta(hf_config: Any) -> float:
+    parameters = getattr(hf_config, "rope_parameters", None) or {}
+    if parameters.get("rope_type", "default") != "default":
+        raise ValueError(f"RoPE scaling {parameters['rope_type']!r} is not supported")
+    return float(parameters.get("rope_theta", getattr(hf_config, "rope_theta", 10000.0)))
+
+
+def _check_family(config: ModelConfig, family: str) -> None:
+    if family not in FAMILIES:
+        raise ValueError(f"unsupported family {family!r}; expected one of {FAMILIES}")
+    expected = {
+        "gpt2": config.position_encoding == "learned" and config.norm == "layernorm" and config.bias,
+        "deepseek_v2": config.attention == "mla" and config.ffn == "swiglu",
+        "llama": config.attention == "mha" and config.ffn == "swiglu" and not config.qk_norm,
+        "qwen3": config.attention == "mha" and config.ffn == "swiglu" and config.qk_norm,
+        "qwen3_moe": config.ffn == "moe" and config.qk_norm,
+        "mixtral": config.ffn == "moe" and not config.qk_norm and config.normalize_topk,
+    }[family]
+    if not expected or config.norm_placement != "pre":
+        raise ValueError(f"this ModelConfig does not describe a {family!r} model: {config}")
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)

@@ -1,0 +1,183 @@
+"""Parity of the architecture variants with Hugging Face ``transformers`` models, offline.
+
+Each test builds a tiny random HF model from a config object (never from the hub), converts its
+weights with ``cs336_basics.hf_convert`` and compares logits in float32. Conversions are checked
+both ways: HF weights loaded into ours, our weights loaded into HF, and a lossless round trip.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+from transformers.models.qwen3_moe.modeling_qwen3_moe import load_balancing_loss_func
+
+from cs336_basics import hf_convert
+from cs336_basics.config import ModelConfig
+from cs336_basics.hf_convert import config_from_hf, from_hf, to_hf
+from cs336_basics.model import TransformerLM
+
+from .adapters import run_transformer_lm_variant
+
+TOLERANCE = 2e-5  # max |logit difference|; the logits themselves are O(1)
+SHAPE = dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=32)
+EAGER = dict(attn_implementation="eager", tie_word_embeddings=False)
+
+
+def hf_model(config_class: type, **kwargs) -> torch.nn.Module:
+    """A tiny HF model with every parameter (norm gains included) drawn at random."""
+    torch.manual_seed(0)
+    model = getattr(transformers, config_class.__name__.replace("Config", "ForCausalLM"))(config_class(**kwargs))
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0.0, 0.2 if parameter.ndim > 1 else 1.0)
+    return model.eval()
+
+
+def token_ids(vocab_size: int = 97, seq: int = 12) -> torch.Tensor:
+    return torch.randint(0, vocab_size, (2, seq), generator=torch.Generator().manual_seed(3))
+
+
+def max_logit_error(hf: torch.nn.Module, config: ModelConfig, family: str) -> float:
+    """Both directions: HF weights run by our model, then our random weights run by HF."""
+    ids = token_ids(config.vocab_size)
+    with torch.no_grad():
+        ours = run_transformer_lm_variant(config.to_dict(), from_hf(hf.state_dict(), config, family), ids)
+        error = (ours - hf(ids).logits).abs().max().item()
+        torch.manual_seed(1)
+        model = TransformerLM(config).eval()
+        hf.load_state_dict(to_hf(model.state_dict(), config, family))
+        return max(error, (model(ids) - hf(ids).logits).abs().max().item())
+
+
+def assert_round_trip(config: ModelConfig, family: str) -> None:
+    state = TransformerLM(config).state_dict()
+    back = from_hf(to_hf(state, config, family), config, family)
+    assert back.keys() == state.keys()
+    for name, tensor in state.items():
+        assert torch.equal(back[name], tensor), name
+
+
+LLAMA = dict(SHAPE, intermediate_size=48, num_key_value_heads=2, rope_theta=500.0, **EAGER)
+
+
+def test_parity_gqa_rope_llama() -> None:
+    hf = hf_model(transformers.LlamaConfig, **LLAMA)
+    config = config_from_hf(hf.config)
+    assert (config.num_kv_heads, config.rope_theta, config.qk_norm) == (2, 500.0, False)
+    assert max_logit_error(hf, config, "llama") < TOLERANCE
+    assert_round_trip(config, "llama")
+
+
+def test_parity_fails_when_rope_permutation_is_broken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Llama check has teeth: skipping the rotate-half <-> interleaved permutation fails it."""
+    hf = hf_model(transformers.LlamaConfig, **LLAMA)
+    config = config_from_hf(hf.config)
+    monkeypatch.setattr(hf_convert, "half_to_interleaved", lambda weight, head_dim: weight)
+    monkeypatch.setattr(hf_convert, "interleaved_to_half", lambda weight, head_dim: weight)
+    assert max_logit_error(hf, config, "llama") > 1e-2
+
+
+def test_parity_mqa_llama() -> None:
+    hf = hf_model(transformers.LlamaConfig, **{**LLAMA, "num_key_value_heads": 1})
+    assert max_logit_error(hf, config_from_hf(hf.config), "llama") < TOLERANCE
+
+
+def test_parity_qk_norm_qwen3() -> None:
+    hf = hf_model(transformers.Qwen3Config, **LLAMA, head_dim=8)
+    config = config_from_hf(hf.config)
+    assert config.qk_norm
+    assert max_logit_error(hf, config, "qwen3") < TOLERANCE
+    assert_round_trip(config, "qwen3")
+
+
+@pytest.mark.parametrize("norm_topk_prob", [True, False])
+def test_parity_moe_qwen3_moe(norm_topk_prob: bool) -> None:
+    hf = hf_model(
+        transformers.Qwen3MoeConfig, **LLAMA, head_dim=8, num_experts=4, num_experts_per_tok=2,
+        moe_intermediate_size=24, norm_topk_prob=norm_topk_prob, router_aux_loss_coef=0.02,
+    )
+    config = config_from_hf(hf.config)
+    assert (config.ffn, config.num_experts, config.top_k, config.d_ff) == ("moe", 4, 2, 24)
+    ids = token_ids()
+    model = TransformerLM(config).eval()
+    model.load_state_dict(from_hf(hf.state_dict(), config, "qwen3_moe"))
+    with torch.no_grad():
+        reference = hf(ids, output_router_logits=True)
+        torch.testing.assert_close(model(ids), reference.logits, atol=TOLERANCE, rtol=0)
+    # HF pools all layers into one balance statistic; ours averages per-layer losses, so
+    # compare against HF's function applied to each layer separately.
+    per_layer = [load_balancing_loss_func((logits,), 4, 2) for logits in reference.router_logits]
+    torch.testing.assert_close(model.aux_loss, 0.02 * torch.stack(per_layer).mean())
+    assert max_logit_error(hf, config, "qwen3_moe") < TOLERANCE
+    assert_round_trip(config, "qwen3_moe")
+
+
+def test_parity_moe_mixtral() -> None:
+    hf = hf_model(transformers.MixtralConfig, **LLAMA, num_local_experts=4, num_experts_per_tok=2)
+    config = config_from_hf(hf.config)
+    assert config.normalize_topk and not config.qk_norm
+    assert max_logit_error(hf, config, "mixtral") < TOLERANCE
+    assert_round_trip(config, "mixtral")
+
+
+@pytest.mark.parametrize("q_lora_rank", [None, 16])
+def test_parity_mla_deepseek_v2(q_lora_rank: int | None) -> None:
+    hf = hf_model(
+        transformers.DeepseekV2Config, **SHAPE, **EAGER, intermediate_size=48, q_lora_rank=q_lora_rank,
+        kv_lora_rank=12, qk_rope_head_dim=4, qk_nope_head_dim=6, v_head_dim=5, first_k_dense_replace=2,
+        rms_norm_eps=1e-6,
+    )
+    config = config_from_hf(hf.config)
+    assert (config.attention, config.q_lora_rank, config.kv_lora_rank) == ("mla", q_lora_rank, 12)
+    assert max_logit_error(hf, config, "deepseek_v2") < TOLERANCE
+    assert_round_trip(config, "deepseek_v2")
+
+
+def test_parity_mla_latent_cache_deepseek_v2() -> None:
+    """The folded, latent-cached decoding path against HF's full forward."""
+    hf = hf_model(
+        transformers.DeepseekV2Config, **SHAPE, **EAGER, intermediate_size=48, q_lora_rank=16,
+        kv_lora_rank=12, qk_rope_head_dim=4, qk_nope_head_dim=6, v_head_dim=5, first_k_dense_replace=2,
+        rms_norm_eps=1e-6,
+    )
+    config = config_from_hf(hf.config)
+    model = TransformerLM(config).eval()
+    model.load_state_dict(from_hf(hf.state_dict(), config, "deepseek_v2"))
+    ids = token_ids()
+    with torch.no_grad():
+        cache = model.new_kv_cache()
+        decoded = torch.cat([model(ids[:, :4], kv_cache=cache)] + [
+            model(ids[:, t : t + 1], kv_cache=cache) for t in range(4, ids.shape[1])
+        ], dim=1)
+        torch.testing.assert_close(decoded, hf(ids).logits, atol=TOLERANCE, rtol=0)
+
+
+def test_parity_learned_position_layernorm_gelu_gpt2() -> None:
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(
+            vocab_size=97, n_positions=32, n_embd=32, n_layer=2, n_head=4, activation_function="gelu",
+            bos_token_id=0, eos_token_id=0, attn_implementation="eager",
+        )
+    )
+    with torch.no_grad():
+        for parameter in hf.parameters():
+            parameter.normal_(0.0, 0.2 if parameter.ndim > 1 else 1.0)
+    hf.eval()
+    config = config_from_hf(hf.config)
+    assert (config.norm, config.position_encoding, config.ffn, config.bias) == ("layernorm", "learned", "gelu", True)
+    assert max_logit_error(hf, config, "gpt2") < TOLERANCE
+    assert_round_trip(config, "gpt2")
+
+
+def test_parity_config_rejects_unsupported_hf_settings() -> None:
+    with pytest.raises(ValueError, match="attention_bias"):
+        config_from_hf(transformers.LlamaConfig(**{**LLAMA, "attention_bias": True}))
+    with pytest.raises(ValueError, match="activation"):
+        config_from_hf(transformers.GPT2Config(activation_function="gelu_new"))
+    with pytest.raises(ValueError, match="does not describe"):
+        to_hf({}, ModelConfig(**TINY_LM), "qwen3")
+
+
+TINY_LM = dict(vocab_size=97, context_length=32, d_model=32, num_layers=2, num_heads=4, d_ff=48)
