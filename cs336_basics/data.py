@@ -1,0 +1,110 @@
+"""Token arrays on disk and random training batches drawn from them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+
+def load_tokens(path: str | os.PathLike, dtype: str | np.dtype = "uint16") -> np.ndarray:
+    """Memory-map a 1-D array of token ids without reading it into RAM.
+
+    ``.npy`` files carry their own dtype and shape; any other file is read as raw ``dtype``
+    values (``uint16`` fits vocabularies up to 65,536).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"token file not found: {path}")
+    if path.suffix == ".npy":
+        try:
+            tokens = np.load(path, mmap_mode="r", allow_pickle=False)
+        except ValueError as error:
+            raise ValueError(f"{path} is not a readable .npy token array: {error}") from error
+    else:
+        item_size = np.dtype(dtype).itemsize
+        if path.stat().st_size % item_size != 0:
+            raise ValueError(
+                f"{path} holds {path.stat().st_size} bytes, not a whole number of {dtype} tokens"
+            )
+        tokens = np.memmap(path, dtype=dtype, mode="r")
+    if tokens.ndim != 1 or not np.issubdtype(tokens.dtype, np.integer):
+        raise ValueError(
+            f"{path} must hold a 1-D integer array of token ids; got shape {tokens.shape}, "
+            f"dtype {tokens.dtype}"
+        )
+    return tokens
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """``torch.device(device)``, raising a clear error if that device is not usable here."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"device {device} was requested but CUDA is not available")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise RuntimeError(
+                f"device {device} was requested but only {torch.cuda.device_count()} CUDA device(s) exist"
+            )
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise RuntimeError(f"device {device} was requested but MPS is not available")
+    return device
+
+
+def sample_start_indices(
+    num_tokens: int, batch_size: int, context_length: int, generator: torch.Generator | None = None
+) -> Int[Tensor, " batch_size"]:
+    """Uniformly random window starts: every ``i`` with ``i + context_length < num_tokens``.
+
+    Each window needs ``context_length`` inputs plus one more token for the last target.
+    """
+    if batch_size < 1 or context_length < 1:
+        raise ValueError(f"batch_size and context_length must be positive; got {batch_size}, {context_length}")
+    if num_tokens <= context_length:
+        raise ValueError(
+            f"the dataset has {num_tokens} tokens, but a window of context_length={context_length} "
+            f"needs at least {context_length + 1}"
+        )
+    # BEGIN SOLUTION
+    return torch.randint(0, num_tokens - context_length, (batch_size,), generator=generator)
+    # END SOLUTION
+
+
+def gather_windows(
+    dataset: npt.NDArray, starts: Int[Tensor, " batch_size"], context_length: int, device: str | torch.device
+) -> tuple[Int[Tensor, "batch_size context_length"], Int[Tensor, "batch_size context_length"]]:
+    """Inputs ``dataset[s : s + context_length]`` and targets shifted by one, as int64 on ``device``."""
+    device = resolve_device(device)
+    # BEGIN SOLUTION
+    offsets = np.arange(context_length + 1)
+    windows = np.asarray(dataset[starts.numpy()[:, None] + offsets], dtype=np.int64)
+    windows = torch.from_numpy(windows)
+    if device.type == "cuda":  # pinned host memory lets the copy overlap with compute
+        windows = windows.pin_memory().to(device, non_blocking=True)
+    else:
+        windows = windows.to(device)
+    return windows[:, :-1], windows[:, 1:]
+    # END SOLUTION
+
+
+def get_batch(
+    dataset: npt.NDArray,
+    batch_size: int,
+    context_length: int,
+    device: str | torch.device,
+    generator: torch.Generator | None = None,
+) -> tuple[Int[Tensor, "batch_size context_length"], Int[Tensor, "batch_size context_length"]]:
+    """A random batch of ``(inputs, targets)`` windows from a 1-D token array or ``np.memmap``.
+
+    ``targets[b, t] == inputs[b, t + 1]`` within the window; both are int64 on ``device``.
+    Pass a seeded ``generator`` for reproducible batches.
+    """
+    if dataset.ndim != 1:
+        raise ValueError(f"dataset must be a 1-D array of token ids; got shape {dataset.shape}")
+    starts = sample_start_indices(len(dataset), batch_size, context_length, generator)
+    return gather_windows(dataset, starts, context_length, device)

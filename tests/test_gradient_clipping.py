@@ -1,0 +1,54 @@
+"""Global-norm clipping against torch.nn.utils.clip_grad_norm_."""
+
+from __future__ import annotations
+
+import torch
+
+from .adapters import run_gradient_clipping
+
+
+def _parameters_with_grads(scale: float, seed: int = 0) -> list[torch.nn.Parameter]:
+    generator = torch.Generator().manual_seed(seed)
+    shapes = [(3, 4), (5,), (2, 2, 2)]
+    parameters = [torch.nn.Parameter(torch.randn(shape, generator=generator)) for shape in shapes]
+    for p in parameters:
+        p.grad = torch.randn(p.shape, generator=generator) * scale
+    return parameters
+
+
+def _clone(parameters):
+    copies = [torch.nn.Parameter(p.detach().clone()) for p in parameters]
+    for copy, p in zip(copies, parameters):
+        copy.grad = None if p.grad is None else p.grad.clone()
+    return copies
+
+
+def test_gradient_clipping_matches_torch_when_norm_is_large():
+    ours = _parameters_with_grads(scale=10.0)
+    theirs = _clone(ours)
+    run_gradient_clipping(ours, max_l2_norm=1.0)
+    torch.nn.utils.clip_grad_norm_(theirs, max_norm=1.0)
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a.grad, b.grad)
+    total = torch.sqrt(sum(p.grad.pow(2).sum() for p in ours))
+    assert abs(total.item() - 1.0) < 1e-4
+
+
+def test_gradient_clipping_leaves_small_gradients_alone():
+    ours = _parameters_with_grads(scale=1e-3)
+    before = [p.grad.clone() for p in ours]
+    run_gradient_clipping(ours, max_l2_norm=1.0)
+    for p, g in zip(ours, before):
+        assert torch.equal(p.grad, g)
+
+
+def test_gradient_clipping_uses_one_global_norm_and_skips_missing_grads():
+    ours = _parameters_with_grads(scale=5.0, seed=3)
+    ours[1].grad = None  # frozen parameter: no gradient, must be skipped
+    expected_norm = torch.sqrt(sum(p.grad.pow(2).sum() for p in ours if p.grad is not None))
+    expected = [None if p.grad is None else p.grad * 2.0 / (expected_norm + 1e-6) for p in ours]
+    run_gradient_clipping(iter(ours), max_l2_norm=2.0)  # a one-shot iterator must work too
+    assert ours[1].grad is None
+    for p, e in zip(ours, expected):
+        if e is not None:
+            torch.testing.assert_close(p.grad, e)

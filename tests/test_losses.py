@@ -1,0 +1,58 @@
+"""Cross-entropy against torch.nn.functional and a naive softmax formula."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from .adapters import run_cross_entropy
+
+
+def test_cross_entropy_matches_torch():
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(8, 5, generator=generator)
+    targets = torch.randint(0, 5, (8,), generator=generator)
+    expected = F.cross_entropy(logits, targets)
+    torch.testing.assert_close(run_cross_entropy(logits, targets), expected)
+
+
+def test_cross_entropy_naive_formula():
+    logits = torch.tensor([[1.0, 2.0, 3.0], [0.5, -1.0, 0.0]], dtype=torch.float64)
+    targets = torch.tensor([2, 0])
+    probabilities = logits.exp() / logits.exp().sum(-1, keepdim=True)
+    expected = -probabilities[torch.arange(2), targets].log().mean()
+    torch.testing.assert_close(run_cross_entropy(logits, targets), expected)
+
+
+def test_cross_entropy_is_stable_for_huge_logits():
+    logits = torch.tensor([[1000.0, 1001.0, 999.0], [-1000.0, 0.0, 1000.0]])
+    targets = torch.tensor([1, 0])
+    result = run_cross_entropy(logits, targets)
+    assert torch.isfinite(result)
+    torch.testing.assert_close(result, F.cross_entropy(logits.double(), targets).float())
+
+
+def test_cross_entropy_mean_over_leading_dims():
+    generator = torch.Generator().manual_seed(1)
+    logits = torch.randn(2, 3, 7, generator=generator)
+    targets = torch.randint(0, 7, (2, 3), generator=generator)
+    expected = F.cross_entropy(logits.reshape(-1, 7), targets.reshape(-1))
+    torch.testing.assert_close(run_cross_entropy(logits, targets), expected)
+
+
+def test_cross_entropy_gradient_matches_torch():
+    generator = torch.Generator().manual_seed(2)
+    logits = torch.randn(4, 6, generator=generator, requires_grad=True)
+    reference = logits.detach().clone().requires_grad_(True)
+    targets = torch.randint(0, 6, (4,), generator=generator)
+    run_cross_entropy(logits, targets).backward()
+    F.cross_entropy(reference, targets).backward()
+    torch.testing.assert_close(logits.grad, reference.grad)
+
+
+def test_cross_entropy_rejects_mismatched_shapes():
+    from cs336_basics.losses import cross_entropy
+
+    with pytest.raises(ValueError, match="targets"):
+        cross_entropy(torch.zeros(4, 3), torch.zeros(5, dtype=torch.long))

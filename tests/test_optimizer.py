@@ -1,0 +1,125 @@
+"""AdamW against torch.optim.AdamW over many steps and against the handout's formula."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+
+from .adapters import get_adamw_cls
+
+
+def _problem(seed: int = 0) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=generator) * 0.5)
+    inputs = torch.randn(32, 6, generator=generator)
+    targets = torch.randn(32, 3, generator=generator)
+    return model, inputs, targets
+
+
+def _train(optimizer_cls, steps: int, **hyperparameters) -> list[torch.Tensor]:
+    model, inputs, targets = _problem()
+    optimizer = optimizer_cls(model.parameters(), **hyperparameters)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(inputs), targets).backward()
+        optimizer.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+HYPERPARAMETERS = {"lr": 3e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}
+
+
+def test_adamw_is_a_torch_optimizer():
+    assert issubclass(get_adamw_cls(), torch.optim.Optimizer)
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+def test_adamw_tracks_torch_adamw_over_many_steps(weight_decay):
+    # torch decays before the update and scales eps by the bias correction; the handout decays
+    # after it and does not. Per step those differ by O(lr² λ) and O(eps), far below the
+    # tolerance, while a wrong bias correction, beta or decay is far above it.
+    hyperparameters = {**HYPERPARAMETERS, "weight_decay": weight_decay}
+    ours = _train(get_adamw_cls(), 200, **hyperparameters)
+    theirs = _train(torch.optim.AdamW, 200, **hyperparameters)
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=5e-4)
+    untrained = [p.detach() for p in _problem()[0].parameters()]
+    assert max((a - u).abs().max().item() for a, u in zip(ours, untrained)) > 0.1
+
+
+def test_adamw_matches_the_handout_formula_exactly():
+    """A plain-Python transcription of the handout's algorithm, in float64."""
+    lr, (beta1, beta2), eps, decay = 0.05, (0.8, 0.9), 1e-6, 0.2
+    parameter = torch.nn.Parameter(torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64))
+    optimizer = get_adamw_cls()([parameter], lr=lr, betas=(beta1, beta2), eps=eps, weight_decay=decay)
+    theta = [1.0, -2.0, 0.5]
+    m = [0.0] * 3
+    v = [0.0] * 3
+    for t in range(1, 21):
+        grads = [math.sin(t + i) * (i + 1) for i in range(3)]
+        parameter.grad = torch.tensor(grads, dtype=torch.float64)
+        optimizer.step()
+        alpha = lr * math.sqrt(1 - beta2**t) / (1 - beta1**t)
+        for i, g in enumerate(grads):
+            m[i] = beta1 * m[i] + (1 - beta1) * g
+            v[i] = beta2 * v[i] + (1 - beta2) * g * g
+            theta[i] -= alpha * m[i] / (math.sqrt(v[i]) + eps)
+            theta[i] -= lr * decay * theta[i]
+        assert parameter.detach().tolist() == pytest.approx(theta, rel=1e-12, abs=1e-12)
+
+
+def test_adamw_param_groups_and_state_dict_round_trip():
+    adamw = get_adamw_cls()
+    model, inputs, targets = _problem()
+    weights = [p for p in model.parameters() if p.ndim == 2]
+    biases = [p for p in model.parameters() if p.ndim == 1]
+    groups = [{"params": weights}, {"params": biases, "weight_decay": 0.0, "lr": 1e-3}]
+    optimizer = adamw(groups, lr=1e-2, weight_decay=0.1)
+    assert optimizer.param_groups[1]["weight_decay"] == 0.0
+    assert optimizer.param_groups[0]["weight_decay"] == 0.1
+
+    def step(opt, mdl):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(mdl(inputs), targets).backward()
+        opt.step()
+
+    for _ in range(5):
+        step(optimizer, model)
+    saved_state = copy.deepcopy(optimizer.state_dict())  # state_dict shares the tensors
+    saved_model = {k: v.clone() for k, v in model.state_dict().items()}
+    step(optimizer, model)
+    continued = [p.detach().clone() for p in model.parameters()]
+
+    model.load_state_dict(saved_model)
+    fresh_weights = [p for p in model.parameters() if p.ndim == 2]
+    fresh_biases = [p for p in model.parameters() if p.ndim == 1]
+    restored = adamw([{"params": fresh_weights}, {"params": fresh_biases}], lr=0.5)
+    restored.load_state_dict(saved_state)
+    assert restored.param_groups[1]["lr"] == 1e-3
+    step(restored, model)
+    for a, b in zip(model.parameters(), continued):
+        assert torch.equal(a.detach(), b)
+
+
+def test_adamw_skips_parameters_without_gradients():
+    frozen = torch.nn.Parameter(torch.ones(3))
+    live = torch.nn.Parameter(torch.ones(3))
+    optimizer = get_adamw_cls()([frozen, live], lr=0.1)
+    live.grad = torch.ones(3)
+    optimizer.step()
+    assert torch.equal(frozen.detach(), torch.ones(3))
+    assert not torch.equal(live.detach(), torch.ones(3))
+
+
+def test_adamw_rejects_bad_hyperparameters():
+    parameter = torch.nn.Parameter(torch.zeros(1))
+    with pytest.raises(ValueError, match="learning rate"):
+        get_adamw_cls()([parameter], lr=-1.0)
+    with pytest.raises(ValueError, match="betas"):
+        get_adamw_cls()([parameter], betas=(0.9, 1.5))
