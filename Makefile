@@ -1,5 +1,5 @@
 # Developer and instructor commands; see README.md.
-.PHONY: test demo fixtures check-fixtures
+.PHONY: test demo fixtures check-fixtures handout verify-handout submission grade mutants ci-course
 
 test:
 	uv run pytest
@@ -12,3 +12,30 @@ fixtures:
 
 check-fixtures:
 	uv run python -m course.manifest
+
+# --- Course toolchain (course/, see README "Instructor commands") ---
+SUBMISSION ?= submission.zip
+
+handout:
+	uv run python -m course.handout
+
+verify-handout:
+	uv run python -m course.verify_handout
+
+submission:
+	uv run python -m course.submission
+
+grade:
+	uv run cs336-grade $(SUBMISSION)
+
+mutants:
+	uv run python -m course.mutants
+
+# CI smoke test: verify the handout, then grade the reference (full marks) and the bare handout (zero).
+ci-course:
+	uv run python -m course.verify_handout
+	uv run python -m course.handout
+	uv run python -m course.submission --out dist/reference.zip
+	uv run python -m course.submission --root dist/handout --out dist/bare-handout.zip
+	uv run cs336-grade dist/reference.zip --out dist/grading/reference --expect full
+	uv run cs336-grade dist/bare-handout.zip --out dist/grading/bare-handout --expect zero
