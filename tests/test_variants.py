@@ -78,3 +78,242 @@ def test_kv_cache_bytes_per_token(variant: str, per_layer: int) -> None:
     with torch.no_grad():
         model(torch.zeros(3, 7, dtype=torch.long), kv_cache=cache)
     assert cache.num_bytes() == 3 * 7 * kv_cache_elements_per_token(config) * 4
+
+
+# --- Components against torch.nn.functional or naive references -----------------------------
+
+
+def test_layernorm_matches_torch() -> None:
+    x = torch.randn(3, 5, 16) * 3 + 1
+    weight, bias = torch.randn(16), torch.randn(16)
+    expected = F.layer_norm(x, (16,), weight, bias, eps=1e-5)
+    torch.testing.assert_close(run_layernorm(16, 1e-5, weight, bias, x), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_layernorm_keeps_bfloat16_dtype() -> None:
+    x = torch.randn(4, 16).to(torch.bfloat16)
+    out = run_layernorm(16, 1e-5, torch.ones(16, dtype=torch.bfloat16), torch.zeros(16, dtype=torch.bfloat16), x)
+    assert out.dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("activation", ["gelu", "relu", "silu"])
+def test_feedforward_position_activations(activation: str) -> None:
+    """The ungated MLPs (GELU for GPT-2 and the original Transformer's position-wise FFN)."""
+    torch.manual_seed(0)
+    x, w1, b1, w2, b2 = torch.randn(2, 5, 8), torch.randn(12, 8), torch.randn(12), torch.randn(8, 12), torch.randn(8)
+    act = {"gelu": F.gelu, "relu": F.relu, "silu": F.silu}[activation]
+    weights = {"w1.weight": w1, "w1.bias": b1, "w2.weight": w2, "w2.bias": b2}
+    expected = F.linear(act(F.linear(x, w1, b1)), w2, b2)
+    torch.testing.assert_close(run_feedforward(8, 12, activation, weights, x), expected, atol=1e-5, rtol=1e-5)
+
+
+def naive_rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
+    d = x.shape[-1]
+    angles = positions[..., None].double() * theta ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    even, odd = x[..., 0::2].double(), x[..., 1::2].double()
+    out = torch.empty_like(x, dtype=torch.float64)
+    out[..., 0::2] = even * angles.cos() - odd * angles.sin()
+    out[..., 1::2] = even * angles.sin() + odd * angles.cos()
+    return out.float()
+
+
+@pytest.mark.parametrize(("num_kv_heads", "qk_norm"), [(2, False), (1, False), (4, False), (2, True)])
+def test_gqa_attention_matches_torch_sdpa(num_kv_heads: int, qk_norm: bool) -> None:
+    """GQA / MQA / MHA (+ qk_norm) against repeat_interleave'd keys and F.scaled_dot_product_attention."""
+    torch.manual_seed(0)
+    d_model, heads, d_head, seq = 32, 4, 8, 7
+    x = torch.randn(2, seq, d_model)
+    weights = {
+        "q_proj.weight": torch.randn(d_model, d_model) * 0.3,
+        "k_proj.weight": torch.randn(num_kv_heads * d_head, d_model) * 0.3,
+        "v_proj.weight": torch.randn(num_kv_heads * d_head, d_model) * 0.3,
+        "output_proj.weight": torch.randn(d_model, d_model) * 0.3,
+    }
+    if qk_norm:
+        weights |= {"q_norm.weight": torch.randn(d_head), "k_norm.weight": torch.randn(d_head)}
+    positions = torch.arange(seq) + 3
+
+    q = (x @ weights["q_proj.weight"].T).view(2, seq, heads, d_head).transpose(1, 2)
+    k = (x @ weights["k_proj.weight"].T).view(2, seq, num_kv_heads, d_head).transpose(1, 2)
+    v = (x @ weights["v_proj.weight"].T).view(2, seq, num_kv_heads, d_head).transpose(1, 2)
+    if qk_norm:
+        q = F.rms_norm(q, (d_head,), weights["q_norm.weight"], eps=1e-5)
+        k = F.rms_norm(k, (d_head,), weights["k_norm.weight"], eps=1e-5)
+    q, k = naive_rope(q, positions, 1e4), naive_rope(k, positions, 1e4)
+    group = heads // num_kv_heads
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    expected = attended.transpose(1, 2).reshape(2, seq, d_model) @ weights["output_proj.weight"].T
+
+    actual = run_grouped_query_attention(
+        d_model, heads, num_kv_heads, 16, 1e4, weights, x, positions, qk_norm=qk_norm
+    )
+    torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
+
+
+MLA = dict(
+    vocab_size=1, context_length=16, d_model=32, num_layers=1, num_heads=4, d_ff=1, attention="mla",
+    q_lora_rank=16, kv_lora_rank=12, qk_rope_head_dim=4, qk_nope_head_dim=6, v_head_dim=5,
+)
+
+
+def mla_weights(seed: int = 0) -> dict[str, torch.Tensor]:
+    from cs336_basics.mla import MultiHeadLatentAttention
+
+    torch.manual_seed(seed)
+    layer = MultiHeadLatentAttention(ModelConfig(**MLA))
+    return {name: torch.randn_like(t) * (0.3 if t.ndim > 1 else 1.0) for name, t in layer.state_dict().items()}
+
+
+def test_mla_folded_latent_path_equals_expanded() -> None:
+    """Caching only the latent and the shared RoPE key, with k_up folded into the queries and
+    v_up into the output, computes the same attention as expanding keys and values."""
+    weights, x = mla_weights(), torch.randn(2, 9, 32)
+    positions = torch.arange(9) + 2
+    plain = run_multihead_latent_attention(MLA, weights, x, positions)
+    folded = run_multihead_latent_attention(MLA, weights, x, positions, use_latent_cache=True)
+    torch.testing.assert_close(folded, plain, atol=1e-5, rtol=1e-5)
+
+
+def test_mla_matches_naive_reference() -> None:
+    """The expanded MLA path against a loop-over-heads reference written from the equations."""
+    weights, x = mla_weights(1), torch.randn(1, 6, 32)
+    positions = torch.arange(6)
+    rms = lambda t, g: F.rms_norm(t, (t.shape[-1],), g, eps=1e-5)  # noqa: E731
+    c_q = rms(x @ weights["q_down_proj.weight"].T, weights["q_norm.weight"])
+    q_all = (c_q @ weights["q_up_proj.weight"].T).view(1, 6, 4, 10)
+    c_kv = rms(x @ weights["kv_down_proj.weight"].T, weights["kv_norm.weight"])
+    k_rope = naive_rope(x @ weights["k_rope_proj.weight"].T, positions, 1e4)
+    k_nope = (c_kv @ weights["k_up_proj.weight"].T).view(1, 6, 4, 6)
+    v = (c_kv @ weights["v_up_proj.weight"].T).view(1, 6, 4, 5)
+    heads = []
+    for h in range(4):
+        q_h = torch.cat((q_all[..., h, :6], naive_rope(q_all[..., h, 6:], positions, 1e4)), -1)
+        k_h = torch.cat((k_nope[..., h, :], k_rope), -1)
+        heads.append(F.scaled_dot_product_attention(q_h, k_h, v[..., h, :], is_causal=True))
+    expected = torch.cat(heads, -1) @ weights["output_proj.weight"].T
+    torch.testing.assert_close(run_multihead_latent_attention(MLA, weights, x, positions), expected, atol=1e-5, rtol=1e-5)
+
+
+def moe_weights(num_experts: int, d_model: int = 8, d_ff: int = 6, seed: int = 0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    weights = {"router.weight": torch.randn(num_experts, d_model, generator=g)}
+    for e in range(num_experts):
+        weights[f"experts.{e}.w1.weight"] = torch.randn(d_ff, d_model, generator=g) * 0.4
+        weights[f"experts.{e}.w2.weight"] = torch.randn(d_model, d_ff, generator=g) * 0.4
+        weights[f"experts.{e}.w3.weight"] = torch.randn(d_ff, d_model, generator=g) * 0.4
+    return weights
+
+
+def naive_moe(weights: dict, x: torch.Tensor, num_experts: int, top_k: int, normalize: bool) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for t in range(x.shape[0]):
+        probs = torch.softmax(weights["router.weight"] @ x[t], dim=-1)
+        chosen = sorted(range(num_experts), key=lambda e: -probs[e])[:top_k]
+        total = sum(probs[e] for e in chosen) if normalize else 1.0
+        for e in chosen:
+            hidden = F.silu(weights[f"experts.{e}.w1.weight"] @ x[t]) * (weights[f"experts.{e}.w3.weight"] @ x[t])
+            out[t] += probs[e] / total * (weights[f"experts.{e}.w2.weight"] @ hidden)
+    return out
+
+
+@pytest.mark.parametrize(("top_k", "normalize"), [(1, False), (2, True), (3, False)])
+def test_moe_matches_naive_routing(top_k: int, normalize: bool) -> None:
+    """k = 1 (Switch), k = 2 (GShard) and any k, with and without top-k renormalisation."""
+    weights, x = moe_weights(4), torch.randn(10, 8, generator=torch.Generator().manual_seed(1))
+    output, _ = run_mixture_of_experts(8, 6, 4, top_k, weights, x, normalize_topk=normalize)
+    expected = naive_moe(weights, x, 4, top_k, normalize)
+    torch.testing.assert_close(output, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_moe_load_balancing_loss_matches_switch_formula() -> None:
+    weights, x = moe_weights(4), torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(2))
+    _, aux = run_mixture_of_experts(8, 6, 4, 2, weights, x)
+    probs = torch.softmax(x.reshape(10, 8) @ weights["router.weight"].T, dim=-1)
+    top2 = probs.topk(2, dim=-1).indices
+    fraction = torch.tensor([(top2 == e).any(dim=-1).float().mean() for e in range(4)])
+    torch.testing.assert_close(aux, 4 * (fraction * probs.mean(dim=0)).sum())
+    assert aux >= 2 - 1e-6  # its minimum, top_k, is reached only by perfectly balanced routing
+
+
+def test_moe_capacity_drops_overflow_tokens() -> None:
+    """With every token preferring expert 0 and capacity ceil(0.5 * 8 * 1 / 2) = 2, only the
+    first two tokens are processed; the rest get zero output (the residual carries them)."""
+    weights = moe_weights(2)
+    weights["router.weight"] = torch.tensor([[1.0] + [0.0] * 7, [-1.0] + [0.0] * 7])
+    x = torch.randn(8, 8, generator=torch.Generator().manual_seed(3))
+    x[:, 0] = x[:, 0].abs() + 0.1
+    output, _ = run_mixture_of_experts(8, 6, 2, 1, weights, x, normalize_topk=False, capacity_factor=0.5)
+    unlimited, _ = run_mixture_of_experts(8, 6, 2, 1, weights, x, normalize_topk=False)
+    torch.testing.assert_close(output[:2], unlimited[:2])
+    assert torch.count_nonzero(output[2:]) == 0 and torch.count_nonzero(unlimited[2:]) > 0
+
+
+def test_moe_capacity_serves_first_choices_before_second_choices() -> None:
+    """Top-2 with capacity 1 per expert: each expert keeps one first-choice assignment."""
+    weights = moe_weights(2)
+    weights["router.weight"] = torch.tensor([[1.0] + [0.0] * 7, [-1.0] + [0.0] * 7])
+    x = torch.randn(2, 8, generator=torch.Generator().manual_seed(4))
+    x[0, 0], x[1, 0] = -2.0, 2.0  # token 0 prefers expert 1, token 1 prefers expert 0
+    output, _ = run_mixture_of_experts(8, 6, 2, 2, weights, x, normalize_topk=True, capacity_factor=0.5)
+    # Only first choices survive; with two experts the renormalised weight is the raw probability.
+    first_choices_only = naive_moe(weights, x, 2, 1, normalize=False)
+    torch.testing.assert_close(output, first_choices_only, atol=1e-5, rtol=1e-5)
+
+
+def test_moe_model_aux_loss_reaches_router_gradients() -> None:
+    model = tiny_model(ffn="moe", num_experts=4, top_k=2, aux_loss_coef=0.1).train()
+    ids = torch.randint(0, TINY["vocab_size"], (2, 8))
+    model(ids)
+    layer_losses = torch.stack([layer.ffn.aux_loss for layer in model.layers])
+    torch.testing.assert_close(model.aux_loss, 0.1 * layer_losses.mean())
+    model.aux_loss.backward()
+    assert model.layers[0].ffn.router.weight.grad.abs().sum() > 0
+    assert tiny_model().train()(ids).shape == (2, 8, TINY["vocab_size"])
+
+
+def test_position_learned_embeddings_are_added_and_tied_head_is_shared() -> None:
+    model = tiny_model(position_encoding="learned", tie_embeddings=True, norm_placement="none")
+    assert model.lm_head.weight is model.token_embeddings.weight
+    assert "position_embeddings.weight" in model.state_dict()
+    ids = torch.randint(0, TINY["vocab_size"], (1, 5))
+    with torch.no_grad():
+        shifted = model(ids, token_positions=torch.arange(5) + 1)
+        assert not torch.allclose(shifted, model(ids))
+
+
+def test_post_norm_and_layernorm_state_dict_names() -> None:
+    names = set(tiny_model(norm_placement="post", norm="layernorm", bias=True, ffn="gelu").state_dict())
+    assert {"layers.0.ln1.bias", "layers.0.ln2.weight", "layers.1.attn.q_proj.bias", "layers.1.ffn.w2.bias"} <= names
+    assert not any(name.startswith("ln_final") for name in names)
+
+
+def test_default_config_keeps_handout_state_dict_names() -> None:
+    names = set(tiny_model().state_dict())
+    expected = {"token_embeddings.weight", "ln_final.weight", "lm_head.weight"} | {
+        f"layers.{i}.{n}.weight" for i in range(2)
+        for n in ("attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.output_proj", "ln1", "ffn.w1", "ffn.w2", "ffn.w3", "ln2")
+    }
+    assert names == expected
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (dict(num_kv_heads=3), "multiple of num_kv_heads"),
+        (dict(num_kv_heads=0), "num_kv_heads must be a positive integer"),
+        (dict(ffn="moe", top_k=9), "top_k=9 cannot exceed num_experts=8"),
+        (dict(ffn="moe", capacity_factor=0.0), "capacity_factor"),
+        (dict(attention="mla", num_kv_heads=2), "attention='mla'"),
+        (dict(attention="mla", position_encoding="learned"), "decoupled RoPE"),
+        (dict(attention="mla", qk_rope_head_dim=3), "qk_rope_head_dim must be even"),
+    ],
+)
+def test_variant_config_validation(overrides: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        ModelConfig(**{**TINY, **overrides})
+
+
+def test_variant_config_json_round_trip() -> None:
+    config = ModelConfig(**{**TINY, **VARIANTS["mla_q_lora"], "ffn": "moe", "capacity_factor": 1.25})
+    assert ModelConfig.from_json(config.to_json()) == config
