@@ -12,9 +12,8 @@ sequences (e.g. a prefix of a multi-byte character) with U+FFFD.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
-
-import regex
+from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 
 from cs336_basics.pretokenization import (
     GPT2_PRETOKENIZER,
@@ -73,7 +72,15 @@ class Tokenizer:
 
         self._special_regex = special_token_regex(self.special_tokens)
         self._longest_special = max((len(s) for s in self.special_tokens), default=0)
-        self._cache: dict[str, list[int]] = {}
+        self._cache = _Memo(self._encode_pretoken, self.CACHE_SIZE)
+
+    def __getstate__(self) -> dict:
+        # The cache refers back to this object; rebuild it on unpickling instead.
+        return {**self.__dict__, "_cache": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._cache = _Memo(self._encode_pretoken, self.CACHE_SIZE)
 
     @classmethod
     def from_files(
@@ -101,19 +108,12 @@ class Tokenizer:
         """Token ids of ``text``."""
         # BEGIN SOLUTION
         ids: list[int] = []
-        cache = self._cache
+        pretoken_ids = self._cache.__getitem__  # computes and stores ids on a miss
         for piece, is_special in split_on_special_tokens(text, self._special_regex):
             if is_special:
                 ids.append(self.special_ids[piece])
-                continue
-            for pretoken in GPT2_PRETOKENIZER.findall(piece):
-                pretoken_ids = cache.get(pretoken)
-                if pretoken_ids is None:
-                    pretoken_ids = self._encode_pretoken(pretoken)
-                    if len(cache) >= self.CACHE_SIZE:
-                        cache.clear()
-                    cache[pretoken] = pretoken_ids
-                ids.extend(pretoken_ids)
+            else:
+                ids.extend(chain.from_iterable(map(pretoken_ids, GPT2_PRETOKENIZER.findall(piece))))
         return ids
         # END SOLUTION
 
@@ -186,3 +186,18 @@ class Tokenizer:
             raise ValueError(f"unknown token id {bad!r} (vocab has {len(vocab)} tokens)") from None
         return data.decode("utf-8", errors="replace")
         # END SOLUTION
+
+
+class _Memo(dict):
+    """A dict that fills in a missing key with ``function(key)``, emptied when it reaches ``max_size``."""
+
+    def __init__(self, function: Callable, max_size: int) -> None:
+        super().__init__()
+        self.function = function
+        self.max_size = max_size
+
+    def __missing__(self, key):
+        if len(self) >= self.max_size:
+            self.clear()
+        value = self[key] = self.function(key)
+        return value
