@@ -42,11 +42,11 @@ def run(args: argparse.Namespace) -> int:
     save_merges(merges, merges_path)
     with open(os.path.join(args.out_dir, "special_tokens.json"), "w", encoding="utf-8") as file:
         json.dump(special_tokens, file, ensure_ascii=False)
-    longest = max(vocab.values(), key=len)
+    longest = max((a + b for a, b in merges), key=len, default=b"")
     print(
         f"trained {len(vocab)} tokens ({len(merges)} merges) in {timings['total']:.2f}s "
         f"(pre-tokenize {timings['pretokenize']:.2f}s, merge {timings['merge']:.2f}s); "
-        f"longest token {longest.decode('utf-8', errors='replace')!r}"
+        f"longest learned token {longest.decode('utf-8', errors='replace')!r}"
     )
     print(f"wrote {vocab_path} and {merges_path}")
     return 0
