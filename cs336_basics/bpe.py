@@ -67,6 +67,7 @@ def train_bpe(
         ``(vocab, merges)``: ``vocab`` maps id to token bytes; ``merges`` lists the merged pairs
         in the order they were made.
     """
+    # BEGIN SOLUTION
     special_tokens = check_special_tokens(special_tokens)
     minimum = 256 + len(special_tokens)
     if not isinstance(vocab_size, int) or vocab_size < minimum:
@@ -87,6 +88,7 @@ def train_bpe(
         finished = time.perf_counter()
         timings.update(pretokenize=pretokenized - started, merge=finished - pretokenized, total=finished - started)
     return vocab, merges
+    # END SOLUTION
 
 
 def pretokenize_file(

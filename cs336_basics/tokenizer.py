@@ -40,6 +40,7 @@ class Tokenizer:
         merges: list[tuple[bytes, bytes]],
         special_tokens: list[str] | None = None,
     ) -> None:
+        # BEGIN SOLUTION
         self.vocab: dict[int, bytes] = dict(vocab)
         self.merges: list[tuple[bytes, bytes]] = list(merges)
         self.special_tokens: list[str] = check_special_tokens(special_tokens)
@@ -73,6 +74,7 @@ class Tokenizer:
         self._special_regex = special_token_regex(self.special_tokens)
         self._longest_special = max((len(s) for s in self.special_tokens), default=0)
         self._cache = _Memo(self._encode_pretoken, self.CACHE_SIZE)
+        # END SOLUTION
 
     def __getstate__(self) -> dict:
         # The cache refers back to this object; rebuild it on unpickling instead.

@@ -11,7 +11,6 @@ import pytest
 from cs336_basics.cli import main as cs336
 from cs336_basics.encode_file import encode_file
 from cs336_basics.tokenizer import Tokenizer
-from cs336_basics.tokenizer_files import bytes_to_unicode, load_merges, load_vocab, save_merges, save_vocab
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 TOKENIZER_DIR = FIXTURES / "tokenizer"
@@ -25,29 +24,10 @@ def tokenizer():
     return Tokenizer.from_files(TOKENIZER_DIR / "vocab.json", TOKENIZER_DIR / "merges.txt", [EOT])
 
 
-def test_tokenizer_files_byte_map_is_gpt2s():
-    table = bytes_to_unicode()
-    assert len(set(table.values())) == 256
-    assert table[ord(" ")] == "Ġ" and table[ord("\n")] == "Ċ" and table[ord("A")] == "A" and table[0] == "Ā"
-    assert all(not c.isspace() and c.isprintable() for c in table.values())
-
-
 def test_tokenizer_files_save_reproduces_fixture_files(tmp_path, tokenizer):
     tokenizer.save(tmp_path / "vocab.json", tmp_path / "merges.txt")
     assert (tmp_path / "vocab.json").read_bytes() == (TOKENIZER_DIR / "vocab.json").read_bytes()
     assert (tmp_path / "merges.txt").read_bytes() == (TOKENIZER_DIR / "merges.txt").read_bytes()
-
-
-def test_tokenizer_files_round_trip_awkward_tokens(tmp_path):
-    vocab = {i: bytes([i]) for i in range(256)}
-    extra = [b" \n", b"\x00\xff", "é🙂".encode(), b"a b", b"<|end of text|>", b"\r\n\t", b"\xe2\x82"]
-    for token in extra:
-        vocab[len(vocab)] = token
-    merges = [(b" ", b"\n"), (b"\x00", b"\xff"), (b"a", b" "), (b"\xe2", b"\x82")]
-    save_vocab(vocab, tmp_path / "v.json")
-    save_merges(merges, tmp_path / "m.txt")
-    assert load_vocab(tmp_path / "v.json") == vocab
-    assert load_merges(tmp_path / "m.txt") == merges
 
 
 def test_tokenizer_files_load_hugging_face_files(tmp_path):
@@ -68,28 +48,6 @@ def test_tokenizer_files_load_hugging_face_files(tmp_path):
         sample = path.read_bytes().decode("utf-8")
         assert ours.encode(sample) == hf.encode(sample).ids, path.name
         assert ours.decode(ours.encode(sample)) == sample
-
-
-def test_tokenizer_files_missing(tmp_path):
-    with pytest.raises(FileNotFoundError, match="nope.json"):
-        Tokenizer.from_files(tmp_path / "nope.json", TOKENIZER_DIR / "merges.txt")
-    with pytest.raises(FileNotFoundError, match="nope.txt"):
-        Tokenizer.from_files(TOKENIZER_DIR / "vocab.json", tmp_path / "nope.txt")
-
-
-def test_tokenizer_files_malformed(tmp_path):
-    (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")
-    with pytest.raises(ValueError, match="bad.json"):
-        load_vocab(tmp_path / "bad.json")
-    (tmp_path / "list.json").write_text("[1, 2]", encoding="utf-8")
-    with pytest.raises(ValueError, match="list.json"):
-        load_vocab(tmp_path / "list.json")
-    (tmp_path / "bad.txt").write_text("#version: 0.2\nĠ t\nthree parts here\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="line 3"):
-        load_merges(tmp_path / "bad.txt")
-
-
-# --- the parallel file encoder -----------------------------------------------------------
 
 
 @pytest.mark.parametrize("num_workers", [1, 2])
