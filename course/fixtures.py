@@ -21,6 +21,7 @@ import torch
 from safetensors.torch import load_file, save
 
 import course.cases_model  # noqa: F401  (registers the model cases)
+import course.cases_variants  # noqa: F401  (registers the architecture-variant cases)
 from course.manifest import write_manifest
 from course.snapshot_case import REGISTRY, FixtureData
 from course.tokenizer_fixtures import write_tokenizer_fixtures
