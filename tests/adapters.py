@@ -369,9 +369,11 @@ def run_layernorm(
     in_features: Float[Tensor, " ... d_model"],
 ) -> Float[Tensor, " ... d_model"]:
     """LayerNorm with gain ``weight`` and shift ``bias``."""
+    # BEGIN SOLUTION
     norm = LayerNorm(d_model, eps, device=weight.device, dtype=weight.dtype)
     norm.load_state_dict({"weight": weight, "bias": bias})
     return norm(in_features)
+    # END SOLUTION
 
 
 def run_feedforward(
@@ -383,17 +385,21 @@ def run_feedforward(
 ) -> Float[Tensor, " ... d_model"]:
     """Ungated MLP ``w2(act(w1 x))``, ``activation`` in silu/gelu/relu; biases when ``weights``
     has ``w1.bias`` and ``w2.bias``."""
+    # BEGIN SOLUTION
     bias = "w1.bias" in weights
     ffn = FeedForward(d_model, d_ff, activation, bias=bias, device=in_features.device, dtype=in_features.dtype)
     ffn.load_state_dict(weights)
     return ffn(in_features)
+    # END SOLUTION
 
 
 def run_sinusoidal_positions(
     d_model: int, max_seq_len: int, token_positions: Int[Tensor, " ... sequence_length"]
 ) -> Float[Tensor, " ... sequence_length d_model"]:
     """The original Transformer's sin/cos encoding of ``token_positions``."""
+    # BEGIN SOLUTION
     return SinusoidalPositionalEncoding(d_model, max_seq_len, device=token_positions.device)(token_positions)
+    # END SOLUTION
 
 
 def run_grouped_query_attention(
@@ -410,6 +416,7 @@ def run_grouped_query_attention(
 ) -> Float[Tensor, " ... sequence_length d_model"]:
     """Causal grouped-query attention with RoPE; ``weights`` has ``{q,k,v,output}_proj.weight``
     (``k``/``v`` with ``num_kv_heads * d_head`` rows) and, with ``qk_norm``, ``{q,k}_norm.weight``."""
+    # BEGIN SOLUTION
     device, dtype = in_features.device, in_features.dtype
     rope = RotaryPositionalEmbedding(theta, d_model // num_heads, max_seq_len, device=device)
     attention = MultiHeadSelfAttention(
@@ -418,6 +425,7 @@ def run_grouped_query_attention(
     )
     attention.load_state_dict(weights)
     return attention(in_features, token_positions)
+    # END SOLUTION
 
 
 def run_multihead_latent_attention(
@@ -430,9 +438,11 @@ def run_multihead_latent_attention(
     """DeepSeek-V2 multi-head latent attention built from ``ModelConfig(**config)`` (with
     ``attention="mla"``). With ``use_latent_cache`` the input is fed through an empty latent KV
     cache, which runs the folded (absorbed-projection) path."""
+    # BEGIN SOLUTION
     layer = MultiHeadLatentAttention(ModelConfig(**config), device=in_features.device, dtype=in_features.dtype)
     layer.load_state_dict(weights)
     return layer(in_features, token_positions, LatentKVCache() if use_latent_cache else None)
+    # END SOLUTION
 
 
 def run_mixture_of_experts(
@@ -447,6 +457,7 @@ def run_mixture_of_experts(
 ) -> tuple[Float[Tensor, " ... d_model"], Float[Tensor, ""]]:
     """Top-k mixture of SwiGLU experts; ``weights`` has ``router.weight`` and
     ``experts.{e}.{w1,w2,w3}.weight``. Returns the output and the load-balancing loss."""
+    # BEGIN SOLUTION
     moe = MixtureOfExperts(
         d_model, d_ff, num_experts, top_k, normalize_topk, capacity_factor,
         device=in_features.device, dtype=in_features.dtype,
@@ -454,6 +465,7 @@ def run_mixture_of_experts(
     moe.load_state_dict(weights)
     output = moe(in_features)
     return output, moe.aux_loss
+    # END SOLUTION
 
 
 def run_transformer_lm_variant(
@@ -462,9 +474,11 @@ def run_transformer_lm_variant(
     in_indices: Int[Tensor, " batch_size sequence_length"],
 ) -> Float[Tensor, " batch_size sequence_length vocab_size"]:
     """Logits of a ``TransformerLM(ModelConfig(**config))`` loaded from ``weights``."""
+    # BEGIN SOLUTION
     model = TransformerLM(ModelConfig(**config), device=in_indices.device)
     model.load_state_dict(weights)
     return model(in_indices)
+    # END SOLUTION
 
 
 def run_encoder_layer(
@@ -476,9 +490,11 @@ def run_encoder_layer(
     in_features: Float[Tensor, " ... source d_model"],
 ) -> Float[Tensor, " ... source d_model"]:
     """Post-LN Transformer encoder layer (bidirectional self-attention, GELU MLP, biases)."""
+    # BEGIN SOLUTION
     layer = EncoderLayer(d_model, num_heads, d_ff, eps, device=in_features.device, dtype=in_features.dtype)
     layer.load_state_dict(weights)
     return layer(in_features)
+    # END SOLUTION
 
 
 def run_decoder_layer(
@@ -492,9 +508,11 @@ def run_decoder_layer(
 ) -> Float[Tensor, " ... target d_model"]:
     """Post-LN Transformer decoder layer: causal self-attention, cross-attention to
     ``memory``, GELU MLP."""
+    # BEGIN SOLUTION
     layer = DecoderLayer(d_model, num_heads, d_ff, eps, device=in_features.device, dtype=in_features.dtype)
     layer.load_state_dict(weights)
     return layer(in_features, memory)
+    # END SOLUTION
 
 
 def run_seq2seq(
@@ -504,6 +522,8 @@ def run_seq2seq(
     target_ids: Int[Tensor, " batch_size target"],
 ) -> Float[Tensor, " batch_size target vocab_size"]:
     """Next-token logits of a ``Seq2SeqTransformer(Seq2SeqConfig(**config))``."""
+    # BEGIN SOLUTION
     model = Seq2SeqTransformer(Seq2SeqConfig(**config), device=source_ids.device)
     model.load_state_dict(weights)
     return model(source_ids, target_ids)
+    # END SOLUTION
