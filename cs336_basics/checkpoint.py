@@ -11,13 +11,14 @@ from __future__ import annotations
 import io
 import os
 import random
-import tempfile
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
 import numpy as np
 import torch
 from torch import nn
+
+from cs336_basics.atomic_write import atomic_writer
 
 FORMAT = "cs336-checkpoint"
 VERSION = 1
@@ -104,18 +105,8 @@ def save_checkpoint(
     if not isinstance(out, (str, os.PathLike)):
         torch.save(checkpoint, out)
         return
-    path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            torch.save(checkpoint, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with atomic_writer(out) as handle:
+        torch.save(checkpoint, handle)
 
 
 def read_checkpoint(src: Destination) -> dict[str, Any]:

@@ -1,0 +1,78 @@
+"""``cs336 train``: train a Transformer LM on token arrays.
+
+Settings come from ``--config FILE`` (JSON or TOML: training settings at the top level and a
+``model`` table), then from flags, which override the file. Every ``TrainConfig`` setting has
+a flag (``--lr-max``) and so does every ``ModelConfig`` field (``--d-model``). Launch with
+``torchrun --nproc-per-node N -m cs336_basics.cli train ...`` for data-parallel training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import types
+import typing
+from typing import Any
+
+
+def add_dataclass_flags(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, dest_prefix: str = ""
+) -> None:
+    """One ``--kebab-name`` flag per dataclass field, typed from its annotation, default unset."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        kind = hints[f.name]
+        if dataclasses.is_dataclass(kind):
+            continue
+        args = [a for a in typing.get_args(kind) if a is not type(None)]
+        if typing.get_origin(kind) in (typing.Union, types.UnionType) and len(args) == 1:
+            kind = args[0]
+        flag = "--" + f.name.replace("_", "-")
+        dest = dest_prefix + f.name
+        default = f.default if f.default is not dataclasses.MISSING else "required"
+        help_text = f"(default: {default})"
+        if kind is bool:
+            parser.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+        elif typing.get_origin(kind) is typing.Literal:
+            parser.add_argument(flag, dest=dest, choices=typing.get_args(kind), default=None, help=help_text)
+        else:
+            parser.add_argument(flag, dest=dest, type=kind, default=None, metavar=f.name.upper(), help=help_text)
+
+
+def flag_overrides(args: argparse.Namespace, cls: type, dest_prefix: str = "") -> dict[str, Any]:
+    """The flags the user actually gave, as ``{dest: value}``."""
+    names = (dest_prefix + f.name for f in dataclasses.fields(cls))
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from cs336_basics.config import ModelConfig
+    from cs336_basics.training import TrainConfig
+
+    parser.add_argument("--config", help="JSON or TOML file with training settings and a model table")
+    parser.add_argument(
+        "--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
+        help="continue from CHECKPOINT (default: <out-dir>/checkpoints/latest.pt)",
+    )
+    add_dataclass_flags(parser.add_argument_group("training settings"), TrainConfig)
+    add_dataclass_flags(parser.add_argument_group("model settings"), ModelConfig, dest_prefix="model.")
+
+
+def run(args: argparse.Namespace) -> int:
+    from cs336_basics.config import ModelConfig
+    from cs336_basics.training import TrainConfig, load_config_file, merge_overrides, train
+
+    settings = load_config_file(args.config) if args.config else {}
+    overrides = {**flag_overrides(args, TrainConfig), **flag_overrides(args, ModelConfig, "model.")}
+    try:
+        config = TrainConfig.from_dict(merge_overrides(settings, overrides))
+    except (ValueError, TypeError) as error:
+        print(f"cs336 train: {error}", file=sys.stderr)
+        return 2
+    result = train(config, resume=args.resume)
+    summary = f"{result.stopped} at step {result.step}"
+    if result.val_loss is not None:
+        summary += f"; validation loss {result.val_loss:.4f}"
+    print(f"{summary}; checkpoint {result.checkpoint}; metrics {result.metrics}; plot {result.plot}")
+    return 1 if result.stopped == "non-finite loss" else 0
