@@ -152,3 +152,23 @@ def load_checkpoint(
     if restore_rng:
         restore_rng_states(checkpoint["rng"])
     return checkpoint["iteration"]
+
+
+def model_from_checkpoint(src: Destination, device: torch.device | str | None = None) -> nn.Module:
+    """Rebuild the ``TransformerLM`` a training run saved, from the config stored beside its weights."""
+    from cs336_basics.config import ModelConfig
+    from cs336_basics.model import TransformerLM
+
+    checkpoint = read_checkpoint(src)
+    config = checkpoint["config"] or {}
+    model_settings = config.get("model", config)  # a training config nests the model's
+    try:
+        model_config = ModelConfig.from_dict(model_settings)
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(
+            "the checkpoint does not record a usable model config (save it with "
+            f"config=...; cs336 train does): {error}"
+        ) from error
+    model = TransformerLM(model_config, device=device)
+    model.load_state_dict(checkpoint["model"])
+    return model

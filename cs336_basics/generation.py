@@ -1,0 +1,95 @@
+"""Decoding: sample a continuation from a language model, one token at a time.
+
+Each step turns the last position's logits into a distribution (temperature, then nucleus /
+top-p truncation) and samples from it; temperature 0 means greedy ``argmax``. With the KV
+cache (the default) the prompt is run once and every later step feeds only the newest token,
+so a step costs one position instead of the whole sequence.
+"""
+
+from __future__ import annotations
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from cs336_basics.functional import softmax
+from cs336_basics.model import TransformerLM
+
+
+def top_p_filter(probabilities: Float[Tensor, " vocab"], top_p: float) -> Float[Tensor, " vocab"]:
+    """Keep the smallest set of most likely tokens whose total probability reaches ``top_p``;
+    zero the rest and renormalise. ``top_p = 1`` keeps everything."""
+    if not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1]; got {top_p}")
+    # BEGIN SOLUTION
+    if top_p == 1.0:
+        return probabilities
+    sorted_probabilities, order = probabilities.sort(descending=True)
+    mass_before = sorted_probabilities.cumsum(dim=-1) - sorted_probabilities
+    sorted_probabilities = sorted_probabilities.masked_fill(mass_before >= top_p, 0.0)
+    kept = torch.zeros_like(probabilities).scatter(-1, order, sorted_probabilities)
+    return kept / kept.sum()
+    # END SOLUTION
+
+
+def sample_next_token(
+    logits: Float[Tensor, " vocab"],
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> int:
+    """One token id from ``softmax(logits / temperature)`` truncated to its top-p nucleus."""
+    if temperature < 0:
+        raise ValueError(f"temperature must be non-negative; got {temperature}")
+    # BEGIN SOLUTION
+    if temperature == 0:
+        return int(logits.argmax())
+    probabilities = top_p_filter(softmax(logits.double() / temperature, dim=-1), top_p)
+    return int(torch.multinomial(probabilities.cpu(), 1, generator=generator))
+    # END SOLUTION
+
+
+@torch.no_grad()
+def generate(
+    model: TransformerLM,
+    prompt_ids: list[int],
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    eos_id: int | None = None,
+    generator: torch.Generator | None = None,
+    use_kv_cache: bool = True,
+) -> list[int]:
+    """The new token ids continuing ``prompt_ids`` (the prompt itself is not included).
+
+    Stops after ``max_new_tokens``, after emitting ``eos_id`` (which is included), or when the
+    sequence fills the model's context window. A prompt longer than the window keeps only
+    its last ``context_length - 1`` tokens. Seed ``generator`` for reproducible samples.
+    """
+    if not prompt_ids:
+        raise ValueError("the prompt must hold at least one token (e.g. the end-of-text token)")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be non-negative; got {max_new_tokens}")
+    context_length = model.config.context_length
+    sequence = list(prompt_ids[-(context_length - 1):]) if context_length > 1 else list(prompt_ids[-1:])
+    device = next(model.parameters()).device
+    budget = min(max_new_tokens, context_length - len(sequence))
+    was_training = model.training
+    model.eval()
+    # BEGIN SOLUTION
+    new_tokens: list[int] = []
+    cache = model.new_kv_cache() if use_kv_cache else None
+    pending = sequence
+    for _ in range(budget):
+        if cache is None:
+            pending = sequence  # without a cache, every step re-reads the whole sequence
+        logits = model(torch.tensor([pending], device=device), kv_cache=cache)[0, -1]
+        token = sample_next_token(logits, temperature, top_p, generator)
+        new_tokens.append(token)
+        sequence = sequence + [token]
+        pending = [token]
+        if token == eos_id:
+            break
+    # END SOLUTION
+    model.train(was_training)
+    return new_tokens
