@@ -168,10 +168,10 @@ def main() -> int:
     for label, ours, theirs, peer in PAIRS:
         a, b = report["tasks"][ours], report["tasks"][theirs]
         if label.endswith("(s)"):
-            cell = lambda t: f"{t['median_s']:.2f} ({t['min_s']:.2f}-{t['max_s']:.2f})"  # noqa: E731
+            cell = lambda t: f"{t['median_s']:.2f} ({t['min_s']:.2f}-{t['max_s']:.2f})"
             ratio = a["median_s"] / b["median_s"]
         else:
-            cell = lambda t: f"{t['mb_per_s']:.2f} ({size_mb / t['max_s']:.1f}-{size_mb / t['min_s']:.1f})"  # noqa: E731
+            cell = lambda t: f"{t['mb_per_s']:.2f} ({size_mb / t['max_s']:.1f}-{size_mb / t['min_s']:.1f})"
             ratio = a["mb_per_s"] / b["mb_per_s"]
         report.setdefault("ratios", {})[label] = ratio
         print(f"{label:26s} {cell(a):>16s} {cell(b):>16s} {ratio:10.2f}  {a['peak_mb']:.0f} / {b['peak_mb']:.0f}  (peer: {peer})")

@@ -32,7 +32,11 @@ from concurrent.futures import ProcessPoolExecutor
 
 from tqdm.auto import tqdm
 
-from cs336_basics.pretokenization import check_special_tokens, count_pretokens, find_chunk_boundaries
+from cs336_basics.pretokenization import (
+    check_special_tokens,
+    count_pretokens,
+    find_chunk_boundaries,
+)
 
 # Pre-tokenization chunks are at most this large, so workers' memory stays bounded on huge files.
 MAX_CHUNK_BYTES = 64 * 1024 * 1024
@@ -145,7 +149,7 @@ def _count_chunk(job: tuple[str, int, int, tuple[str, ...]]) -> Counter[bytes]:
 class _PairKey:
     """Heap key ordering pairs by descending count, then by descending pair of bytes."""
 
-    __slots__ = ("count", "pair_bytes", "pair")
+    __slots__ = ("count", "pair", "pair_bytes")
 
     def __init__(self, count: int, pair_bytes: tuple[bytes, bytes], pair: tuple[int, int]) -> None:
         self.count = count

@@ -9,7 +9,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
 import tiktoken
 from hypothesis import HealthCheck, given, settings
@@ -40,7 +39,7 @@ def gpt2_bytes_to_unicode() -> dict[int, str]:
 
 def load_fixture_vocab_and_merges() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     decode = {c: b for b, c in gpt2_bytes_to_unicode().items()}
-    to_bytes = lambda s: bytes(decode[c] for c in s)  # noqa: E731
+    to_bytes = lambda s: bytes(decode[c] for c in s)
     strings = json.loads((TOKENIZER_DIR / "vocab.json").read_text(encoding="utf-8"))
     vocab = {i: to_bytes(s) for s, i in strings.items()}
     lines = (TOKENIZER_DIR / "merges.txt").read_text(encoding="utf-8").split("\n")

@@ -12,7 +12,13 @@ import regex
 
 from course.tokenizer_fixtures import write_tokenizer_fixtures
 from cs336_basics.stories import END_OF_TEXT, generate_stories, write_story_corpus
-from cs336_basics.tokenizer_files import bytes_to_unicode, load_merges, load_vocab, save_merges, save_vocab
+from cs336_basics.tokenizer_files import (
+    bytes_to_unicode,
+    load_merges,
+    load_vocab,
+    save_merges,
+    save_vocab,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
