@@ -57,7 +57,7 @@ def test_layernorm_snapshot(snapshot, inputs, state_dict):
     snapshot.assert_match(run_layernorm(gain.shape[0], 1e-5, gain, shift, inputs["in_embeddings"]), "layernorm")
 
 
-def test_gelu_feedforward_snapshot(snapshot, inputs, state_dict, model_config):
+def test_gelu_position_wise_feedforward_snapshot(snapshot, inputs, state_dict, model_config):
     out = run_feedforward(model_config["d_model"], model_config["d_ff"], "gelu", gelu_weights(state_dict), inputs["in_embeddings"])
     snapshot.assert_match(out, "gelu_feedforward")
 

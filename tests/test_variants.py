@@ -288,7 +288,7 @@ def test_post_norm_and_layernorm_state_dict_names() -> None:
     assert not any(name.startswith("ln_final") for name in names)
 
 
-def test_default_config_keeps_handout_state_dict_names() -> None:
+def test_default_config_keeps_handout_state_dict_names_without_gqa_moe_mla() -> None:
     names = set(tiny_model().state_dict())
     expected = {"token_embeddings.weight", "ln_final.weight", "lm_head.weight"} | {
         f"layers.{i}.{n}.weight" for i in range(2)
@@ -308,12 +308,14 @@ def test_default_config_keeps_handout_state_dict_names() -> None:
         (dict(attention="mla", position_encoding="learned"), "decoupled RoPE"),
         (dict(attention="mla", qk_rope_head_dim=3), "qk_rope_head_dim must be even"),
     ],
+    ids=["gqa_indivisible", "gqa_zero_kv_heads", "moe_top_k", "moe_capacity", "mla_with_gqa",
+         "mla_needs_rope_position", "mla_odd_rope_dim"],
 )
 def test_variant_config_validation(overrides: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         ModelConfig(**{**TINY, **overrides})
 
 
-def test_variant_config_json_round_trip() -> None:
+def test_mla_moe_config_json_round_trip() -> None:
     config = ModelConfig(**{**TINY, **VARIANTS["mla_q_lora"], "ffn": "moe", "capacity_factor": 1.25})
     assert ModelConfig.from_json(config.to_json()) == config
