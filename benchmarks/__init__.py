@@ -1,0 +1,1 @@
+"""Peer comparisons: ours beside the library a user would otherwise reach for (``make bench``)."""

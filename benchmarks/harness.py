@@ -1,0 +1,119 @@
+"""Timing discipline shared by every benchmark.
+
+Contenders run *interleaved* (A, B, A, B, ... with the order rotated each round), so slow
+drift of the machine (thermal, other load) hits both sides alike; each reports the median and
+the spread (min..max) of its repetitions. Peak memory is measured in a fresh child process
+(its ``ru_maxrss``), so one contender's allocations never count against another's.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import platform
+import resource
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from cs336_basics.atomic_write import atomic_writer
+
+
+@dataclass(frozen=True)
+class Timing:
+    median: float
+    low: float
+    high: float
+    samples: list[float]
+
+    @classmethod
+    def of(cls, samples: list[float]) -> Timing:
+        return cls(statistics.median(samples), min(samples), max(samples), samples)
+
+
+def interleaved(contenders: dict[str, Callable[[], object]], repeats: int, warmup: int = 1) -> dict[str, Timing]:
+    """Wall-clock seconds of each contender over ``repeats`` interleaved rounds."""
+    names = list(contenders)
+    for _ in range(warmup):
+        for name in names:
+            contenders[name]()
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for round_index in range(repeats):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            start = time.perf_counter()
+            contenders[name]()
+            samples[name].append(time.perf_counter() - start)
+    return {name: Timing.of(values) for name, values in samples.items()}
+
+
+def _child(target: Callable[..., object], args: tuple, queue: multiprocessing.Queue) -> None:
+    start = time.perf_counter()
+    target(*args)
+    elapsed = time.perf_counter() - start
+    queue.put((elapsed, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024))
+
+
+def run_isolated(target: Callable[..., object], *args: Any) -> tuple[float, int]:
+    """Run ``target(*args)`` in a fresh process; return (seconds, peak resident bytes).
+
+    The peak includes the interpreter and imported libraries, the same for every contender.
+    """
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    process = context.Process(target=_child, args=(target, args, queue))
+    process.start()
+    seconds, peak = queue.get()
+    process.join()
+    if process.exitcode != 0:
+        raise RuntimeError(f"benchmark child {target.__name__} exited with {process.exitcode}")
+    return seconds, peak
+
+
+def machine() -> dict[str, Any]:
+    import torch
+
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+    }
+
+
+def format_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    cells = [[str(row.get(c, "")) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    line = lambda values: "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths)) + " |"  # noqa: E731
+    return "\n".join([line(columns), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, cells)])
+
+
+def write_json(path: str | os.PathLike, payload: dict[str, Any]) -> None:
+    def default(value: Any) -> Any:
+        return asdict(value) if isinstance(value, Timing) else str(value)
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with atomic_writer(path) as out:
+        out.write((json.dumps(payload, indent=2, default=default) + "\n").encode())
+
+
+def matmul_peak_flops(n: int = 2048, repeats: int = 5, device: str = "cpu") -> float:
+    """The machine's practical float32 peak: FLOP/s of a large square matmul, median of repeats."""
+    import torch
+
+    a, b = (torch.randn(n, n, device=device) for _ in range(2))
+
+    def multiply() -> None:
+        torch.mm(a, b)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    timing = interleaved({"matmul": multiply}, repeats)["matmul"]
+    return 2 * n**3 / timing.median
