@@ -29,6 +29,7 @@ import csv
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -219,6 +220,41 @@ def prepare_workspace(instructor_root: Path, submission_root: Path, workspace: P
     return hashes
 
 
+def keyword_match(expression: str, nodeid: str) -> bool:
+    """Approximately pytest's ``-k``: each name matches as a case-insensitive substring of the
+    node id. Used only to pick which test files a component's run needs to import."""
+    python = []
+    for token in re.findall(r"\(|\)|[^\s()]+", expression):
+        python.append(token if token in ("(", ")", "and", "or", "not") else f"{token.lower()!r} in s")
+    return bool(eval(" ".join(python), {"__builtins__": {}}, {"s": nodeid.lower()}))
+
+
+@cache
+def collected_nodeids(instructor_root: Path, plugin_autoload: bool = True) -> tuple[str, ...]:
+    """Every test id of the instructor's suite (collected once, from the reference code)."""
+    with tempfile.TemporaryDirectory(prefix="cs336-collect-") as tmp:
+        shutil.copyfile(PLUGIN, Path(tmp) / PLUGIN.name)
+        outcomes = Path(tmp) / "collected.jsonl"
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env.update(PYTHONPATH=f"{tmp}:{instructor_root}", CS336_OUTCOMES=str(outcomes), PYTHONDONTWRITEBYTECODE="1")
+        if not plugin_autoload:
+            env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        files = sorted({rel.as_posix() for rel in pristine_files(instructor_root)
+                        if rel.parts[0] == "tests" and rel.name.startswith("test_") and rel.suffix == ".py"})
+        subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "pytest_outcomes",
+             "-p", "no:cacheprovider", *files],
+            cwd=instructor_root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        return tuple(summarize(outcomes))
+
+
+def test_files_for(select: str, nodeids: tuple[str, ...]) -> list[str]:
+    """The test files a ``-k select`` run needs; all of ``tests`` when nothing is known."""
+    files = sorted({n.split("::")[0] for n in nodeids if "::" in n and keyword_match(select, n)})
+    return files or ["tests"]
+
+
 @cache
 def namespaces_available() -> bool:
     """Whether ``unshare`` can give us a private network and read-only mounts here."""
@@ -284,7 +320,8 @@ def run_component(
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     command = [
         sys.executable, "-m", "pytest", "-q", "-p", "pytest_outcomes", "-p", "no:cacheprovider",
-        "-k", component.select, f"--basetemp={private / 'tmp' / 'pytest'}", "tests",
+        "-k", component.select, f"--basetemp={private / 'tmp' / 'pytest'}",
+        *test_files_for(component.select, collected_nodeids(instructor_root, plugin_autoload)),
     ]
     if sandbox:
         command = ["unshare", "-rnm", "--", "sh", "-c", SANDBOX_SCRIPT, "sandbox", str(workspace), *command]

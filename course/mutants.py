@@ -1,0 +1,162 @@
+"""Mutation testing with the catalogue of common bugs: ``python -m course.mutants`` (``make mutants``).
+
+For each bug in ``course/bugs.py`` the reference is copied, the bug applied, and the tests of
+the bug's rubric component (its ``-k`` expression) run in a subprocess. A bug is *caught* when at
+least one test that passes on the unmutated copy fails (or the run hangs or crashes). The
+report lists, per bug, the tests that caught it and whether a failure printed a hint; the last
+line is the kill rate. Exits 1 unless every bug is caught.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from course.bugs import BUGS, Bug
+from course.grade import collected_nodeids, load_rubric, pristine_files, test_files_for
+from course.handout import REPO_ROOT
+from course.pytest_outcomes import summarize
+
+PLUGIN = Path(__file__).with_name("pytest_outcomes.py")
+
+
+@dataclass
+class MutantResult:
+    bug: Bug
+    caught_by: list[str] = field(default_factory=list)
+    hinted: bool = False
+    note: str = ""
+    seconds: float = 0.0
+
+    @property
+    def caught(self) -> bool:
+        return bool(self.caught_by) or self.note.startswith("caught")
+
+
+def make_copy(root: Path, destination: Path) -> Path:
+    code = [p.relative_to(root) for p in (root / "cs336_basics").rglob("*.py")] + [Path("tests/adapters.py")]
+    for rel in pristine_files(root) + code:
+        target = destination / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(root / rel, target)
+    (destination / ".mutants").mkdir(exist_ok=True)
+    shutil.copyfile(PLUGIN, destination / ".mutants" / PLUGIN.name)
+    return destination
+
+
+def run_tests(copy: Path, select: str, timeout: float, label: str, files: list[str]) -> tuple[dict[str, dict], str]:
+    """Run the tests matching ``select`` in ``copy``; return outcomes and a note on how it ended."""
+    outcomes = copy / ".mutants" / f"{label}.jsonl"
+    outcomes.unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(PYTHONPATH=f"{copy / '.mutants'}:{copy}", PYTHONDONTWRITEBYTECODE="1",
+               CS336_OUTCOMES=str(outcomes))
+    try:
+        process = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "pytest_outcomes", "-p", "no:cacheprovider",
+             "-k", select, f"--basetemp={copy / '.mutants' / 'tmp'}", *files],
+            cwd=copy, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout,
+        )
+        note = f"caught (process died with signal {-process.returncode})" if process.returncode < 0 else ""
+    except subprocess.TimeoutExpired:
+        note = f"caught (tests hung past {timeout:g} s)"
+    return summarize(outcomes), note
+
+
+def mutate_and_test(
+    bug: Bug, copy: Path, select: str, files: list[str], baseline: dict[str, dict], timeout: float
+) -> MutantResult:
+    started = time.monotonic()
+    original = (copy / bug.path).read_text(encoding="utf-8")
+    try:
+        bug.apply(copy)
+    except ValueError as error:
+        return MutantResult(bug, note=f"STALE: {error}")
+    try:
+        outcomes, note = run_tests(copy, select, timeout, bug.name, files)
+    finally:
+        (copy / bug.path).write_text(original, encoding="utf-8")
+    caught_by = sorted(
+        nodeid for nodeid, result in outcomes.items()
+        if result["outcome"] in ("failed", "error", "collect_error", "running")
+        and baseline.get(nodeid, {}).get("outcome", "passed") == "passed"
+    )
+    hinted = any("hint" in outcomes[nodeid]["message"].lower() for nodeid in caught_by)
+    return MutantResult(bug, caught_by, hinted, note, time.monotonic() - started)
+
+
+def run_all(bugs: list[Bug], jobs: int, timeout: float, root: Path = REPO_ROOT) -> tuple[list[MutantResult], list[str]]:
+    components = {c.name: c.select for c in load_rubric()[0]}
+    unknown = sorted({b.component for b in bugs} - set(components))
+    if unknown:
+        raise ValueError(f"bugs name components missing from the rubric: {unknown}")
+    with tempfile.TemporaryDirectory(prefix="cs336-mutants-") as tmp:
+        copies: queue.Queue[Path] = queue.Queue()
+        for worker in range(max(1, jobs)):
+            copies.put(make_copy(root, Path(tmp) / f"copy{worker}"))
+        nodeids = collected_nodeids(root)
+        union = " or ".join(f"({components[c]})" for c in sorted({b.component for b in bugs}))
+        first = copies.get()
+        baseline, _ = run_tests(first, union, timeout * 4, "baseline", test_files_for(union, nodeids))
+        copies.put(first)
+        broken = sorted(n for n, r in baseline.items() if r["outcome"] not in ("passed", "skipped"))
+
+        def one(bug: Bug) -> MutantResult:
+            copy = copies.get()
+            try:
+                select = components[bug.component]
+                result = mutate_and_test(bug, copy, select, test_files_for(select, nodeids), baseline, timeout)
+            finally:
+                copies.put(copy)
+            status = "caught" if result.caught else ("STALE" if result.note.startswith("STALE") else "SURVIVED")
+            print(f"  {status:<8} {bug.name} ({len(result.caught_by)} tests, {result.seconds:.0f} s)", flush=True)
+            return result
+
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            return list(pool.map(one, bugs)), broken
+
+
+def report(results: list[MutantResult], broken: list[str]) -> str:
+    lines = []
+    if broken:
+        lines.append("tests failing on the unmutated reference (ignored): " + ", ".join(broken))
+    width = max(len(r.bug.name) for r in results)
+    lines.append(f"{'bug':<{width}}  {'component':<28}  {'caught by':<9}  hint  first catching test")
+    for r in results:
+        first = r.caught_by[0].split("::", 1)[-1] if r.caught_by else (r.note or "-")
+        count = str(len(r.caught_by)) if r.caught_by else ("yes" if r.caught else "NONE")
+        lines.append(f"{r.bug.name:<{width}}  {r.bug.component:<28}  {count:<9}  {'yes' if r.hinted else 'no ':<4}  {first}")
+    killed = sum(r.caught for r in results)
+    hinted = sum(r.hinted for r in results)
+    lines.append(f"kill rate: {killed}/{len(results)} = {killed / len(results):.0%} of catalogued bugs caught; "
+                 f"{hinted} with a hint in the failure")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="only these bugs (default: the whole catalogue)")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=300, help="seconds per mutant run")
+    args = parser.parse_args(argv)
+    bugs = [b for b in BUGS if not args.names or b.name in args.names]
+    missing = set(args.names) - {b.name for b in bugs}
+    if missing:
+        parser.error(f"no such bug(s): {sorted(missing)}")
+    print(f"mutation testing {len(bugs)} catalogued bugs, {args.jobs} at a time")
+    results, broken = run_all(bugs, args.jobs, args.timeout)
+    print(report(results, broken))
+    return 0 if all(r.caught for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
