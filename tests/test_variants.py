@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from cs336_basics.config import ModelConfig
+from cs336_basics.generation import generate
 from cs336_basics.kv_cache import kv_cache_elements_per_token
 from cs336_basics.model import TransformerLM
 
@@ -64,6 +65,15 @@ def test_kv_cache_matches_full_forward(variant: str) -> None:
         pieces += [model(ids[:, t : t + 1], kv_cache=cache) for t in range(5, 11)]
     assert cache.length == 11
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=2e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["gqa", "mla", "moe"])
+def test_kv_cache_greedy_generation_matches_uncached(variant: str) -> None:
+    """``cs336 generate``'s decoding loop with and without the (latent) KV cache."""
+    model = tiny_model(**VARIANTS[variant])
+    cached = generate(model, [3, 1, 4], 10, temperature=0.0)
+    assert cached == generate(model, [3, 1, 4], 10, temperature=0.0, use_kv_cache=False)
+    assert len(cached) == 10
 
 
 @pytest.mark.parametrize(
