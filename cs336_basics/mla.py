@@ -46,6 +46,7 @@ class MultiHeadLatentAttention(nn.Module):
         self.nope_dim = config.mla_nope_dim
         self.rope_dim = config.qk_rope_head_dim
         self.rank = config.kv_lora_rank
+        self.q_lora_rank = config.q_lora_rank
         d_model, heads, v_dim = config.d_model, config.num_heads, config.mla_v_dim
         q_dim = heads * (self.nope_dim + self.rope_dim)
         if config.q_lora_rank is None:
@@ -73,8 +74,7 @@ class MultiHeadLatentAttention(nn.Module):
         past = 0 if kv_cache is None else kv_cache.length
         if token_positions is None:
             token_positions = torch.arange(past, past + x.shape[-2], device=x.device)
-        queries = self.q_proj(x) if hasattr(self, "q_proj") else self.q_up_proj(self.q_norm(self.q_down_proj(x)))
-        q = rearrange(queries, "... seq (heads d) -> ... heads seq d", heads=self.num_heads)
+        q = rearrange(self.queries(x), "... seq (heads d) -> ... heads seq d", heads=self.num_heads)
         q_nope, q_rope = q.split([self.nope_dim, self.rope_dim], dim=-1)
         q_rope = self.rope(q_rope, rearrange(token_positions, "... seq -> ... 1 seq"))
         latents = self.kv_norm(self.kv_down_proj(x))
@@ -83,6 +83,11 @@ class MultiHeadLatentAttention(nn.Module):
             return self.attend_expanded(q_nope, q_rope, latents, k_rope)
         latents, k_rope = kv_cache.append(latents, k_rope)
         return self.attend_folded(q_nope, q_rope, latents, k_rope)
+
+    def queries(self, x: Float[Tensor, "... seq d_model"]) -> Float[Tensor, "... seq q_dim"]:
+        if self.q_lora_rank is None:
+            return self.q_proj(x)
+        return self.q_up_proj(self.q_norm(self.q_down_proj(x)))
 
     def attend_expanded(
         self,

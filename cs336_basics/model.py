@@ -76,7 +76,7 @@ class TransformerLM(nn.Module):
             )
         # BEGIN SOLUTION
         x = self.token_embeddings(token_ids)
-        if hasattr(self, "position_embeddings"):
+        if self.config.position_encoding in ("learned", "sinusoidal"):
             if token_positions is None:
                 token_positions = torch.arange(past, past + token_ids.shape[-1], device=token_ids.device)
             x = x + self.position_embeddings(token_positions).to(x.dtype)
