@@ -2,8 +2,11 @@
 
 Encoding mirrors training: split on special tokens (longest match first), cut each ordinary
 piece into GPT-2 pre-tokens, then inside each pre-token start from its UTF-8 bytes and keep
-applying the earliest-learned merge that applies, until none does. Pre-tokens recur a lot, so
-their ids are cached.
+applying the earliest-learned merge that applies, until none does.
+
+Text recurs a lot, so ids are cached at two levels: whitespace-led words (``" happy."``, cut as
+in :func:`~cs336_basics.pretokenization.split_words`) and, behind them, pre-tokens. Once the
+caches are warm, encoding is a dictionary lookup per word.
 
 Decoding concatenates the tokens' bytes and decodes them as UTF-8, replacing malformed
 sequences (e.g. a prefix of a multi-byte character) with U+FFFD.
@@ -21,6 +24,7 @@ from cs336_basics.pretokenization import (
     last_safe_boundary,
     special_token_regex,
     split_on_special_tokens,
+    split_words,
 )
 
 
@@ -31,7 +35,7 @@ class Tokenizer:
     tokens of the vocabulary into a third.
     """
 
-    # The cache of pre-token ids is emptied when it grows past this many entries.
+    # Each cache (of word ids, of pre-token ids) is emptied when it grows past this many entries.
     CACHE_SIZE = 1 << 18
 
     def __init__(
@@ -73,16 +77,20 @@ class Tokenizer:
 
         self._special_regex = special_token_regex(self.special_tokens)
         self._longest_special = max((len(s) for s in self.special_tokens), default=0)
-        self._cache = _Memo(self._encode_pretoken, self.CACHE_SIZE)
+        self._new_caches()
         # END SOLUTION
 
+    def _new_caches(self) -> None:
+        self._word_cache = _Memo(self._encode_word, self.CACHE_SIZE)
+        self._pretoken_cache = _Memo(self._encode_pretoken, self.CACHE_SIZE)
+
     def __getstate__(self) -> dict:
-        # The cache refers back to this object; rebuild it on unpickling instead.
-        return {**self.__dict__, "_cache": None}
+        # The caches refer back to this object; start empty ones on unpickling instead.
+        return {key: value for key, value in self.__dict__.items() if not key.endswith("_cache")}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._cache = _Memo(self._encode_pretoken, self.CACHE_SIZE)
+        self._new_caches()
 
     @classmethod
     def from_files(
@@ -110,39 +118,37 @@ class Tokenizer:
         """Token ids of ``text``."""
         # BEGIN SOLUTION
         ids: list[int] = []
-        pretoken_ids = self._cache.__getitem__  # computes and stores ids on a miss
+        word_ids = self._word_cache.__getitem__  # computes and stores ids on a miss
         for piece, is_special in split_on_special_tokens(text, self._special_regex):
             if is_special:
                 ids.append(self.special_ids[piece])
             else:
-                ids.extend(chain.from_iterable(map(pretoken_ids, GPT2_PRETOKENIZER.findall(piece))))
+                ids.extend(chain.from_iterable(map(word_ids, split_words(piece))))
         return ids
+        # END SOLUTION
+
+    def _encode_word(self, word: str) -> list[int]:
+        """The ids of one whitespace-led word: those of its pre-tokens, in order."""
+        # BEGIN SOLUTION
+        return list(chain.from_iterable(map(self._pretoken_cache.__getitem__, GPT2_PRETOKENIZER.findall(word))))
         # END SOLUTION
 
     def _encode_pretoken(self, pretoken: str) -> list[int]:
         """Apply the merges, earliest-learned first, to the bytes of one pre-token."""
         # BEGIN SOLUTION
         ids = [self.byte_ids[b] for b in pretoken.encode("utf-8")]
-        ranks = self.merge_ranks
+        rank_of = self.merge_ranks.get
         while len(ids) > 1:
-            best = min(
-                ((ranks[pair], i) for i, pair in enumerate(zip(ids, ids[1:])) if pair in ranks),
-                default=None,
-            )
+            best = None  # (rank, merged id) of the earliest-learned merge among adjacent pairs
+            for i, pair in enumerate(zip(ids, ids[1:])):
+                found = rank_of(pair)
+                if found is not None and (best is None or found < best):
+                    best, at = found, i
             if best is None:
                 break
-            (_, merged), _ = best
-            left, right = ids[best[1]], ids[best[1] + 1]
-            new_ids = []
-            i = 0
-            while i < len(ids):
-                if i + 1 < len(ids) and ids[i] == left and ids[i + 1] == right:
-                    new_ids.append(merged)
-                    i += 2
-                else:
-                    new_ids.append(ids[i])
-                    i += 1
-            ids = new_ids
+            # Merging the leftmost occurrence now and any later one in the next rounds is the
+            # same as merging all non-overlapping occurrences left to right.
+            ids[at : at + 2] = [best[1]]
         return ids
         # END SOLUTION
 
