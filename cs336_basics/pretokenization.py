@@ -26,10 +26,9 @@ pre-tokens, which makes them good keys for an encoding cache.
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
-
-import re
 
 import regex
 

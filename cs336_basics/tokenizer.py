@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from itertools import chain
+from itertools import chain, pairwise
 
 from cs336_basics.pretokenization import (
     GPT2_PRETOKENIZER,
@@ -140,7 +140,7 @@ class Tokenizer:
         rank_of = self.merge_ranks.get
         while len(ids) > 1:
             best = None  # (rank, merged id) of the earliest-learned merge among adjacent pairs
-            for i, pair in enumerate(zip(ids, ids[1:])):
+            for i, pair in enumerate(pairwise(ids)):
                 found = rank_of(pair)
                 if found is not None and (best is None or found < best):
                     best, at = found, i
