@@ -403,6 +403,10 @@ def train(config: TrainConfig, resume: str | os.PathLike | bool | None = None) -
     interval_start, interval_steps = time.perf_counter(), 0
     tokens_per_second = None
 
+    if val_tokens is not None and step == 0:  # the starting point of the validation curve
+        val_loss = evaluate(trained_model, val_tokens, config, env)
+        metrics.write({"step": 0, "split": "val", "loss": val_loss, "tokens": 0, "elapsed_s": elapsed()})
+
     while step < config.max_steps:
         lr = get_lr_cosine_schedule(step, config.lr_max, config.lr_min, config.warmup_steps, config.schedule_steps)
         for group in optimizer.param_groups:

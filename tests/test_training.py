@@ -129,3 +129,23 @@ def test_training_cli_with_toml_config_and_overrides(token_files, tmp_path):
     records = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if r["split"] == "train"] == [1, 2, 3]
     assert main(["train", "--config", str(tmp_path / "run.toml"), "--num-heads", "5"]) == 2
+
+
+def test_training_tiny_pipeline_lowers_val_loss_and_leaves_loadable_checkpoint(tmp_path, capsys):
+    from cs336_basics.checkpoint import model_from_checkpoint
+    from cs336_basics.cli import main
+    from cs336_basics.generation import generate
+
+    run_dir = tmp_path / "pipeline"
+    assert main(["pipeline", "--tiny", "--run-dir", str(run_dir), "--no-progress", "--device", "cpu", "--workers", "1"]) == 0
+    assert "validation loss" in capsys.readouterr().out
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stopped"] == "completed"
+    assert summary["final_val_loss"] < summary["first_val_loss"] - 1.5  # about 5.7 -> 3.5 or below
+    for name in ("tokenizer/vocab.json", "tokenizer/merges.txt", "data/train.npy", "data/valid.npy",
+                 "metrics.jsonl", "loss.png", "samples.txt", "config.json"):
+        assert (run_dir / name).is_file(), name
+    model = model_from_checkpoint(run_dir / "checkpoints" / "latest.pt")
+    assert model.config.vocab_size == summary["vocab_size"]
+    assert len(generate(model, [1, 2, 3], 5, temperature=0.0)) == 5
+    assert summary["samples"][0].startswith("Once upon a time")

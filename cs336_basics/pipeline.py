@@ -1,0 +1,248 @@
+"""The end-to-end job: corpus -> tokenizer -> token arrays -> trained model -> sampled stories.
+
+``run_pipeline(config)`` runs five stages and leaves everything in ``run_dir``::
+
+    data/train.txt, data/valid.txt          the corpus (generated stories unless given)
+    tokenizer/vocab.json, merges.txt, ...   the BPE tokenizer (trained unless given)
+    data/train.npy, data/valid.npy          token ids
+    checkpoints/latest.pt, metrics.jsonl,   the training run (see ``cs336_basics.training``)
+    loss.png, config.json
+    samples.txt, summary.json               sampled stories and the run's headline numbers
+
+Each stage can take user data instead: a text corpus (``train_text``/``val_text``), an
+existing tokenizer directory (``tokenizer_dir``), or ready token arrays
+(``train_tokens``/``val_tokens``). The embedded defaults live in ``cs336_basics/configs``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from cs336_basics.atomic_write import atomic_writer
+
+DEFAULT_CONFIG = "pipeline.toml"
+TINY_CONFIG = "pipeline_tiny.toml"
+
+
+def embedded_config(name: str = DEFAULT_CONFIG) -> dict[str, Any]:
+    """One of the TOML configs shipped inside the package."""
+    import tomllib
+
+    return tomllib.loads(resources.files("cs336_basics.configs").joinpath(name).read_text())
+
+
+@dataclass
+class PipelineConfig:
+    """Settings of every stage; the sections mirror the TOML tables."""
+
+    run_dir: str = "runs/pipeline"
+    seed: int = 0
+    corpus: dict[str, Any] = field(default_factory=dict)
+    tokenizer: dict[str, Any] = field(default_factory=dict)
+    model: dict[str, Any] = field(default_factory=dict)
+    train: dict[str, Any] = field(default_factory=dict)
+    sample: dict[str, Any] = field(default_factory=dict)
+    train_text: str | None = None
+    val_text: str | None = None
+    tokenizer_dir: str | None = None
+    train_tokens: str | None = None
+    val_tokens: str | None = None
+    workers: int | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PipelineConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown pipeline setting(s): {', '.join(unknown)}")
+        return cls(**data)
+
+    def with_overrides(self, **overrides: Any) -> PipelineConfig:
+        """A copy with top-level settings replaced and ``section.key`` settings merged in."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
+        for key, value in overrides.items():
+            if value is None:
+                continue
+            section, _, name = key.partition(".")
+            if name:
+                data[section][name] = value
+            else:
+                data[key] = value
+        return PipelineConfig.from_dict(data)
+
+
+def _stage(number: int, name: str, detail: str) -> float:
+    print(f"[{number}/5] {name}: {detail}", flush=True)
+    return time.perf_counter()
+
+
+def prepare_corpus(config: PipelineConfig, data_dir: Path) -> tuple[Path, Path]:
+    """Stage 1: the training and validation texts (generated stories unless given)."""
+    from cs336_basics.stories import write_story_corpus
+
+    if config.train_text:
+        train_text = Path(config.train_text)
+        if not train_text.is_file():
+            raise FileNotFoundError(f"training text not found: {train_text}")
+        if not config.val_text:
+            raise ValueError("with train_text, also give val_text (a held-out text file)")
+        val_text = Path(config.val_text)
+        if not val_text.is_file():
+            raise FileNotFoundError(f"validation text not found: {val_text}")
+        return train_text, val_text
+    train_text, val_text = data_dir / "train.txt", data_dir / "valid.txt"
+    # Different seeds, so validation stories are not copies of training ones.
+    write_story_corpus(train_text, int(config.corpus["train_bytes"]), seed=config.seed)
+    write_story_corpus(val_text, int(config.corpus["val_bytes"]), seed=config.seed + 1_000_003)
+    return train_text, val_text
+
+
+def prepare_tokenizer(config: PipelineConfig, train_text: Path, tokenizer_dir: Path):
+    """Stage 2: train BPE on the training text, or load the given tokenizer directory."""
+    from cs336_basics.bpe import train_bpe
+    from cs336_basics.commands.generate import load_tokenizer_dir
+    from cs336_basics.tokenizer import Tokenizer
+
+    special_tokens = list(config.tokenizer.get("special_tokens", ["<|endoftext|>"]))
+    if config.tokenizer_dir:
+        source = Path(config.tokenizer_dir)
+        for name in ("vocab.json", "merges.txt", "special_tokens.json"):
+            if (source / name).is_file():
+                shutil.copyfile(source / name, tokenizer_dir / name)
+        return load_tokenizer_dir(source, special_tokens)
+    vocab, merges = train_bpe(
+        train_text, int(config.tokenizer["vocab_size"]), special_tokens, num_workers=config.workers
+    )
+    tokenizer = Tokenizer(vocab, merges, special_tokens)
+    tokenizer.save(tokenizer_dir / "vocab.json", tokenizer_dir / "merges.txt")
+    with atomic_writer(tokenizer_dir / "special_tokens.json") as handle:
+        handle.write(json.dumps(special_tokens).encode())
+    return tokenizer
+
+
+def prepare_tokens(config: PipelineConfig, tokenizer, texts: tuple[Path, Path], data_dir: Path) -> tuple[Path, Path]:
+    """Stage 3: encode both splits into ``.npy`` arrays, or use the given arrays."""
+    from cs336_basics.encode_file import encode_file
+
+    if config.train_tokens or config.val_tokens:
+        if not (config.train_tokens and config.val_tokens):
+            raise ValueError("give both train_tokens and val_tokens, or neither")
+        return Path(config.train_tokens), Path(config.val_tokens)
+    outputs = (data_dir / "train.npy", data_dir / "valid.npy")
+    for text, output in zip(texts, outputs):
+        encode_file(tokenizer, text, output, num_workers=config.workers)
+    return outputs
+
+
+def run_pipeline(config: PipelineConfig, progress: bool = True) -> dict[str, Any]:
+    """Run every stage; return (and write to ``summary.json``) the run's headline numbers."""
+    import numpy as np
+
+    from cs336_basics.checkpoint import model_from_checkpoint
+    from cs336_basics.commands.generate import complete
+    from cs336_basics.config import ModelConfig
+    from cs336_basics.training import TrainConfig, train
+
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    run_dir = Path(config.run_dir)
+    data_dir, tokenizer_dir = run_dir / "data", run_dir / "tokenizer"
+    for directory in (data_dir, tokenizer_dir):
+        directory.mkdir(parents=True, exist_ok=True)
+
+    source = config.train_text or f"{config.corpus['train_bytes']:,} bytes of generated stories"
+    t = _stage(1, "corpus", str(source))
+    texts = prepare_corpus(config, data_dir)
+    timings["corpus"] = time.perf_counter() - t
+
+    t = _stage(2, "tokenizer", config.tokenizer_dir or f"training BPE, vocab {config.tokenizer['vocab_size']}")
+    tokenizer = prepare_tokenizer(config, texts[0], tokenizer_dir)
+    timings["tokenizer"] = time.perf_counter() - t
+
+    t = _stage(3, "encode", "using given token arrays" if config.train_tokens else "train and validation splits")
+    token_paths = prepare_tokens(config, tokenizer, texts, data_dir)
+    timings["encode"] = time.perf_counter() - t
+    num_tokens = [len(np.load(p, mmap_mode="r")) for p in token_paths]
+    print(f"      {num_tokens[0]:,} training and {num_tokens[1]:,} validation tokens")
+
+    model_config = ModelConfig.from_dict({"vocab_size": len(tokenizer.vocab), **config.model})
+    train_config = TrainConfig.from_dict({
+        "seed": config.seed, **config.train, "model": model_config, "out_dir": str(run_dir),
+        "train_data": str(token_paths[0]), "val_data": str(token_paths[1]),
+        "progress": progress and config.train.get("progress", True),
+    })
+    t = _stage(4, "train", f"{_parameter_count(model_config):,} parameters, up to "
+                           f"{train_config.max_steps} steps" + (f" or {train_config.max_seconds:g}s"
+                                                                 if train_config.max_seconds else ""))
+    result = train(train_config)
+    timings["train"] = time.perf_counter() - t
+
+    t = _stage(5, "sample", f"{len(config.sample.get('prompts', ['']))} prompt(s)")
+    samples: list[str] = []
+    if result.checkpoint is not None:
+        model = model_from_checkpoint(result.checkpoint, device=train_config.device if train_config.device != "auto" else None)
+        samples = complete(
+            model, tokenizer, list(config.sample.get("prompts", [""])),
+            int(config.sample.get("max_new_tokens", 100)), float(config.sample.get("temperature", 0.8)),
+            float(config.sample.get("top_p", 0.95)), config.seed, "<|endoftext|>",
+        )
+        with atomic_writer(run_dir / "samples.txt") as handle:
+            handle.write("".join(f"--- sample {i + 1} ---\n{s}\n" for i, s in enumerate(samples)).encode())
+    timings["sample"] = time.perf_counter() - t
+
+    first_val = next((r["loss"] for r in result.history if r["split"] == "val"), None)
+    summary = {
+        "run_dir": str(run_dir),
+        "stopped": result.stopped,
+        "steps": result.step,
+        "train_tokens": num_tokens[0],
+        "val_tokens": num_tokens[1],
+        "vocab_size": len(tokenizer.vocab),
+        "parameters": _parameter_count(model_config),
+        "final_train_loss": result.train_loss,
+        "first_val_loss": first_val,
+        "final_val_loss": result.val_loss,
+        "tokens_per_second": result.tokens_per_second,
+        "checkpoint": None if result.checkpoint is None else str(result.checkpoint),
+        "loss_plot": None if result.plot is None else str(result.plot),
+        "seconds": {**timings, "total": time.perf_counter() - started},
+        "samples": samples,
+    }
+    with atomic_writer(run_dir / "summary.json") as handle:
+        handle.write((json.dumps(summary, indent=2) + "\n").encode())
+    return summary
+
+
+def _parameter_count(model_config) -> int:
+    from cs336_basics.accounting import parameter_counts
+
+    return sum(parameter_counts(model_config).values())
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    seconds = summary["seconds"]
+    print("\n".join([
+        "",
+        f"run directory   {summary['run_dir']}",
+        f"model           {summary['parameters']:,} parameters, vocab {summary['vocab_size']}",
+        f"training        {summary['steps']} steps ({summary['stopped']}), "
+        f"{summary['train_tokens']:,} training tokens",
+        f"validation loss {summary['first_val_loss']:.3f} at the first evaluation -> "
+        f"{summary['final_val_loss']:.3f} at the end" if summary["final_val_loss"] is not None
+        else "validation loss (none)",
+        f"time            {seconds['total']:.0f}s total ("
+        + ", ".join(f"{k} {v:.1f}s" for k, v in seconds.items() if k != "total") + ")",
+        f"checkpoint      {summary['checkpoint']}",
+        f"loss plot       {summary['loss_plot']}",
+        "",
+    ]))
+    for index, text in enumerate(summary["samples"]):
+        print(f"--- sample {index + 1} ---\n{text}\n")
