@@ -12,15 +12,20 @@ Conventions:
   saves somewhat different tensors, so treat it as an estimate.
 
 The handout's architecture is covered with its common variants (norm placement and kind,
-GQA/MQA, QK-norm, biases, tied embeddings, two-matrix MLPs, learned positions); mixtures of
-experts and latent attention are not modelled here and raise ``ValueError``.
+GQA/MQA, QK-norm, biases, tied embeddings, two-matrix MLPs, learned positions). Mixtures of
+experts and latent attention are accounted for as a dense model whose ``ffn`` / attention
+entries are then replaced: an MoE layer costs the router plus ``top_k`` experts per token
+(assuming none is dropped) but holds all ``num_experts``; MLA is counted along its training
+path, which expands keys and values from the latent (cached decoding folds them instead).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from cs336_basics.config import ModelConfig
+from cs336_basics.kv_cache import kv_cache_elements_per_token
 
 PRESETS: dict[str, ModelConfig] = {
     # GPT-2 shapes with the handout's architecture (SwiGLU, d_ff = 4 d_model), vocab 50,257.
@@ -33,12 +38,83 @@ PRESETS: dict[str, ModelConfig] = {
 }
 
 
-def _check_supported(config: ModelConfig) -> None:
-    if config.ffn == "moe" or config.attention == "mla":
-        raise ValueError(
-            "accounting does not model mixture-of-experts or latent attention yet "
-            f"(ffn={config.ffn!r}, attention={config.attention!r})"
-        )
+def _is_variant(config: ModelConfig) -> bool:
+    return config.ffn == "moe" or config.attention == "mla"
+
+
+def _dense_mha(config: ModelConfig) -> ModelConfig:
+    """The same model with one dense SwiGLU per layer and plain attention: the base whose
+    accounting the MoE and MLA entries then replace."""
+    return dataclasses.replace(
+        config,
+        ffn="swiglu" if config.ffn == "moe" else config.ffn,
+        attention="mha",
+        position_encoding="none" if config.attention == "mla" else config.position_encoding,
+    )
+
+
+def _mla_query_width(config: ModelConfig) -> int:
+    return config.num_heads * (config.mla_nope_dim + config.qk_rope_head_dim)
+
+
+def _mla_projection_sizes(config: ModelConfig) -> dict[str, int]:
+    """Weight count of each MLA projection (each weight is used once per token)."""
+    d, h, r = config.d_model, config.num_heads, config.kv_lora_rank
+    q = _mla_query_width(config)
+    sizes = {"q_proj": d * q} if config.q_lora_rank is None else {
+        "q_down_proj": d * config.q_lora_rank, "q_up_proj": config.q_lora_rank * q
+    }
+    return sizes | {
+        "kv_down_proj": d * r,
+        "k_rope_proj": d * config.qk_rope_head_dim,
+        "k_up_proj": r * h * config.mla_nope_dim,
+        "v_up_proj": r * h * config.mla_v_dim,
+        "output_proj": h * config.mla_v_dim * d,
+    }
+
+
+def _variant_parameter_counts(config: ModelConfig) -> dict[str, int]:
+    counts = parameter_counts(_dense_mha(config))
+    layers, d = config.num_layers, config.d_model
+    if config.attention == "mla":
+        norms = config.kv_lora_rank + (config.q_lora_rank or 0)  # kv_norm and q_norm gains
+        counts["attention"] = layers * (sum(_mla_projection_sizes(config).values()) + norms)
+    if config.ffn == "moe":
+        counts["ffn"] = layers * config.num_experts * 3 * d * config.d_ff
+        counts["router"] = layers * config.num_experts * d
+    return counts
+
+
+def _variant_forward_flops(config: ModelConfig, batch_size: int, seq_len: int) -> dict[str, int]:
+    flops = forward_flops(_dense_mha(config), batch_size, seq_len)
+    layers, tokens, d = config.num_layers, batch_size * seq_len, config.d_model
+    if config.attention == "mla":
+        for name in ("q_proj", "k_proj", "v_proj", "output_proj", "attention_scores", "attention_values"):
+            del flops[name]
+        per_layer = {name: 2 * tokens * size for name, size in _mla_projection_sizes(config).items()}
+        pairs = batch_size * seq_len * seq_len * config.num_heads
+        per_layer["attention_scores"] = 2 * pairs * (config.mla_nope_dim + config.qk_rope_head_dim)
+        per_layer["attention_values"] = 2 * pairs * config.mla_v_dim
+        flops |= {name: layers * value for name, value in per_layer.items()}
+    if config.ffn == "moe":
+        flops["ffn"] = layers * 2 * tokens * config.top_k * 3 * d * config.d_ff
+        flops["router"] = layers * 2 * tokens * d * config.num_experts
+    return flops
+
+
+def _variant_activation_counts(config: ModelConfig, batch_size: int, seq_len: int) -> dict[str, int]:
+    counts = activation_counts(_dense_mha(config), batch_size, seq_len)
+    layers, tokens = config.num_layers, batch_size * seq_len
+    if config.attention == "mla":
+        h = config.num_heads
+        latents = config.kv_lora_rank + config.qk_rope_head_dim + (config.q_lora_rank or 0)
+        expanded = _mla_query_width(config) + h * (config.mla_nope_dim + config.mla_v_dim)
+        counts["qkv_projections"] = layers * tokens * (latents + expanded)
+        counts["attention_values"] = layers * tokens * h * config.mla_v_dim
+    if config.ffn == "moe":
+        routed = tokens * config.top_k
+        counts["ffn"] = layers * (routed * (4 * config.d_ff + config.d_model) + tokens * config.num_experts)
+    return counts
 
 
 def _ffn_matrices(config: ModelConfig) -> int:
@@ -52,7 +128,8 @@ def _kv_width(config: ModelConfig) -> int:
 
 def parameter_counts(config: ModelConfig) -> dict[str, int]:
     """Trainable parameters by component; ``sum(...)`` equals ``model.num_parameters()``."""
-    _check_supported(config)
+    if _is_variant(config):
+        return _variant_parameter_counts(config)
     # BEGIN SOLUTION
     d, d_ff, kv = config.d_model, config.d_ff, _kv_width(config)
     norm_size = d * (2 if config.norm == "layernorm" else 1)  # gain, plus a bias for LayerNorm
@@ -79,8 +156,9 @@ def parameter_counts(config: ModelConfig) -> dict[str, int]:
 def forward_flops(config: ModelConfig, batch_size: int = 1, seq_len: int | None = None) -> dict[str, int]:
     """Matmul FLOPs of one forward pass over ``batch_size`` sequences of ``seq_len`` tokens,
     by component (summed over layers)."""
-    _check_supported(config)
     T = config.context_length if seq_len is None else seq_len
+    if _is_variant(config):
+        return _variant_forward_flops(config, batch_size, T)
     tokens = batch_size * T
     d, layers = config.d_model, config.num_layers
     # BEGIN SOLUTION
@@ -107,8 +185,9 @@ def training_flops_per_token(config: ModelConfig, seq_len: int | None = None) ->
 
 def activation_counts(config: ModelConfig, batch_size: int = 1, seq_len: int | None = None) -> dict[str, int]:
     """Values kept for the backward pass, by component, after the handout's itemisation."""
-    _check_supported(config)
     T = config.context_length if seq_len is None else seq_len
+    if _is_variant(config):
+        return _variant_activation_counts(config, batch_size, T)
     tokens, d, h, d_ff = batch_size * T, config.d_model, config.num_heads, config.d_ff
     gated = config.ffn == "swiglu"
     per_layer = {
@@ -151,6 +230,15 @@ def training_memory(
         optimizer_state=2 * num_parameters * bytes_per_value,
         activations=sum(activation_counts(config, batch_size, seq_len).values()) * bytes_per_value,
     )
+
+
+def kv_cache_bytes(
+    config: ModelConfig, batch_size: int = 1, seq_len: int | None = None, bytes_per_value: int = 4
+) -> int:
+    """Bytes a KV cache holds for ``batch_size`` sequences of ``seq_len`` tokens: MHA keeps a
+    key and a value per head, GQA/MQA per shared head, MLA one latent plus one RoPE key."""
+    T = config.context_length if seq_len is None else seq_len
+    return batch_size * T * kv_cache_elements_per_token(config) * bytes_per_value
 
 
 def max_batch_size(config: ModelConfig, memory_bytes: float, bytes_per_value: int = 4) -> int:

@@ -100,6 +100,6 @@ def test_accounting_cli(capsys, tmp_path):
     assert "MFU" in capsys.readouterr().out
     assert main(["accounting", "--all-presets"]) == 0
     assert "gpt2-large" in capsys.readouterr().out
-    (tmp_path / "moe.json").write_text(ModelConfig(**BASE, ffn="moe").to_json())
-    assert main(["accounting", "--config", str(tmp_path / "moe.json")]) == 2
-    assert "mixture-of-experts" in capsys.readouterr().err
+    (tmp_path / "partial.json").write_text(json.dumps({"vocab_size": 100}))
+    assert main(["accounting", "--config", str(tmp_path / "partial.json")]) == 2
+    assert "missing required field" in capsys.readouterr().err

@@ -6,12 +6,14 @@ test_encoder_decoder.py.
 
 from __future__ import annotations
 
-import math
+import json
 
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
 
+from cs336_basics.accounting import forward_flops, kv_cache_bytes, parameter_counts
 from cs336_basics.config import ModelConfig
 from cs336_basics.generation import generate
 from cs336_basics.kv_cache import kv_cache_elements_per_token
@@ -329,3 +331,39 @@ def test_variant_config_validation(overrides: dict, message: str) -> None:
 def test_mla_moe_config_json_round_trip() -> None:
     config = ModelConfig(**{**TINY, **VARIANTS["mla_q_lora"], "ffn": "moe", "capacity_factor": 1.25})
     assert ModelConfig.from_json(config.to_json()) == config
+
+
+# --- Accounting of the variants (cs336_basics/accounting.py) ----------------------------------
+
+ACCOUNTED = ["moe", "mla", "mla_q_lora"]
+
+
+@pytest.mark.parametrize("variant", ACCOUNTED)
+def test_moe_mla_accounting_parameters_match_model(variant: str) -> None:
+    config = ModelConfig(**{**TINY, **VARIANTS[variant]})
+    assert sum(parameter_counts(config).values()) == TransformerLM(config).num_parameters()
+
+
+@pytest.mark.parametrize("variant", ACCOUNTED)
+def test_moe_mla_accounting_flops_match_flop_counter(variant: str) -> None:
+    """MoE: router plus top_k experts per token; MLA: its expanded (training) path."""
+    config = ModelConfig(**{**TINY, **VARIANTS[variant]})
+    model = TransformerLM(config)
+    with FlopCounterMode(display=False) as counter:
+        model(torch.randint(0, config.vocab_size, (3, 10)))
+    predicted = forward_flops(config, 3, 10)
+    assert sum(predicted.values()) == counter.get_total_flops()
+    by_module = {name: sum(ops.values()) for name, ops in counter.get_flop_counts().items()}
+    if config.ffn == "moe":
+        assert predicted["router"] == sum(by_module[f"TransformerLM.layers.{i}.ffn.router"] for i in range(2))
+
+
+def test_kv_cache_accounting_bytes_and_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    from cs336_basics.cli import main
+
+    mla = ModelConfig(**{**TINY, **VARIANTS["mla"]})
+    assert kv_cache_bytes(mla, batch_size=3, seq_len=5, bytes_per_value=2) == 3 * 5 * 2 * (12 + 4) * 2
+    assert main(["accounting", "--preset", "gpt2-small", "--json", "--bytes-per-value", "2"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["kv_cache_bytes_per_token"] == 12 * 2 * 768 * 2  # layers x (K and V) x d_model x bf16
+    assert result["kv_cache_bytes"] == 1024 * result["kv_cache_bytes_per_token"]

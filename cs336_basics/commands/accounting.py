@@ -55,6 +55,8 @@ def report(config, batch_size: int, seq_len: int | None, bytes_per_value: int,
         "total_forward_flops": sum(flops.values()),
         "training_flops_per_step": 3 * sum(flops.values()),
         "training_flops_per_token": accounting.training_flops_per_token(config, seq_len),
+        "kv_cache_bytes_per_token": accounting.kv_cache_bytes(config, 1, 1, bytes_per_value),
+        "kv_cache_bytes": accounting.kv_cache_bytes(config, batch_size, seq_len, bytes_per_value),
     }
     if tokens_per_second and peak_tflops:
         result["mfu"] = accounting.model_flops_utilization(config, tokens_per_second, peak_tflops * 1e12, seq_len)
@@ -75,6 +77,8 @@ def _print_report(name: str, result: dict) -> None:
         print(f"  forward {component:<20} {value / 1e9:>12.2f} GFLOPs  {100 * value / flops_total:5.1f}%")
     print(f"  forward total {flops_total / 1e12:.3f} TFLOPs; training step {result['training_flops_per_step'] / 1e12:.3f} "
           f"TFLOPs ({result['training_flops_per_token'] / 1e9:.3f} GFLOPs/token)")
+    print(f"  kv cache {result['kv_cache_bytes_per_token']:,} bytes/token; "
+          f"{result['kv_cache_bytes'] / 2**20:.2f} MiB for the batch")
     if "mfu" in result:
         print(f"  MFU {100 * result['mfu']:.1f}%")
 
