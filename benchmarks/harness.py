@@ -14,6 +14,7 @@ import os
 import platform
 import resource
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -51,33 +52,79 @@ def interleaved(contenders: dict[str, Callable[[], object]], repeats: int, warmu
     return {name: Timing.of(values) for name, values in samples.items()}
 
 
-def _child(target: Callable[..., object], args: tuple, queue: multiprocessing.Queue) -> None:
-    start = time.perf_counter()
-    target(*args)
-    elapsed = time.perf_counter() - start
-    queue.put((elapsed, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024))
+def _peak_resident_bytes() -> int:
+    """The largest resident set of this process or any of its finished worker processes."""
+    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss is bytes on macOS, KiB on Linux
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, workers) * scale
 
 
-def run_isolated(target: Callable[..., object], *args: Any) -> tuple[float, int]:
-    """Run ``target(*args)`` in a fresh process; return (seconds, peak resident bytes).
+def _child(target: Callable[..., object], args: tuple, queue: multiprocessing.Queue, start_method: str) -> None:
+    # A spawned child defaults to spawning its own workers; give it the start method an ordinary
+    # process on this platform gets, so worker pools start as they would for a user.
+    multiprocessing.set_start_method(start_method, force=True)
+    try:
+        start = time.perf_counter()
+        result = target(*args)
+        elapsed = time.perf_counter() - start
+        measured = dict(result) if isinstance(result, dict) else {}
+        measured.setdefault("seconds", elapsed)
+        measured["peak_bytes"] = _peak_resident_bytes()
+        queue.put(measured)
+    except BaseException as error:
+        queue.put({"error": f"{type(error).__name__}: {error}"})
+        raise
 
-    The peak includes the interpreter and imported libraries, the same for every contender.
+
+def measure_isolated(target: Callable[..., object], *args: Any) -> dict[str, Any]:
+    """Run ``target(*args)`` in a fresh process; return its measurements.
+
+    ``seconds`` is the wall time of the whole call, unless ``target`` returns a dict with its own
+    ``seconds`` (to leave setup such as loading files out); any other keys of that dict come
+    back too. ``peak_bytes`` is the largest resident set of the child or of any worker process
+    it started and joined; it includes the interpreter and imported libraries.
     """
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
-    process = context.Process(target=_child, args=(target, args, queue))
+    process = context.Process(target=_child, args=(target, args, queue, multiprocessing.get_start_method()))
     process.start()
-    seconds, peak = queue.get()
+    measured = queue.get()
     process.join()
-    if process.exitcode != 0:
-        raise RuntimeError(f"benchmark child {target.__name__} exited with {process.exitcode}")
-    return seconds, peak
+    if "error" in measured or process.exitcode != 0:
+        reason = measured.get("error", f"exit code {process.exitcode}")
+        raise RuntimeError(f"benchmark child {target.__name__} failed: {reason}")
+    return measured
+
+
+def run_isolated(target: Callable[..., object], *args: Any) -> tuple[float, int]:
+    """Run ``target(*args)`` in a fresh process; return (seconds, peak resident bytes)."""
+    measured = measure_isolated(target, *args)
+    return measured["seconds"], measured["peak_bytes"]
+
+
+def interleaved_isolated(
+    contenders: dict[str, tuple[Callable[..., object], tuple]], repeats: int, log: Callable[[str], None] | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """Each contender ``name: (target, args)`` run ``repeats`` times, each run in a fresh process,
+    interleaved as in :func:`interleaved` (order rotated each round); the measurements per name."""
+    names = list(contenders)
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    for round_index in range(repeats):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            target, args = contenders[name]
+            runs[name].append(measure_isolated(target, *args))
+            if log:
+                log(f"  {name:28s} {runs[name][-1]['seconds']:8.2f} s")
+    return runs
 
 
 def machine() -> dict[str, Any]:
     import torch
 
     return {
+        "load_average_1_5_15_min": list(os.getloadavg()),
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(),
