@@ -1,5 +1,5 @@
 # Developer and instructor commands; see README.md.
-.PHONY: test demo fixtures check-fixtures handout verify-handout submission grade mutants ci-course
+.PHONY: test demo fixtures check-fixtures handout verify-handout submission grade mutants ci-course bench bench-smoke
 
 test:
 	uv run pytest
@@ -39,3 +39,12 @@ ci-course:
 	uv run python -m course.submission --root dist/handout --out dist/bare-handout.zip
 	uv run cs336-grade dist/reference.zip --out dist/grading/reference --expect full
 	uv run cs336-grade dist/bare-handout.zip --out dist/grading/bare-handout --expect zero
+
+# --- Benchmarks (benchmarks/, see README "Benchmarks") ---
+# Ours beside peer libraries, as ratios; prints a table and writes benchmarks/results/bench-<time>.json.
+bench:
+	uv run python -m benchmarks.run
+
+# The same harness end to end on tiny inputs (asserts no timings); for CI.
+bench-smoke:
+	uv run python -m benchmarks.run --smoke

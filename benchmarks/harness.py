@@ -55,9 +55,15 @@ def interleaved(contenders: dict[str, Callable[[], object]], repeats: int, warmu
 def _peak_resident_bytes() -> int:
     """The largest resident set of this process or any of its finished worker processes."""
     scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss is bytes on macOS, KiB on Linux
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return max(own, workers) * scale
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+    try:
+        # Linux keeps ru_maxrss across exec, so a spawned child would report its parent's peak;
+        # VmHWM starts afresh with the new program.
+        status = Path("/proc/self/status").read_text()
+        own = next(int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        pass
+    return max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale)
 
 
 def _child(target: Callable[..., object], args: tuple, queue: multiprocessing.Queue, start_method: str) -> None:
@@ -138,7 +144,7 @@ def machine() -> dict[str, Any]:
 def format_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     cells = [[str(row.get(c, "")) for c in columns] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    line = lambda values: "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths)) + " |"  # noqa: E731
+    line = lambda values: "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths)) + " |"
     return "\n".join([line(columns), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, cells)])
 
 
