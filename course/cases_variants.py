@@ -15,6 +15,7 @@ from course.cases_model import complex_rope
 from course.snapshot_case import CaseResult, FixtureData, snapshot_case
 from cs336_basics.attention import MultiHeadSelfAttention
 from cs336_basics.config import ModelConfig
+from cs336_basics.encoder_decoder import DecoderLayer, EncoderLayer
 from cs336_basics.feedforward import FeedForward
 from cs336_basics.kv_cache import LatentKVCache
 from cs336_basics.layernorm import LayerNorm
@@ -208,4 +209,53 @@ def moe(data: FixtureData) -> CaseResult:
         module(x),
         naive_moe(x, w, normalize=True),
         {"topk_not_renormalised": ("with normalize_topk the chosen experts' weights are renormalised to sum to one.", naive_moe(x, w, normalize=False))},
+    )
+
+
+def torch_layer(kind: type, w: dict[str, Tensor], *, norm_first: bool = False) -> torch.nn.Module:
+    """``nn.TransformerEncoderLayer`` / ``DecoderLayer`` in float64 holding the weights ``w``."""
+    layer = kind(64, vw.NUM_HEADS, 128, dropout=0.0, activation="gelu", batch_first=True,
+                 norm_first=norm_first, dtype=f64)
+    attentions = {"self_attn": layer.self_attn, "cross_attn": getattr(layer, "multihead_attn", None)}
+    with torch.no_grad():
+        for prefix, attention in attentions.items():
+            if attention is None:
+                continue
+            attention.in_proj_weight.copy_(torch.cat([w[f"{prefix}.{p}_proj.weight"] for p in "qkv"]))
+            attention.in_proj_bias.copy_(torch.cat([w[f"{prefix}.{p}_proj.bias"] for p in "qkv"]))
+            attention.out_proj.weight.copy_(w[f"{prefix}.output_proj.weight"])
+            attention.out_proj.bias.copy_(w[f"{prefix}.output_proj.bias"])
+        for ours, theirs in (("ffn.w1", "linear1"), ("ffn.w2", "linear2"), ("ln1", "norm1"), ("ln2", "norm2"), ("ln3", "norm3")):
+            if f"{ours}.weight" in w:
+                getattr(layer, theirs).weight.copy_(w[f"{ours}.weight"])
+                getattr(layer, theirs).bias.copy_(w[f"{ours}.bias"])
+    return layer.eval()
+
+
+@snapshot_case("encoder_layer")
+def encoder_layer(data: FixtureData) -> CaseResult:
+    w, x = vw.encoder_layer_weights(data.state_dict), data.inputs["in_embeddings"]
+    module = EncoderLayer(64, vw.NUM_HEADS, 128)
+    module.load_state_dict(w)
+    x64 = x.to(f64)
+    return CaseResult(
+        module(x),
+        torch_layer(torch.nn.TransformerEncoderLayer, w)(x64),
+        {"pre_norm": ("the original Transformer normalises after each residual add: ln(x + sublayer(x)).",
+                      torch_layer(torch.nn.TransformerEncoderLayer, w, norm_first=True)(x64))},
+    )
+
+
+@snapshot_case("decoder_layer")
+def decoder_layer(data: FixtureData) -> CaseResult:
+    w, memory = vw.decoder_layer_weights(data.state_dict), data.inputs["in_embeddings"]
+    x = memory[:, :7].flip(1)
+    module = DecoderLayer(64, vw.NUM_HEADS, 128)
+    module.load_state_dict(w)
+    layer, x64, m64 = torch_layer(torch.nn.TransformerDecoderLayer, w), x.to(f64), memory.to(f64)
+    causal = torch.nn.Transformer.generate_square_subsequent_mask(7, dtype=f64)
+    return CaseResult(
+        module(x, memory),
+        layer(x64, m64, tgt_mask=causal, tgt_is_causal=True),
+        {"self_attention_not_causal": ("the decoder's self-attention must be causal (cross-attention is not).", layer(x64, m64))},
     )

@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 
 from .adapters import (
+    run_decoder_layer,
+    run_encoder_layer,
     run_feedforward,
     run_grouped_query_attention,
     run_layernorm,
@@ -22,6 +24,8 @@ from .variant_weights import (
     NUM_HEADS,
     NUM_KV_HEADS,
     TOP_K,
+    decoder_layer_weights,
+    encoder_layer_weights,
     gelu_weights,
     gqa_weights,
     layernorm_weights,
@@ -79,3 +83,14 @@ def test_moe_snapshot(snapshot, inputs, state_dict, model_config):
     d_model, d_ff = model_config["d_model"], model_config["d_ff"]
     out, _ = run_mixture_of_experts(d_model, d_ff, NUM_EXPERTS, TOP_K, weights, inputs["in_embeddings"])
     snapshot.assert_match(out, "mixture_of_experts")
+
+
+def test_encoder_decoder_encoder_layer_snapshot(snapshot, inputs, state_dict):
+    out = run_encoder_layer(64, NUM_HEADS, 128, 1e-5, encoder_layer_weights(state_dict), inputs["in_embeddings"])
+    snapshot.assert_match(out, "encoder_layer")
+
+
+def test_encoder_decoder_decoder_layer_snapshot(snapshot, inputs, state_dict):
+    memory = inputs["in_embeddings"]
+    out = run_decoder_layer(64, NUM_HEADS, 128, 1e-5, decoder_layer_weights(state_dict), memory[:, :7].flip(1), memory)
+    snapshot.assert_match(out, "decoder_layer")

@@ -62,3 +62,31 @@ def moe_weights(state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
         for name in ("w1", "w2", "w3"):
             weights[f"experts.{e}.{name}.weight"] = state_dict[f"layers.{e}.ffn.{name}.weight"]
     return weights
+
+
+def _attention(state_dict: dict[str, Tensor], layer: int, prefix: str, bias_source: Tensor) -> dict[str, Tensor]:
+    weights = {}
+    for i, name in enumerate(("q_proj", "k_proj", "v_proj", "output_proj")):
+        weights[f"{prefix}.{name}.weight"] = state_dict[f"layers.{layer}.attn.{name}.weight"]
+        weights[f"{prefix}.{name}.bias"] = bias_source[i]
+    return weights
+
+
+def encoder_layer_weights(state_dict: dict[str, Tensor], layer: int = 0) -> dict[str, Tensor]:
+    """A post-LN encoder layer (d_model 64, 4 heads, d_ff 128) with every bias non-zero."""
+    biases = state_dict["lm_head.weight"][8 * layer : 8 * layer + 8]  # rows of 64 values
+    ffn = {name: state_dict[f"layers.{layer}.ffn.{name}.weight"] for name in ("w1", "w2", "w3")}
+    return _attention(state_dict, layer, "self_attn", biases[:4]) | {
+        "ffn.w1.weight": ffn["w1"], "ffn.w1.bias": ffn["w3"][:, 0],
+        "ffn.w2.weight": ffn["w2"], "ffn.w2.bias": biases[4],
+        "ln1.weight": state_dict[f"layers.{layer}.ln1.weight"], "ln1.bias": biases[5],
+        "ln2.weight": state_dict[f"layers.{layer}.ln2.weight"], "ln2.bias": biases[6],
+    }
+
+
+def decoder_layer_weights(state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
+    """A post-LN decoder layer: the encoder layer of layer 1 plus cross-attention from layer 2."""
+    extra = state_dict["lm_head.weight"][32:37]
+    return encoder_layer_weights(state_dict, 1) | _attention(state_dict, 2, "cross_attn", extra[:4]) | {
+        "ln3.weight": state_dict["ln_final.weight"], "ln3.bias": extra[4],
+    }
