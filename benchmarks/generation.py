@@ -38,7 +38,9 @@ def benchmark(config: ModelConfig = TINYSTORIES, new_tokens: int = 256, prompt_l
         return decode
 
     log(f"generation: {new_tokens} new tokens after {prompt_length}, {repeats} repeats")
-    timings = interleaved({"KV cache": decoder(True), "no cache": decoder(False)}, repeats)
+    for use_kv_cache in (True, False):  # warm-up: a few steps suffice, a full uncached run is long
+        generate(model, prompt, 4, temperature=0, use_kv_cache=use_kv_cache)
+    timings = interleaved({"KV cache": decoder(True), "no cache": decoder(False)}, repeats, warmup=0)
     if outputs["True"] != outputs["False"] or len(outputs["True"]) != new_tokens:
         raise RuntimeError("greedy decoding with and without the KV cache disagree")
     cached, uncached = timings["KV cache"], timings["no cache"]
