@@ -287,6 +287,7 @@ def config_from_hf(hf_config: Any, context_length: int | None = None) -> ModelCo
     )
     _require(hf_config.hidden_act == "silu", f"hidden_act={hf_config.hidden_act!r}; only 'silu' is supported")
     _require(not getattr(hf_config, "attention_bias", False), "attention_bias=True is not supported")
+    _require(not getattr(hf_config, "mlp_bias", False), "mlp_bias=True is not supported")
     if family == "deepseek_v2":
         _require(
             hf_config.first_k_dense_replace >= hf_config.num_hidden_layers,

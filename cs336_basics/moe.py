@@ -25,7 +25,8 @@ class MixtureOfExperts(nn.Module):
     ``capacity_factor`` caps each expert at ``ceil(capacity_factor * tokens * top_k / num_experts)``
     assignments per forward call. Assignments are served first choices first (GShard), then in
     token order; the rest are dropped, and a token whose every choice was dropped gets a zero
-    output, so in a residual block it passes through unchanged.
+    output, so in a residual block it passes through unchanged. Capacity is per call: with a KV
+    cache (a few new tokens per call) fewer tokens compete, so fewer are dropped.
 
     After each forward, ``aux_loss`` holds the load-balancing loss of Switch Transformer,
     ``num_experts * sum_i f_i * P_i``, where ``f_i`` is the fraction of tokens that chose expert
