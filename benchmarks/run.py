@@ -102,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vocab-size", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--torch-threads", type=int, help="torch intra-op threads for training and generation "
+                        "(default: torch's own; on a loaded machine 1 avoids threads waiting on each other)")
     parser.add_argument("--json", help="results file (default benchmarks/results/bench-<time>.json)")
     parser.add_argument("--smoke", action="store_true", help="tiny inputs, one repeat: checks the harness works")
     args = parser.parse_args(argv)
@@ -110,6 +112,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--input file not found: {path!r}")
     if args.smoke:
         args.sizes, args.vocab_size, args.repeats = [0.2], 400, 1
+    if args.torch_threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.torch_threads)  # for the training subprocess
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
 
     report: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "machine": machine(),
                               "arguments": vars(args), "sections": {}, "errors": {}}
