@@ -149,3 +149,18 @@ def test_training_tiny_pipeline_lowers_val_loss_and_leaves_loadable_checkpoint(t
     assert model.config.vocab_size == summary["vocab_size"]
     assert len(generate(model, [1, 2, 3], 5, temperature=0.0)) == 5
     assert summary["samples"][0].startswith("Once upon a time")
+
+
+def test_training_wandb_missing_gives_clear_error(token_files, tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_wandb(name, *args, **kwargs):
+        if name == "wandb":
+            raise ImportError("No module named 'wandb'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_wandb)
+    with pytest.raises(RuntimeError, match="uv sync --extra wandb"):
+        train(_config(token_files, tmp_path / "run", wandb_project="cs336"))
