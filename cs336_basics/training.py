@@ -185,6 +185,7 @@ class Distributed:
     rank: int = 0
     world_size: int = 1
     device: torch.device = torch.device("cpu")
+    owns_process_group: bool = False  # this run joined the group, so it also leaves it
 
     @property
     def is_main(self) -> bool:
@@ -225,9 +226,10 @@ def setup_distributed(device_setting: str) -> Distributed:
     else:
         device = resolve_device(device_name)
         backend = "gloo"
-    if not dist.is_initialized():
+    joining = not dist.is_initialized()
+    if joining:
         dist.init_process_group(backend=backend)
-    return Distributed(rank=rank, world_size=world_size, device=device)
+    return Distributed(rank=rank, world_size=world_size, device=device, owns_process_group=joining)
 
 
 def autocast_context(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
@@ -472,6 +474,8 @@ def train(config: TrainConfig, resume: str | os.PathLike | bool | None = None) -
         plot = None
     if wandb_run is not None:
         wandb_run.finish(exit_code=0 if stopped != "non-finite loss" else 1)
+    if env.owns_process_group:
+        dist.destroy_process_group()
     return TrainResult(
         step=step, train_loss=train_loss, val_loss=val_loss, stopped=stopped, out_dir=out_dir,
         checkpoint=last_good, metrics=metrics_path, plot=plot, tokens_per_second=tokens_per_second,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import types
 import typing
@@ -71,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"cs336 train: {error}", file=sys.stderr)
         return 2
     result = train(config, resume=args.resume)
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun, rank 0 reports for everyone
+        return 0 if result.stopped != "non-finite loss" else 1
     summary = f"{result.stopped} at step {result.step}"
     if result.val_loss is not None:
         summary += f"; validation loss {result.val_loss:.4f}"
