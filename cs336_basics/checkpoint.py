@@ -90,18 +90,14 @@ def save_checkpoint(
     ``config`` is stored verbatim (e.g. ``ModelConfig.to_dict()``) so a checkpoint alone can
     rebuild its model; ``extra`` carries loop state such as a data sampler's generator.
     """
+    # BEGIN SOLUTION
     checkpoint = {
-        "format": FORMAT,
-        "version": VERSION,
-        # BEGIN SOLUTION
         "model": unwrap_model(model).state_dict(),
         "optimizer": None if optimizer is None else optimizer.state_dict(),
         "iteration": int(iteration),
-        # END SOLUTION
-        "config": config,
-        "rng": rng_states(),
-        "extra": extra or {},
     }
+    # END SOLUTION
+    checkpoint.update(format=FORMAT, version=VERSION, config=config, rng=rng_states(), extra=extra or {})
     if not isinstance(out, (str, os.PathLike)):
         torch.save(checkpoint, out)
         return

@@ -247,12 +247,14 @@ def autocast_context(device: torch.device, precision: str) -> contextlib.Abstrac
 
 def language_model_loss(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Next-token cross-entropy (in float32) plus any auxiliary loss the model reports (MoE)."""
+    # BEGIN SOLUTION
     logits = model(inputs)
     loss = cross_entropy(logits.float(), targets)
     aux_loss = getattr(unwrap_model(model), "aux_loss", None)
     if aux_loss is not None:
         loss = loss + aux_loss
     return loss
+    # END SOLUTION
 
 
 def local_batch(
@@ -275,13 +277,41 @@ def evaluate(model: nn.Module, dataset, config: TrainConfig, env: Distributed) -
     was_training = model.training
     model.eval()
     generator = torch.Generator().manual_seed(config.seed + 1)
+    # BEGIN SOLUTION
     total = 0.0
     for _ in range(config.eval_batches):
         inputs, targets = local_batch(dataset, config, generator, env)
         with autocast_context(env.device, config.precision):
             total += cross_entropy(model(inputs).float(), targets).item()
+    # END SOLUTION
     model.train(was_training)
     return env.mean(total / config.eval_batches)
+
+
+def accumulate_gradients(
+    model: nn.Module, optimizer: torch.optim.Optimizer, dataset, config: TrainConfig,
+    generator: torch.Generator, env: Distributed,
+) -> float:
+    """Zero the gradients, then accumulate those of ``grad_accum_steps`` micro-batches.
+
+    Each micro-batch loss is divided by ``grad_accum_steps``, so the gradient is that of the
+    mean loss over the whole step. Under DDP only the last micro-batch all-reduces gradients
+    (``no_sync`` for the others). Returns this rank's mean loss.
+    """
+    optimizer.zero_grad(set_to_none=True)
+    # BEGIN SOLUTION
+    loss_sum = 0.0
+    for micro_step in range(config.grad_accum_steps):
+        inputs, targets = local_batch(dataset, config, generator, env)
+        is_last = micro_step == config.grad_accum_steps - 1
+        sync = contextlib.nullcontext() if is_last or not env.enabled else model.no_sync()
+        with sync:
+            with autocast_context(env.device, config.precision):
+                loss = language_model_loss(model, inputs, targets)
+            (loss / config.grad_accum_steps).backward()
+        loss_sum += loss.item()
+    return loss_sum / config.grad_accum_steps
+    # END SOLUTION
 
 
 class MetricsLog:
@@ -413,18 +443,7 @@ def train(config: TrainConfig, resume: str | os.PathLike | bool | None = None) -
         lr = get_lr_cosine_schedule(step, config.lr_max, config.lr_min, config.warmup_steps, config.schedule_steps)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        optimizer.zero_grad(set_to_none=True)
-        loss_sum = 0.0
-        for micro_step in range(config.grad_accum_steps):
-            inputs, targets = local_batch(train_tokens, config, batch_generator, env)
-            is_last = micro_step == config.grad_accum_steps - 1
-            sync = contextlib.nullcontext() if is_last or not env.enabled else trained_model.no_sync()
-            with sync:
-                with autocast_context(env.device, config.precision):
-                    loss = language_model_loss(trained_model, inputs, targets)
-                (loss / config.grad_accum_steps).backward()
-            loss_sum += loss.item()
-        train_loss = env.mean(loss_sum / config.grad_accum_steps)
+        train_loss = env.mean(accumulate_gradients(trained_model, optimizer, train_tokens, config, batch_generator, env))
         if not math.isfinite(train_loss):
             stopped = "non-finite loss"
             where = f"{last_good} (step {_checkpoint_step(last_good)})" if last_good else "none was written"
