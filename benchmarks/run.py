@@ -57,9 +57,11 @@ def run_training(args: argparse.Namespace, scratch: str) -> dict[str, Any]:
         log("training: skipped, benchmarks/training.py is not there yet")
         return {"rows": [{"benchmark": "training tokens/s", "ours": "not run: benchmarks/training.py missing"}]}
     out = os.path.join(scratch, "training.json")
-    command = [sys.executable, "-m", "benchmarks.training", "--json", out, "--repeats", str(args.repeats)]
+    command = [sys.executable, "-m", "benchmarks.training", "--json", out, "--repeats", str(args.repeats), "--eager"]
     if args.smoke:
-        command.append("--smoke")
+        command.append("--smoke")  # torch.compile takes minutes; the smoke run leaves it out
+    else:
+        command += ["--steps", "1", "--compile"]
     log(f"training: {' '.join(command[1:])}")
     subprocess.run(command, check=True, cwd=ROOT)
     return json.loads(Path(out).read_text())
