@@ -42,8 +42,9 @@ ci-course:
 
 # --- Benchmarks (benchmarks/, see README "Benchmarks") ---
 # Ours beside peer libraries, as ratios; prints a table and writes benchmarks/results/bench-<time>.json.
+# Options go in BENCH_ARGS, e.g. make bench BENCH_ARGS="--input owt_train.txt --torch-threads 1".
 bench:
-	uv run python -m benchmarks.run
+	uv run python -m benchmarks.run $(BENCH_ARGS)
 
 # The same harness end to end on tiny inputs (asserts no timings); for CI.
 bench-smoke:
