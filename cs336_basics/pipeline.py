@@ -27,15 +27,21 @@ from typing import Any
 
 from cs336_basics.atomic_write import atomic_writer
 
-DEFAULT_CONFIG = "pipeline.toml"
-TINY_CONFIG = "pipeline_tiny.toml"
+# Embedded configs, by preset name.
+PRESETS = {
+    "default": "pipeline.toml",  # generated stories, about five minutes on 2 CPU cores
+    "tiny": "pipeline_tiny.toml",  # seconds; what the tests run
+    "tinystories": "pipeline_tinystories.toml",  # the handout's experiment on real TinyStories
+}
 
 
-def embedded_config(name: str = DEFAULT_CONFIG) -> dict[str, Any]:
-    """One of the TOML configs shipped inside the package."""
+def embedded_config(preset: str = "default") -> dict[str, Any]:
+    """One of the TOML configs shipped inside the package (see ``PRESETS``)."""
     import tomllib
 
-    return tomllib.loads(resources.files("cs336_basics.configs").joinpath(name).read_text())
+    if preset not in PRESETS:
+        raise ValueError(f"unknown pipeline preset {preset!r}; choose from {', '.join(PRESETS)}")
+    return tomllib.loads(resources.files("cs336_basics.configs").joinpath(PRESETS[preset]).read_text())
 
 
 @dataclass
@@ -98,6 +104,8 @@ def prepare_corpus(config: PipelineConfig, data_dir: Path) -> tuple[Path, Path]:
         if not val_text.is_file():
             raise FileNotFoundError(f"validation text not found: {val_text}")
         return train_text, val_text
+    if "train_bytes" not in config.corpus:
+        raise ValueError("this config generates no corpus; give --train-text and --val-text")
     train_text, val_text = data_dir / "train.txt", data_dir / "valid.txt"
     # Different seeds, so validation stories are not copies of training ones.
     write_story_corpus(train_text, int(config.corpus["train_bytes"]), seed=config.seed)
@@ -158,7 +166,12 @@ def run_pipeline(config: PipelineConfig, progress: bool = True) -> dict[str, Any
     for directory in (data_dir, tokenizer_dir):
         directory.mkdir(parents=True, exist_ok=True)
 
-    source = config.train_text or f"{config.corpus['train_bytes']:,} bytes of generated stories"
+    if config.train_text:
+        source = config.train_text
+    elif "train_bytes" in config.corpus:
+        source = f"{config.corpus['train_bytes']:,} bytes of generated stories"
+    else:
+        source = "(none given)"
     t = _stage(1, "corpus", str(source))
     texts = prepare_corpus(config, data_dir)
     timings["corpus"] = time.perf_counter() - t

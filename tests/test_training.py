@@ -164,3 +164,27 @@ def test_training_wandb_missing_gives_clear_error(token_files, tmp_path, monkeyp
     monkeypatch.setattr(builtins, "__import__", no_wandb)
     with pytest.raises(RuntimeError, match="uv sync --extra wandb"):
         train(_config(token_files, tmp_path / "run", wandb_project="cs336"))
+
+
+def test_training_pipeline_takes_user_data_at_every_stage(tmp_path):
+    import numpy as np
+
+    from cs336_basics.cli import main
+
+    first = tmp_path / "first"
+    common = ["pipeline", "--tiny", "--no-progress", "--device", "cpu", "--workers", "1", "--max-steps", "6"]
+    assert main([*common, "--run-dir", str(first)]) == 0
+    # user text and a user tokenizer: the encode stage must reproduce the first run's arrays
+    second = tmp_path / "second"
+    assert main([*common, "--run-dir", str(second), "--train-text", str(first / "data" / "train.txt"),
+                 "--val-text", str(first / "data" / "valid.txt"), "--tokenizer", str(first / "tokenizer")]) == 0
+    assert not (second / "data" / "train.txt").exists()
+    for name in ("train.npy", "valid.npy"):
+        assert np.array_equal(np.load(second / "data" / name), np.load(first / "data" / name))
+    # ready token arrays skip encoding altogether
+    third = tmp_path / "third"
+    assert main([*common, "--run-dir", str(third), "--tokenizer", str(first / "tokenizer"),
+                 "--train-tokens", str(first / "data" / "train.npy"), "--val-tokens", str(first / "data" / "valid.npy")]) == 0
+    assert json.loads((third / "summary.json").read_text())["steps"] == 6
+    assert main([*common, "--run-dir", str(third), "--train-text", str(tmp_path / "missing.txt"),
+                 "--val-text", str(tmp_path / "missing.txt")]) == 2
