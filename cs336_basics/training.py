@@ -432,7 +432,7 @@ def train(config: TrainConfig, resume: str | os.PathLike | bool | None = None) -
     progress = _progress_bar(config, env, initial=step)
     train_loss = val_loss = None
     stopped = "completed"
-    interval_start, interval_steps = time.perf_counter(), 0
+    interval_seconds, interval_steps = 0.0, 0  # time spent in training steps only, for tokens/s
     tokens_per_second = None
 
     if val_tokens is not None and step == 0:  # the starting point of the validation curve
@@ -440,6 +440,7 @@ def train(config: TrainConfig, resume: str | os.PathLike | bool | None = None) -
         metrics.write({"step": 0, "split": "val", "loss": val_loss, "tokens": 0, "elapsed_s": elapsed()})
 
     while step < config.max_steps:
+        step_started = time.perf_counter()
         lr = get_lr_cosine_schedule(step, config.lr_max, config.lr_min, config.warmup_steps, config.schedule_steps)
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -459,18 +460,18 @@ def train(config: TrainConfig, resume: str | os.PathLike | bool | None = None) -
         optimizer.step()
         step += 1
         interval_steps += 1
+        interval_seconds += time.perf_counter() - step_started
         progress.update(1)
         progress.set_postfix(loss=f"{train_loss:.3f}", lr=f"{lr:.2e}", refresh=False)
 
         if step % config.log_interval == 0 or step == config.max_steps:
-            interval = time.perf_counter() - interval_start
-            tokens_per_second = interval_steps * tokens_per_step / interval if interval > 0 else None
+            tokens_per_second = interval_steps * tokens_per_step / interval_seconds if interval_seconds > 0 else None
             metrics.write({
                 "step": step, "split": "train", "loss": train_loss, "lr": lr,
                 "grad_norm": None if grad_norm is None else grad_norm.item(),
                 "tokens": step * tokens_per_step, "elapsed_s": elapsed(), "tokens_per_s": tokens_per_second,
             })
-            interval_start, interval_steps = time.perf_counter(), 0
+            interval_seconds, interval_steps = 0.0, 0
 
         out_of_time = env.any(config.max_seconds is not None and elapsed() >= config.max_seconds)
         finishing = step == config.max_steps or out_of_time
