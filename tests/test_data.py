@@ -67,12 +67,15 @@ def test_get_batch_seeded_generator_is_reproducible():
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
 
 
-def test_load_tokens_npy_and_raw(tmp_path):
+def test_get_batch_from_token_files(tmp_path):
     from cs336_basics.data import load_tokens
 
     tokens = np.arange(20, dtype=np.uint16)
     np.save(tmp_path / "t.npy", tokens)
     tokens.astype(np.int32).tofile(tmp_path / "t.bin")
+    for dataset in (load_tokens(tmp_path / "t.npy"), load_tokens(tmp_path / "t.bin", dtype="int32")):
+        x, y = run_get_batch(dataset, 3, 4, "cpu")
+        assert torch.equal(y, x + 1) and int(x.max()) < 19
     assert isinstance(load_tokens(tmp_path / "t.npy"), np.memmap)
     assert load_tokens(tmp_path / "t.npy").tolist() == list(range(20))
     assert load_tokens(tmp_path / "t.bin", dtype="int32").tolist() == list(range(20))
