@@ -48,6 +48,7 @@ def test_get_batch_smallest_dataset_has_one_window():
 
 def test_get_batch_device_errors_surface():
     dataset = np.arange(50)
+    assert run_get_batch(dataset, 2, 4, "cpu")[0].device.type == "cpu"
     with pytest.raises(RuntimeError):
         run_get_batch(dataset, 2, 4, "not-a-device")
     if not torch.cuda.is_available():

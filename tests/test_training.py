@@ -161,6 +161,7 @@ def test_training_wandb_missing_gives_clear_error(token_files, tmp_path, monkeyp
             raise ImportError("No module named 'wandb'")
         return real_import(name, *args, **kwargs)
 
+    TransformerLM(TINY_MODEL)  # the run gets as far as building its model
     monkeypatch.setattr(builtins, "__import__", no_wandb)
     with pytest.raises(RuntimeError, match="uv sync --extra wandb"):
         train(_config(token_files, tmp_path / "run", wandb_project="cs336"))
