@@ -189,3 +189,16 @@ def test_training_pipeline_takes_user_data_at_every_stage(tmp_path):
     assert json.loads((third / "summary.json").read_text())["steps"] == 6
     assert main([*common, "--run-dir", str(third), "--train-text", str(tmp_path / "missing.txt"),
                  "--val-text", str(tmp_path / "missing.txt")]) == 2
+
+
+def test_training_loss_adds_the_moe_auxiliary_loss():
+    from cs336_basics.training import language_model_loss
+
+    torch.manual_seed(0)
+    model = TransformerLM(ModelConfig(**{**TINY_MODEL.to_dict(), "ffn": "moe", "num_experts": 4, "top_k": 2}))
+    inputs = torch.randint(0, 32, (2, 8), generator=torch.Generator().manual_seed(1))
+    targets = torch.randint(0, 32, (2, 8), generator=torch.Generator().manual_seed(2))
+    loss = language_model_loss(model, inputs, targets)
+    expected = cross_entropy(model(inputs), targets) + model.aux_loss
+    assert model.aux_loss.item() > 0
+    torch.testing.assert_close(loss, expected)
