@@ -8,6 +8,7 @@ Supported families (``model_type`` of the HF config), with the variant each one 
 ``qwen3_moe``  QK-norm + mixture of SwiGLU experts (``Qwen3MoeForCausalLM``)
 ``mixtral``    mixture of experts with renormalised top-k (``MixtralForCausalLM``)
 ``deepseek_v2`` multi-head latent attention, dense MLPs only (``DeepseekV2ForCausalLM``)
+``deepseek_v3`` the same MLA weights (``DeepseekV3ForCausalLM`` with ``rope_interleave``)
 ``gpt2``       learned positions, LayerNorm, GELU, biases, tied head (``GPT2LMHeadModel``)
 =============  ============================================================================
 
@@ -25,7 +26,8 @@ Two layout facts need more than renaming:
 - RoPE pairs. This package rotates interleaved pairs ``(x[2i], x[2i+1])``; Llama, Qwen and
   Mixtral rotate ``(x[i], x[i + d/2])``. Reordering each head's query and key rows (and the
   QK-norm gains) from ``[0, 2, 4, ..., 1, 3, 5, ...]`` maps one convention onto the other.
-  DeepSeek-V2 rotates interleaved pairs, like this package.
+  DeepSeek-V2 rotates interleaved pairs, like this package, and so does V3 with
+  ``rope_interleave`` (it reorders query and key dims alike, which leaves their dot products).
 - Fused matrices: GPT-2's ``c_attn`` stacks Q, K, V (as a transposed ``Conv1D``), DeepSeek's
   ``kv_a_proj_with_mqa`` stacks the latent and RoPE-key projections and ``kv_b_proj``
   interleaves per-head key and value up-projections, and MoE experts stack gate and up.
@@ -41,7 +43,8 @@ from torch import Tensor
 
 from cs336_basics.config import ModelConfig
 
-FAMILIES = ("llama", "qwen3", "qwen3_moe", "mixtral", "deepseek_v2", "gpt2")
+FAMILIES = ("llama", "qwen3", "qwen3_moe", "mixtral", "deepseek_v2", "deepseek_v3", "gpt2")
+MLA_FAMILIES = ("deepseek_v2", "deepseek_v3")
 
 
 def interleaved_to_half(weight: Tensor, head_dim: int) -> Tensor:
@@ -95,7 +98,7 @@ def _layer_to_hf(ours: dict[str, Tensor], config: ModelConfig, family: str) -> d
         "post_attention_layernorm.weight": ours["ln2.weight"],
         "self_attn.o_proj.weight": ours["attn.output_proj.weight"],
     }
-    if family == "deepseek_v2":
+    if family in MLA_FAMILIES:
         hf.update(_mla_to_hf(ours, config))
     else:
         d = config.d_head
@@ -125,7 +128,7 @@ def _layer_from_hf(hf: dict[str, Tensor], config: ModelConfig, family: str) -> d
         "ln2.weight": hf["post_attention_layernorm.weight"],
         "attn.output_proj.weight": hf["self_attn.o_proj.weight"],
     }
-    if family == "deepseek_v2":
+    if family in MLA_FAMILIES:
         ours.update(_mla_from_hf(hf, config))
     else:
         d = config.d_head
@@ -288,10 +291,14 @@ def config_from_hf(hf_config: Any, context_length: int | None = None) -> ModelCo
     _require(hf_config.hidden_act == "silu", f"hidden_act={hf_config.hidden_act!r}; only 'silu' is supported")
     _require(not getattr(hf_config, "attention_bias", False), "attention_bias=True is not supported")
     _require(not getattr(hf_config, "mlp_bias", False), "mlp_bias=True is not supported")
-    if family == "deepseek_v2":
+    if family in MLA_FAMILIES:
+        _require(
+            family == "deepseek_v2" or hf_config.rope_interleave,
+            "DeepSeek-V3 with rope_interleave=False (rotate-half RoPE) is not supported",
+        )
         _require(
             hf_config.first_k_dense_replace >= hf_config.num_hidden_layers,
-            "DeepSeek-V2 MoE layers are not supported: set first_k_dense_replace >= num_hidden_layers",
+            "DeepSeek MoE layers are not supported: set first_k_dense_replace >= num_hidden_layers",
         )
         return ModelConfig(
             **shape, attention="mla", q_lora_rank=hf_config.q_lora_rank, kv_lora_rank=hf_config.kv_lora_rank,
@@ -336,6 +343,7 @@ def _check_family(config: ModelConfig, family: str) -> None:
     expected = {
         "gpt2": config.position_encoding == "learned" and config.norm == "layernorm" and config.bias,
         "deepseek_v2": config.attention == "mla" and config.ffn == "swiglu",
+        "deepseek_v3": config.attention == "mla" and config.ffn == "swiglu",
         "llama": config.attention == "mha" and config.ffn == "swiglu" and not config.qk_norm,
         "qwen3": config.attention == "mha" and config.ffn == "swiglu" and config.qk_norm,
         "qwen3_moe": config.ffn == "moe" and config.qk_norm,

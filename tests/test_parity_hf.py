@@ -121,17 +121,20 @@ def test_parity_moe_mixtral() -> None:
     assert_round_trip(config, "mixtral")
 
 
-@pytest.mark.parametrize("q_lora_rank", [None, 16])
-def test_parity_mla_deepseek_v2(q_lora_rank: int | None) -> None:
+@pytest.mark.parametrize(
+    ("family", "q_lora_rank"), [("deepseek_v2", None), ("deepseek_v2", 16), ("deepseek_v3", 16)]
+)
+def test_parity_mla_deepseek(family: str, q_lora_rank: int | None) -> None:
+    config_class = {"deepseek_v2": transformers.DeepseekV2Config, "deepseek_v3": transformers.DeepseekV3Config}[family]
     hf = hf_model(
-        transformers.DeepseekV2Config, **SHAPE, **EAGER, intermediate_size=48, q_lora_rank=q_lora_rank,
+        config_class, **SHAPE, **EAGER, intermediate_size=48, q_lora_rank=q_lora_rank, num_key_value_heads=4,
         kv_lora_rank=12, qk_rope_head_dim=4, qk_nope_head_dim=6, v_head_dim=5, first_k_dense_replace=2,
         rms_norm_eps=1e-6,
     )
     config = config_from_hf(hf.config)
     assert (config.attention, config.q_lora_rank, config.kv_lora_rank) == ("mla", q_lora_rank, 12)
-    assert max_logit_error(hf, config, "deepseek_v2") < TOLERANCE
-    assert_round_trip(config, "deepseek_v2")
+    assert max_logit_error(hf, config, family) < TOLERANCE
+    assert_round_trip(config, family)
 
 
 def test_parity_mla_latent_cache_deepseek_v2() -> None:
@@ -176,6 +179,8 @@ def test_parity_config_rejects_unsupported_hf_settings() -> None:
         config_from_hf(transformers.LlamaConfig(**{**LLAMA, "attention_bias": True}))
     with pytest.raises(ValueError, match="activation"):
         config_from_hf(transformers.GPT2Config(activation_function="gelu_new"))
+    with pytest.raises(ValueError, match="rope_interleave"):
+        config_from_hf(transformers.DeepseekV3Config(rope_interleave=False))
     with pytest.raises(ValueError, match="does not describe"):
         to_hf({}, ModelConfig(**TINY_LM), "qwen3")
 
