@@ -56,8 +56,10 @@ OUTPUT_LIMIT = 6000
 SANDBOX_SCRIPT = r"""
 ws="$1"; shift
 mount --bind "$ws" "$ws" || exit 97
+# multiprocessing needs a writable /dev/shm: a fresh one, private to this namespace.
+mount -t tmpfs -o size=512m,mode=1777 cs336-shm /dev/shm 2>/dev/null
 for mp in $(cut -d' ' -f5 /proc/self/mountinfo); do
-    [ "$mp" = "$ws" ] || mount -o remount,bind,ro "$mp" 2>/dev/null
+    [ "$mp" = "$ws" ] || [ "$mp" = /dev/shm ] || mount -o remount,bind,ro "$mp" 2>/dev/null
 done
 [ -w / ] && exit 98
 cd "$ws" || exit 97  # the old working directory still points into the read-only mount
