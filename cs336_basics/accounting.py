@@ -255,3 +255,38 @@ def model_flops_utilization(
     if peak_flops_per_second <= 0:
         raise ValueError(f"peak FLOP/s must be positive; got {peak_flops_per_second}")
     return tokens_per_second * training_flops_per_token(config, seq_len) / peak_flops_per_second
+
+
+def measure_training_throughput(
+    config: ModelConfig, batch_size: int, steps: int = 3, device: str = "cpu", seq_len: int | None = None
+) -> float:
+    """Training tokens/s of a randomly initialised model on ``device``: forward, loss, backward
+    and an AdamW step on random tokens, timed over ``steps`` steps after one warm-up step."""
+    import time
+
+    import torch
+
+    from cs336_basics.adamw import AdamW
+    from cs336_basics.losses import cross_entropy
+    from cs336_basics.model import TransformerLM
+
+    T = config.context_length if seq_len is None else seq_len
+    model = TransformerLM(config, device=device)
+    optimizer = AdamW(model.parameters())
+    tokens = torch.randint(0, config.vocab_size, (batch_size, T + 1), device=device)
+
+    def step() -> None:
+        loss = cross_entropy(model(tokens[:, :-1]), tokens[:, 1:])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    step()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    started = time.perf_counter()
+    for _ in range(steps):
+        step()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return steps * batch_size * T / (time.perf_counter() - started)

@@ -103,3 +103,14 @@ def test_accounting_cli(capsys, tmp_path):
     (tmp_path / "partial.json").write_text(json.dumps({"vocab_size": 100}))
     assert main(["accounting", "--config", str(tmp_path / "partial.json")]) == 2
     assert "missing required field" in capsys.readouterr().err
+
+
+def test_accounting_measured_mfu(capsys, tmp_path):
+    from cs336_basics.cli import main
+
+    (tmp_path / "model.json").write_text(ModelConfig(**BASE).to_json())
+    assert main(["accounting", "--config", str(tmp_path / "model.json"), "--batch-size", "2", "--measure", "1",
+                 "--device", "cpu", "--peak-tflops", "1", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["tokens_per_second"] > 0
+    assert result["mfu"] == pytest.approx(result["tokens_per_second"] * result["training_flops_per_token"] / 1e12)

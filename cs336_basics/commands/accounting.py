@@ -6,6 +6,7 @@ Examples::
     cs336 accounting --config runs/pipeline/config.json --batch-size 32
     cs336 accounting --preset tinystories --batch-size 32 --tokens-per-second 2.5e5 --peak-tflops 989
     cs336 accounting --all-presets
+    cs336 accounting --preset tinystories --batch-size 8 --measure 3 --peak-tflops 1.5   # MFU here
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seq-len", type=int, default=None, help="tokens per sequence (default: context length)")
     parser.add_argument("--bytes-per-value", type=int, default=4, help="4 for float32, 2 for bf16 (default: 4)")
     parser.add_argument("--tokens-per-second", type=float, help="measured training throughput, for MFU")
+    parser.add_argument("--measure", type=int, metavar="STEPS",
+                        help="measure the throughput here: time STEPS training steps of a random model")
+    parser.add_argument("--device", default="auto", help="device for --measure (default: auto)")
     parser.add_argument("--peak-tflops", type=float, help="the accelerator's peak TFLOP/s, for MFU")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
 
@@ -58,6 +62,9 @@ def report(config, batch_size: int, seq_len: int | None, bytes_per_value: int,
         "kv_cache_bytes_per_token": accounting.kv_cache_bytes(config, 1, 1, bytes_per_value),
         "kv_cache_bytes": accounting.kv_cache_bytes(config, batch_size, seq_len, bytes_per_value),
     }
+    if tokens_per_second:
+        result["tokens_per_second"] = tokens_per_second
+        result["achieved_flops_per_second"] = tokens_per_second * result["training_flops_per_token"]
     if tokens_per_second and peak_tflops:
         result["mfu"] = accounting.model_flops_utilization(config, tokens_per_second, peak_tflops * 1e12, seq_len)
     return result
@@ -79,6 +86,9 @@ def _print_report(name: str, result: dict) -> None:
           f"TFLOPs ({result['training_flops_per_token'] / 1e9:.3f} GFLOPs/token)")
     print(f"  kv cache {result['kv_cache_bytes_per_token']:,} bytes/token; "
           f"{result['kv_cache_bytes'] / 2**20:.2f} MiB for the batch")
+    if "tokens_per_second" in result:
+        print(f"  throughput {result['tokens_per_second']:,.0f} tokens/s = "
+              f"{result['achieved_flops_per_second'] / 1e12:.3f} TFLOP/s")
     if "mfu" in result:
         print(f"  MFU {100 * result['mfu']:.1f}%")
 
@@ -93,9 +103,17 @@ def run(args: argparse.Namespace) -> int:
             configs = {args.config: _load_model_config(args.config)}
         else:
             configs = {args.preset: PRESETS[args.preset]}
-        results = {name: report(config, args.batch_size, args.seq_len, args.bytes_per_value,
-                                args.tokens_per_second, args.peak_tflops)
-                   for name, config in configs.items()}
+        results = {}
+        for name, config in configs.items():
+            tokens_per_second = args.tokens_per_second
+            if args.measure:
+                from cs336_basics.accounting import measure_training_throughput
+                from cs336_basics.training import auto_device
+
+                device = auto_device() if args.device == "auto" else args.device
+                tokens_per_second = measure_training_throughput(config, args.batch_size, args.measure, device, args.seq_len)
+            results[name] = report(config, args.batch_size, args.seq_len, args.bytes_per_value,
+                                   tokens_per_second, args.peak_tflops)
     except (ValueError, FileNotFoundError) as error:
         print(f"cs336 accounting: {error}", file=sys.stderr)
         return 2
