@@ -401,6 +401,10 @@ def train(config: TrainConfig, resume: str | os.PathLike | bool | None = None) -
         restore_rng_states(saved["rng"])
         batch_generator.set_state(saved["extra"]["batch_generator"])
         step, elapsed_before, last_good = saved["iteration"], saved["extra"]["elapsed_s"], resume_path
+        saved_schedule = saved["config"].get("cosine_steps") or saved["config"].get("max_steps")
+        if env.is_main and saved_schedule != config.schedule_steps:
+            print(f"note: the cosine schedule now ends at step {config.schedule_steps}, not {saved_schedule} "
+                  "as in the checkpointed run (set cosine_steps to keep it)", file=sys.stderr)
 
     wandb_run = start_wandb(config) if config.wandb_project and env.is_main else None
     metrics = MetricsLog(metrics_path, env.is_main, wandb_run)
