@@ -448,6 +448,7 @@ def grade(
             results = [ComponentResult(c, 0.0, 0, 0, f"Submission refused, nothing was run: {error}")
                        for c in components]
         else:
+            collected_nodeids(instructor_root, plugin_autoload)  # once, before the workers need it
             with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
                 results = list(pool.map(
                     lambda c: run_component(c, instructor_root, submission_root, scratch / "runs", limits, sandbox,
