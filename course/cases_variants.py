@@ -33,19 +33,32 @@ def positions_of(x: Tensor) -> Tensor:
 
 
 def naive_gqa(
-    x: Tensor, w: dict[str, Tensor], theta: float, *, qk_norm: bool = False, norm_after_rope: bool = False,
+    x: Tensor,
+    w: dict[str, Tensor],
+    theta: float,
+    *,
+    qk_norm: bool = False,
+    norm_after_rope: bool = False,
     kv_heads_tiled: bool = False,
 ) -> Tensor:
     batch, seq, d_model = x.shape
     x64, positions = x.to(f64), positions_of(x)[:, None, :]
 
     def heads(name: str, count: int) -> Tensor:
-        return F.linear(x64, w[f"{name}_proj.weight"].to(f64)).reshape(batch, seq, count, vw.D_HEAD).transpose(1, 2)
+        return (
+            F.linear(x64, w[f"{name}_proj.weight"].to(f64))
+            .reshape(batch, seq, count, vw.D_HEAD)
+            .transpose(1, 2)
+        )
 
     q, k, v = heads("q", vw.NUM_HEADS), heads("k", vw.NUM_KV_HEADS), heads("v", vw.NUM_KV_HEADS)
 
     def norm(t: Tensor, name: str) -> Tensor:
-        return F.rms_norm(t, (vw.D_HEAD,), w[f"{name}_norm.weight"].to(f64), eps=1e-5) if qk_norm else t
+        return (
+            F.rms_norm(t, (vw.D_HEAD,), w[f"{name}_norm.weight"].to(f64), eps=1e-5)
+            if qk_norm
+            else t
+        )
 
     if not norm_after_rope:
         q, k = norm(q, "q"), norm(k, "k")
@@ -53,9 +66,15 @@ def naive_gqa(
     if norm_after_rope:
         q, k = norm(q, "q"), norm(k, "k")
     group = vw.NUM_HEADS // vw.NUM_KV_HEADS
-    expand = (lambda t: t.repeat(1, group, 1, 1)) if kv_heads_tiled else (lambda t: t.repeat_interleave(group, dim=1))
+    expand = (
+        (lambda t: t.repeat(1, group, 1, 1))
+        if kv_heads_tiled
+        else (lambda t: t.repeat_interleave(group, dim=1))
+    )
     out = F.scaled_dot_product_attention(q, expand(k), expand(v), is_causal=True)
-    return F.linear(out.transpose(1, 2).reshape(batch, seq, d_model), w["output_proj.weight"].to(f64))
+    return F.linear(
+        out.transpose(1, 2).reshape(batch, seq, d_model), w["output_proj.weight"].to(f64)
+    )
 
 
 def gqa_module(data: FixtureData, w: dict[str, Tensor], qk_norm: bool) -> MultiHeadSelfAttention:
@@ -92,8 +111,14 @@ def qk_norm(data: FixtureData) -> CaseResult:
         gqa_module(data, w, qk_norm=True)(x, positions_of(x)),
         naive_gqa(x, w, theta, qk_norm=True),
         {
-            "norm_after_rope": ("QK-norm goes before RoPE (normalise each head, then rotate).", naive_gqa(x, w, theta, qk_norm=True, norm_after_rope=True)),
-            "qk_norm_missing": ("the per-head RMSNorm of queries and keys is missing.", naive_gqa(x, w, theta)),
+            "norm_after_rope": (
+                "QK-norm goes before RoPE (normalise each head, then rotate).",
+                naive_gqa(x, w, theta, qk_norm=True, norm_after_rope=True),
+            ),
+            "qk_norm_missing": (
+                "the per-head RMSNorm of queries and keys is missing.",
+                naive_gqa(x, w, theta),
+            ),
         },
     )
 
@@ -113,8 +138,14 @@ def layernorm(data: FixtureData) -> CaseResult:
                 "LayerNorm divides by the population variance (mean of squares, / d_model), not the sample variance (/ (d_model - 1)).",
                 centred / torch.sqrt(x64.var(-1, unbiased=True, keepdim=True) + 1e-5) * g64 + b64,
             ),
-            "not_centred": ("LayerNorm subtracts the mean first (without it, this is RMSNorm).", F.rms_norm(x64, (gain.shape[0],), g64, eps=1e-5) + b64),
-            "bias_ignored": ("the output ignores the learned bias: add it after scaling.", F.layer_norm(x64, (gain.shape[0],), g64, eps=1e-5)),
+            "not_centred": (
+                "LayerNorm subtracts the mean first (without it, this is RMSNorm).",
+                F.rms_norm(x64, (gain.shape[0],), g64, eps=1e-5) + b64,
+            ),
+            "bias_ignored": (
+                "the output ignores the learned bias: add it after scaling.",
+                F.layer_norm(x64, (gain.shape[0],), g64, eps=1e-5),
+            ),
         },
     )
 
@@ -128,7 +159,12 @@ def gelu_ffn(data: FixtureData) -> CaseResult:
     return CaseResult(
         module(x),
         F.linear(F.gelu(F.linear(x64, w1)), w2),
-        {"relu": ("this is ReLU; GELU is x * Phi(x) with the standard normal CDF Phi.", F.linear(F.relu(F.linear(x64, w1)), w2))},
+        {
+            "relu": (
+                "this is ReLU; GELU is x * Phi(x) with the standard normal CDF Phi.",
+                F.linear(F.relu(F.linear(x64, w1)), w2),
+            )
+        },
     )
 
 
@@ -142,20 +178,37 @@ def sinusoidal(data: FixtureData) -> CaseResult:
     return CaseResult(
         SinusoidalPositionalEncoding(d_model, data.config.context_length)(positions),
         truth,
-        {"sin_cos_halves": ("sin goes to even features and cos to odd ones (interleaved), not sin in the first half.", halves)},
+        {
+            "sin_cos_halves": (
+                "sin goes to even features and cos to odd ones (interleaved), not sin in the first half.",
+                halves,
+            )
+        },
     )
 
 
-def naive_mla(x: Tensor, w: dict[str, Tensor], theta: float, *, rope_on_nope: bool = False) -> Tensor:
+def naive_mla(
+    x: Tensor, w: dict[str, Tensor], theta: float, *, rope_on_nope: bool = False
+) -> Tensor:
     batch, seq, _ = x.shape
-    heads, nope, rope = vw.MLA_CONFIG["num_heads"], vw.MLA_CONFIG["qk_nope_head_dim"], vw.MLA_CONFIG["qk_rope_head_dim"]
+    heads, nope, rope = (
+        vw.MLA_CONFIG["num_heads"],
+        vw.MLA_CONFIG["qk_nope_head_dim"],
+        vw.MLA_CONFIG["qk_rope_head_dim"],
+    )
     x64, positions = x.to(f64), positions_of(x)
     w64 = {k: v.to(f64) for k, v in w.items()}
     q = F.linear(x64, w64["q_proj.weight"]).reshape(batch, seq, heads, nope + rope).transpose(1, 2)
-    latent = F.rms_norm(F.linear(x64, w64["kv_down_proj.weight"]), (32,), w64["kv_norm.weight"], eps=1e-5)
-    k_nope = F.linear(latent, w64["k_up_proj.weight"]).reshape(batch, seq, heads, nope).transpose(1, 2)
+    latent = F.rms_norm(
+        F.linear(x64, w64["kv_down_proj.weight"]), (32,), w64["kv_norm.weight"], eps=1e-5
+    )
+    k_nope = (
+        F.linear(latent, w64["k_up_proj.weight"]).reshape(batch, seq, heads, nope).transpose(1, 2)
+    )
     v = F.linear(latent, w64["v_up_proj.weight"]).reshape(batch, seq, heads, -1).transpose(1, 2)
-    k_rope = complex_rope(F.linear(x64, w64["k_rope_proj.weight"]), positions, theta)[:, None].expand(-1, heads, -1, -1)
+    k_rope = complex_rope(F.linear(x64, w64["k_rope_proj.weight"]), positions, theta)[
+        :, None
+    ].expand(-1, heads, -1, -1)
     q_rotated = complex_rope(q[..., nope:], positions[:, None], theta)
     if rope_on_nope:
         q = complex_rope(q, positions[:, None], theta)
@@ -208,24 +261,48 @@ def moe(data: FixtureData) -> CaseResult:
     return CaseResult(
         module(x),
         naive_moe(x, w, normalize=True),
-        {"topk_not_renormalised": ("with normalize_topk the chosen experts' weights are renormalised to sum to one.", naive_moe(x, w, normalize=False))},
+        {
+            "topk_not_renormalised": (
+                "with normalize_topk the chosen experts' weights are renormalised to sum to one.",
+                naive_moe(x, w, normalize=False),
+            )
+        },
     )
 
 
 def torch_layer(kind: type, w: dict[str, Tensor], *, norm_first: bool = False) -> torch.nn.Module:
     """``nn.TransformerEncoderLayer`` / ``DecoderLayer`` in float64 holding the weights ``w``."""
-    layer = kind(64, vw.NUM_HEADS, 128, dropout=0.0, activation="gelu", batch_first=True,
-                 norm_first=norm_first, dtype=f64)
-    attentions = {"self_attn": layer.self_attn, "cross_attn": getattr(layer, "multihead_attn", None)}
+    layer = kind(
+        64,
+        vw.NUM_HEADS,
+        128,
+        dropout=0.0,
+        activation="gelu",
+        batch_first=True,
+        norm_first=norm_first,
+        dtype=f64,
+    )
+    attentions = {
+        "self_attn": layer.self_attn,
+        "cross_attn": getattr(layer, "multihead_attn", None),
+    }
     with torch.no_grad():
         for prefix, attention in attentions.items():
             if attention is None:
                 continue
-            attention.in_proj_weight.copy_(torch.cat([w[f"{prefix}.{p}_proj.weight"] for p in "qkv"]))
+            attention.in_proj_weight.copy_(
+                torch.cat([w[f"{prefix}.{p}_proj.weight"] for p in "qkv"])
+            )
             attention.in_proj_bias.copy_(torch.cat([w[f"{prefix}.{p}_proj.bias"] for p in "qkv"]))
             attention.out_proj.weight.copy_(w[f"{prefix}.output_proj.weight"])
             attention.out_proj.bias.copy_(w[f"{prefix}.output_proj.bias"])
-        for ours, theirs in (("ffn.w1", "linear1"), ("ffn.w2", "linear2"), ("ln1", "norm1"), ("ln2", "norm2"), ("ln3", "norm3")):
+        for ours, theirs in (
+            ("ffn.w1", "linear1"),
+            ("ffn.w2", "linear2"),
+            ("ln1", "norm1"),
+            ("ln2", "norm2"),
+            ("ln3", "norm3"),
+        ):
             if f"{ours}.weight" in w:
                 getattr(layer, theirs).weight.copy_(w[f"{ours}.weight"])
                 getattr(layer, theirs).bias.copy_(w[f"{ours}.bias"])
@@ -241,8 +318,12 @@ def encoder_layer(data: FixtureData) -> CaseResult:
     return CaseResult(
         module(x),
         torch_layer(torch.nn.TransformerEncoderLayer, w)(x64),
-        {"pre_norm": ("the original Transformer normalises after each residual add: ln(x + sublayer(x)).",
-                      torch_layer(torch.nn.TransformerEncoderLayer, w, norm_first=True)(x64))},
+        {
+            "pre_norm": (
+                "the original Transformer normalises after each residual add: ln(x + sublayer(x)).",
+                torch_layer(torch.nn.TransformerEncoderLayer, w, norm_first=True)(x64),
+            )
+        },
     )
 
 
@@ -257,5 +338,10 @@ def decoder_layer(data: FixtureData) -> CaseResult:
     return CaseResult(
         module(x, memory),
         layer(x64, m64, tgt_mask=causal, tgt_is_causal=True),
-        {"self_attention_not_causal": ("the decoder's self-attention must be causal (cross-attention is not).", layer(x64, m64))},
+        {
+            "self_attention_not_causal": (
+                "the decoder's self-attention must be causal (cross-attention is not).",
+                layer(x64, m64),
+            )
+        },
     )

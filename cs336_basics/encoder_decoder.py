@@ -76,7 +76,9 @@ class EncoderLayer(nn.Module):
         self.ln1 = LayerNorm(d_model, norm_eps, device=device, dtype=dtype)
         self.ln2 = LayerNorm(d_model, norm_eps, device=device, dtype=dtype)
 
-    def forward(self, x: Float[Tensor, "... source d_model"]) -> Float[Tensor, "... source d_model"]:
+    def forward(
+        self, x: Float[Tensor, "... source d_model"]
+    ) -> Float[Tensor, "... source d_model"]:
         x = self.ln1(x + self.self_attn(x))
         return self.ln2(x + self.ffn(x))
 
@@ -95,7 +97,9 @@ class DecoderLayer(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.self_attn = MultiHeadSelfAttention(d_model, num_heads, device=device, dtype=dtype, bias=True)
+        self.self_attn = MultiHeadSelfAttention(
+            d_model, num_heads, device=device, dtype=dtype, bias=True
+        )
         self.cross_attn = CrossAttention(d_model, num_heads, device=device, dtype=dtype)
         self.ffn = FeedForward(d_model, d_ff, "gelu", bias=True, device=device, dtype=dtype)
         self.ln1 = LayerNorm(d_model, norm_eps, device=device, dtype=dtype)
@@ -124,8 +128,15 @@ class Seq2SeqConfig:
     norm_eps: float = 1e-5
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "context_length", "d_model", "num_heads", "d_ff",
-                     "num_encoder_layers", "num_decoder_layers"):
+        for name in (
+            "vocab_size",
+            "context_length",
+            "d_model",
+            "num_heads",
+            "d_ff",
+            "num_encoder_layers",
+            "num_decoder_layers",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"Seq2SeqConfig.{name} must be a positive integer; got {value!r}")
@@ -151,13 +162,19 @@ class Seq2SeqTransformer(nn.Module):
         super().__init__()
         self.config = config
         layer_shape = (config.d_model, config.num_heads, config.d_ff, config.norm_eps)
-        self.token_embeddings = Embedding(config.vocab_size, config.d_model, device=device, dtype=dtype)
-        self.positions = SinusoidalPositionalEncoding(config.d_model, config.context_length, device=device)
+        self.token_embeddings = Embedding(
+            config.vocab_size, config.d_model, device=device, dtype=dtype
+        )
+        self.positions = SinusoidalPositionalEncoding(
+            config.d_model, config.context_length, device=device
+        )
         self.encoder_layers = nn.ModuleList(
-            EncoderLayer(*layer_shape, device=device, dtype=dtype) for _ in range(config.num_encoder_layers)
+            EncoderLayer(*layer_shape, device=device, dtype=dtype)
+            for _ in range(config.num_encoder_layers)
         )
         self.decoder_layers = nn.ModuleList(
-            DecoderLayer(*layer_shape, device=device, dtype=dtype) for _ in range(config.num_decoder_layers)
+            DecoderLayer(*layer_shape, device=device, dtype=dtype)
+            for _ in range(config.num_decoder_layers)
         )
         self.lm_head = Linear(config.d_model, config.vocab_size, device=device, dtype=dtype)
 

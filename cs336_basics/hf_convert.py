@@ -49,12 +49,16 @@ MLA_FAMILIES = ("deepseek_v2", "deepseek_v3")
 
 def interleaved_to_half(weight: Tensor, head_dim: int) -> Tensor:
     """Reorder every head's rows (dim 0) from interleaved RoPE pairs to rotate-half order."""
-    return rearrange(weight, "(heads half two) ... -> (heads two half) ...", two=2, half=head_dim // 2)
+    return rearrange(
+        weight, "(heads half two) ... -> (heads two half) ...", two=2, half=head_dim // 2
+    )
 
 
 def half_to_interleaved(weight: Tensor, head_dim: int) -> Tensor:
     """Inverse of ``interleaved_to_half``."""
-    return rearrange(weight, "(heads two half) ... -> (heads half two) ...", two=2, half=head_dim // 2)
+    return rearrange(
+        weight, "(heads two half) ... -> (heads half two) ...", two=2, half=head_dim // 2
+    )
 
 
 def to_hf(state_dict: dict[str, Tensor], config: ModelConfig, family: str) -> dict[str, Tensor]:
@@ -69,12 +73,18 @@ def to_hf(state_dict: dict[str, Tensor], config: ModelConfig, family: str) -> di
         "lm_head.weight": ours["lm_head.weight"],
     }
     for i in range(config.num_layers):
-        layer = {k[len(f"layers.{i}.") :]: v for k, v in ours.items() if k.startswith(f"layers.{i}.")}
-        hf.update({f"model.layers.{i}.{k}": v for k, v in _layer_to_hf(layer, config, family).items()})
+        layer = {
+            k[len(f"layers.{i}.") :]: v for k, v in ours.items() if k.startswith(f"layers.{i}.")
+        }
+        hf.update(
+            {f"model.layers.{i}.{k}": v for k, v in _layer_to_hf(layer, config, family).items()}
+        )
     return hf
 
 
-def from_hf(hf_state_dict: dict[str, Tensor], config: ModelConfig, family: str) -> dict[str, Tensor]:
+def from_hf(
+    hf_state_dict: dict[str, Tensor], config: ModelConfig, family: str
+) -> dict[str, Tensor]:
     """The HF ``family`` model's state dict as our ``TransformerLM`` state dict."""
     _check_family(config, family)
     if family == "gpt2":
@@ -88,7 +98,9 @@ def from_hf(hf_state_dict: dict[str, Tensor], config: ModelConfig, family: str) 
     for i in range(config.num_layers):
         prefix = f"model.layers.{i}."
         layer = {k[len(prefix) :]: v for k, v in hf.items() if k.startswith(prefix)}
-        ours.update({f"layers.{i}.{k}": v for k, v in _layer_from_hf(layer, config, family).items()})
+        ours.update(
+            {f"layers.{i}.{k}": v for k, v in _layer_from_hf(layer, config, family).items()}
+        )
     return ours
 
 
@@ -112,9 +124,14 @@ def _layer_to_hf(ours: dict[str, Tensor], config: ModelConfig, family: str) -> d
         experts = range(config.num_experts)
         hf["mlp.gate.weight"] = ours["ffn.router.weight"]
         hf["mlp.experts.gate_up_proj"] = torch.stack(
-            [torch.cat((ours[f"ffn.experts.{e}.w1.weight"], ours[f"ffn.experts.{e}.w3.weight"])) for e in experts]
+            [
+                torch.cat((ours[f"ffn.experts.{e}.w1.weight"], ours[f"ffn.experts.{e}.w3.weight"]))
+                for e in experts
+            ]
         )
-        hf["mlp.experts.down_proj"] = torch.stack([ours[f"ffn.experts.{e}.w2.weight"] for e in experts])
+        hf["mlp.experts.down_proj"] = torch.stack(
+            [ours[f"ffn.experts.{e}.w2.weight"] for e in experts]
+        )
     else:
         hf["mlp.gate_proj.weight"] = ours["ffn.w1.weight"]
         hf["mlp.up_proj.weight"] = ours["ffn.w3.weight"]
@@ -166,10 +183,14 @@ def _mla_to_hf(ours: dict[str, Tensor], config: ModelConfig) -> dict[str, Tensor
     )
     hf["self_attn.kv_a_layernorm.weight"] = ours["attn.kv_norm.weight"]
     k_up, v_up = (
-        rearrange(ours[f"attn.{name}.weight"], "(heads d) rank -> heads d rank", heads=config.num_heads)
+        rearrange(
+            ours[f"attn.{name}.weight"], "(heads d) rank -> heads d rank", heads=config.num_heads
+        )
         for name in ("k_up_proj", "v_up_proj")
     )
-    hf["self_attn.kv_b_proj.weight"] = rearrange(torch.cat((k_up, v_up), dim=1), "heads d rank -> (heads d) rank")
+    hf["self_attn.kv_b_proj.weight"] = rearrange(
+        torch.cat((k_up, v_up), dim=1), "heads d rank -> (heads d) rank"
+    )
     return hf
 
 
@@ -188,7 +209,9 @@ def _mla_from_hf(hf: dict[str, Tensor], config: ModelConfig) -> dict[str, Tensor
     ours["attn.kv_down_proj.weight"] = latent
     ours["attn.k_rope_proj.weight"] = k_rope
     ours["attn.kv_norm.weight"] = hf["self_attn.kv_a_layernorm.weight"]
-    kv_up = rearrange(hf["self_attn.kv_b_proj.weight"], "(heads d) rank -> heads d rank", heads=config.num_heads)
+    kv_up = rearrange(
+        hf["self_attn.kv_b_proj.weight"], "(heads d) rank -> heads d rank", heads=config.num_heads
+    )
     k_up, v_up = kv_up.split([config.mla_nope_dim, config.mla_v_dim], dim=1)
     ours["attn.k_up_proj.weight"] = rearrange(k_up, "heads d rank -> (heads d) rank")
     ours["attn.v_up_proj.weight"] = rearrange(v_up, "heads d rank -> (heads d) rank")
@@ -220,7 +243,9 @@ def _gpt2_to_hf(ours: dict[str, Tensor], config: ModelConfig) -> dict[str, Tenso
             hf[f"{theirs}{hf_name}.weight"] = weight.T if transpose else weight
             hf[f"{theirs}{hf_name}.bias"] = ours[f"{mine}{name}.bias"]
         qkv = ("q_proj", "k_proj", "v_proj")
-        hf[f"{theirs}attn.c_attn.weight"] = torch.cat([ours[f"{mine}attn.{p}.weight"] for p in qkv]).T
+        hf[f"{theirs}attn.c_attn.weight"] = torch.cat(
+            [ours[f"{mine}attn.{p}.weight"] for p in qkv]
+        ).T
         hf[f"{theirs}attn.c_attn.bias"] = torch.cat([ours[f"{mine}attn.{p}.bias"] for p in qkv])
     return hf
 
@@ -242,7 +267,9 @@ def _gpt2_from_hf(hf: dict[str, Tensor], config: ModelConfig) -> dict[str, Tenso
             ours[f"{mine}{name}.bias"] = hf[f"{theirs}{hf_name}.bias"]
         weights = hf[f"{theirs}attn.c_attn.weight"].T.chunk(3)
         biases = hf[f"{theirs}attn.c_attn.bias"].chunk(3)
-        for projection, weight, bias in zip(("q_proj", "k_proj", "v_proj"), weights, biases, strict=True):
+        for projection, weight, bias in zip(
+            ("q_proj", "k_proj", "v_proj"), weights, biases, strict=True
+        ):
             ours[f"{mine}attn.{projection}.weight"] = weight
             ours[f"{mine}attn.{projection}.bias"] = bias
     return ours
@@ -261,7 +288,8 @@ def config_from_hf(hf_config: Any, context_length: int | None = None) -> ModelCo
     if family == "gpt2":
         if hf_config.activation_function != "gelu":
             raise ValueError(
-                f"GPT-2 activation {hf_config.activation_function!r} is not supported; use 'gelu' (exact)"
+                f"GPT-2 activation {hf_config.activation_function!r} is not supported; "
+                "use 'gelu' (exact)"
             )
         return ModelConfig(
             vocab_size=hf_config.vocab_size,
@@ -288,8 +316,13 @@ def config_from_hf(hf_config: Any, context_length: int | None = None) -> ModelCo
         norm_eps=hf_config.rms_norm_eps,
         tie_embeddings=bool(hf_config.tie_word_embeddings),
     )
-    _require(hf_config.hidden_act == "silu", f"hidden_act={hf_config.hidden_act!r}; only 'silu' is supported")
-    _require(not getattr(hf_config, "attention_bias", False), "attention_bias=True is not supported")
+    _require(
+        hf_config.hidden_act == "silu",
+        f"hidden_act={hf_config.hidden_act!r}; only 'silu' is supported",
+    )
+    _require(
+        not getattr(hf_config, "attention_bias", False), "attention_bias=True is not supported"
+    )
     _require(not getattr(hf_config, "mlp_bias", False), "mlp_bias=True is not supported")
     if family in MLA_FAMILIES:
         _require(
@@ -301,14 +334,22 @@ def config_from_hf(hf_config: Any, context_length: int | None = None) -> ModelCo
             "DeepSeek MoE layers are not supported: set first_k_dense_replace >= num_hidden_layers",
         )
         return ModelConfig(
-            **shape, attention="mla", q_lora_rank=hf_config.q_lora_rank, kv_lora_rank=hf_config.kv_lora_rank,
-            qk_rope_head_dim=hf_config.qk_rope_head_dim, qk_nope_head_dim=hf_config.qk_nope_head_dim,
+            **shape,
+            attention="mla",
+            q_lora_rank=hf_config.q_lora_rank,
+            kv_lora_rank=hf_config.kv_lora_rank,
+            qk_rope_head_dim=hf_config.qk_rope_head_dim,
+            qk_nope_head_dim=hf_config.qk_nope_head_dim,
             v_head_dim=hf_config.v_head_dim,
         )
-    head_dim = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // hf_config.num_attention_heads
+    head_dim = (
+        getattr(hf_config, "head_dim", None)
+        or hf_config.hidden_size // hf_config.num_attention_heads
+    )
     _require(
         head_dim * hf_config.num_attention_heads == hf_config.hidden_size,
-        f"head_dim={head_dim} times num_attention_heads must equal hidden_size={hf_config.hidden_size}",
+        f"head_dim={head_dim} times num_attention_heads must equal "
+        f"hidden_size={hf_config.hidden_size}",
     )
     shape["num_kv_heads"] = hf_config.num_key_value_heads
     shape["qk_norm"] = family in ("qwen3", "qwen3_moe")
@@ -318,14 +359,20 @@ def config_from_hf(hf_config: Any, context_length: int | None = None) -> ModelCo
             "Qwen3-MoE with dense layers (mlp_only_layers, decoder_sparse_step) is not supported",
         )
         shape.update(
-            ffn="moe", d_ff=hf_config.moe_intermediate_size, num_experts=hf_config.num_experts,
-            top_k=hf_config.num_experts_per_tok, normalize_topk=bool(hf_config.norm_topk_prob),
+            ffn="moe",
+            d_ff=hf_config.moe_intermediate_size,
+            num_experts=hf_config.num_experts,
+            top_k=hf_config.num_experts_per_tok,
+            normalize_topk=bool(hf_config.norm_topk_prob),
             aux_loss_coef=hf_config.router_aux_loss_coef,
         )
     if family == "mixtral":
         shape.update(
-            ffn="moe", num_experts=hf_config.num_local_experts, top_k=hf_config.num_experts_per_tok,
-            normalize_topk=True, aux_loss_coef=hf_config.router_aux_loss_coef,
+            ffn="moe",
+            num_experts=hf_config.num_local_experts,
+            top_k=hf_config.num_experts_per_tok,
+            normalize_topk=True,
+            aux_loss_coef=hf_config.router_aux_loss_coef,
         )
     return ModelConfig(**shape)
 
@@ -341,7 +388,9 @@ def _check_family(config: ModelConfig, family: str) -> None:
     if family not in FAMILIES:
         raise ValueError(f"unsupported family {family!r}; expected one of {FAMILIES}")
     expected = {
-        "gpt2": config.position_encoding == "learned" and config.norm == "layernorm" and config.bias,
+        "gpt2": config.position_encoding == "learned"
+        and config.norm == "layernorm"
+        and config.bias,
         "deepseek_v2": config.attention == "mla" and config.ffn == "swiglu",
         "deepseek_v3": config.attention == "mla" and config.ffn == "swiglu",
         "llama": config.attention == "mha" and config.ffn == "swiglu" and not config.qk_norm,

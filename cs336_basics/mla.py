@@ -101,7 +101,9 @@ class MultiHeadLatentAttention(nn.Module):
             rearrange(proj(latents), "... seq (heads d) -> ... heads seq d", heads=self.num_heads)
             for proj in (self.k_up_proj, self.v_up_proj)
         )
-        shared_k_rope = rearrange(k_rope, "... seq rope -> ... 1 seq rope").expand(*k_nope.shape[:-1], -1)
+        shared_k_rope = rearrange(k_rope, "... seq rope -> ... 1 seq rope").expand(
+            *k_nope.shape[:-1], -1
+        )
         q = torch.cat((q_nope, q_rope), dim=-1)
         k = torch.cat((k_nope, shared_k_rope), dim=-1)
         mask = causal_mask(q.shape[-2], k.shape[-2], device=q.device)
@@ -116,7 +118,9 @@ class MultiHeadLatentAttention(nn.Module):
         k_rope: Float[Tensor, "... keys rope"],
     ) -> Float[Tensor, "... queries d_model"]:
         """Attend in latent space: one shared key/value "head" of width ``rank (+ rope)``."""
-        k_up = rearrange(self.k_up_proj.weight, "(heads nope) rank -> heads nope rank", heads=self.num_heads)
+        k_up = rearrange(
+            self.k_up_proj.weight, "(heads nope) rank -> heads nope rank", heads=self.num_heads
+        )
         q_latent = einsum(q_nope, k_up, "... heads seq nope, heads nope rank -> ... heads seq rank")
         # The attention helper divides by sqrt(of its query width); rescale so the scores keep
         # the 1/sqrt(nope + rope) of the expanded path.
@@ -124,8 +128,16 @@ class MultiHeadLatentAttention(nn.Module):
         q = torch.cat((q_latent, q_rope), dim=-1) * width_fix
         k = rearrange(torch.cat((latents, k_rope), dim=-1), "... seq d -> ... 1 seq d")
         mask = causal_mask(q.shape[-2], k.shape[-2], device=q.device)
-        mixed = scaled_dot_product_attention(q, k, rearrange(latents, "... seq rank -> ... 1 seq rank"), mask)
-        v_up = rearrange(self.v_up_proj.weight, "(heads v) rank -> heads v rank", heads=self.num_heads)
-        output = rearrange(self.output_proj.weight, "d_model (heads v) -> d_model heads v", heads=self.num_heads)
+        mixed = scaled_dot_product_attention(
+            q, k, rearrange(latents, "... seq rank -> ... 1 seq rank"), mask
+        )
+        v_up = rearrange(
+            self.v_up_proj.weight, "(heads v) rank -> heads v rank", heads=self.num_heads
+        )
+        output = rearrange(
+            self.output_proj.weight, "d_model (heads v) -> d_model heads v", heads=self.num_heads
+        )
         folded_output = einsum(output, v_up, "d_model heads v, heads v rank -> heads rank d_model")
-        return einsum(mixed, folded_output, "... heads seq rank, heads rank d_model -> ... seq d_model")
+        return einsum(
+            mixed, folded_output, "... heads seq rank, heads rank d_model -> ... seq d_model"
+        )

@@ -78,14 +78,18 @@ class MixtureOfExperts(nn.Module):
                 output.index_add_(0, token_ids, routed)
         return output.reshape(x.shape)
 
-    def within_capacity(self, experts: Int[Tensor, "tokens top_k"]) -> Float[Tensor, "tokens top_k"]:
+    def within_capacity(
+        self, experts: Int[Tensor, "tokens top_k"]
+    ) -> Float[Tensor, "tokens top_k"]:
         """1.0 for each assignment its expert still has room for, 0.0 for dropped ones."""
         num_tokens = experts.shape[0]
         capacity = math.ceil(self.capacity_factor * num_tokens * self.top_k / self.num_experts)
         chosen = torch.nn.functional.one_hot(experts, self.num_experts)  # (tokens, top_k, experts)
         queue = rearrange(chosen, "tokens top_k experts -> (top_k tokens) experts")
         place_in_queue = (queue.cumsum(dim=0) * queue).sum(dim=-1)  # 1-based, first choices first
-        fits = rearrange(place_in_queue <= capacity, "(top_k tokens) -> tokens top_k", tokens=num_tokens)
+        fits = rearrange(
+            place_in_queue <= capacity, "(top_k tokens) -> tokens top_k", tokens=num_tokens
+        )
         return fits.float()
 
     def load_balancing_loss(

@@ -32,12 +32,16 @@ class SinusoidalPositionalEncoding(nn.Module):
     ) -> None:
         super().__init__()
         if d_model % 2 != 0:
-            raise ValueError(f"sinusoidal positions pair sin and cos, so d_model must be even; got {d_model}")
+            raise ValueError(
+                f"sinusoidal positions pair sin and cos, so d_model must be even; got {d_model}"
+            )
         self.max_seq_len = max_seq_len
         inverse_frequencies = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
         angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float64), inverse_frequencies)
         table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
-        self.register_buffer("table", table.to(device=device, dtype=torch.float32), persistent=False)
+        self.register_buffer(
+            "table", table.to(device=device, dtype=torch.float32), persistent=False
+        )
 
     def forward(self, token_positions: Int[Tensor, "... seq"]) -> Float[Tensor, "... seq d_model"]:
         check_positions(token_positions, self.max_seq_len)

@@ -20,14 +20,22 @@ from cs336_basics.model import TransformerLM
 from .adapters import run_transformer_lm_variant
 
 TOLERANCE = 2e-5  # max |logit difference|; the logits themselves are O(1)
-SHAPE = dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=32)
+SHAPE = dict(
+    vocab_size=97,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    max_position_embeddings=32,
+)
 EAGER = dict(attn_implementation="eager", tie_word_embeddings=False)
 
 
 def hf_model(config_class: type, **kwargs) -> torch.nn.Module:
     """A tiny HF model with every parameter (norm gains included) drawn at random."""
     torch.manual_seed(0)
-    model = getattr(transformers, config_class.__name__.replace("Config", "ForCausalLM"))(config_class(**kwargs))
+    model = getattr(transformers, config_class.__name__.replace("Config", "ForCausalLM"))(
+        config_class(**kwargs)
+    )
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.normal_(0.0, 0.2 if parameter.ndim > 1 else 1.0)
@@ -42,7 +50,9 @@ def max_logit_error(hf: torch.nn.Module, config: ModelConfig, family: str) -> fl
     """Both directions: HF weights run by our model, then our random weights run by HF."""
     ids = token_ids(config.vocab_size)
     with torch.no_grad():
-        ours = run_transformer_lm_variant(config.to_dict(), from_hf(hf.state_dict(), config, family), ids)
+        ours = run_transformer_lm_variant(
+            config.to_dict(), from_hf(hf.state_dict(), config, family), ids
+        )
         error = (ours - hf(ids).logits).abs().max().item()
         torch.manual_seed(1)
         model = TransformerLM(config).eval()
@@ -94,8 +104,14 @@ def test_parity_qk_norm_qwen3() -> None:
 @pytest.mark.parametrize("norm_topk_prob", [True, False])
 def test_parity_moe_qwen3_moe(norm_topk_prob: bool) -> None:
     hf = hf_model(
-        transformers.Qwen3MoeConfig, **LLAMA, head_dim=8, num_experts=4, num_experts_per_tok=2,
-        moe_intermediate_size=24, norm_topk_prob=norm_topk_prob, router_aux_loss_coef=0.02,
+        transformers.Qwen3MoeConfig,
+        **LLAMA,
+        head_dim=8,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=24,
+        norm_topk_prob=norm_topk_prob,
+        router_aux_loss_coef=0.02,
     )
     config = config_from_hf(hf.config)
     assert (config.ffn, config.num_experts, config.top_k, config.d_ff) == ("moe", 4, 2, 24)
@@ -125,10 +141,22 @@ def test_parity_moe_mixtral() -> None:
     ("family", "q_lora_rank"), [("deepseek_v2", None), ("deepseek_v2", 16), ("deepseek_v3", 16)]
 )
 def test_parity_mla_deepseek(family: str, q_lora_rank: int | None) -> None:
-    config_class = {"deepseek_v2": transformers.DeepseekV2Config, "deepseek_v3": transformers.DeepseekV3Config}[family]
+    config_class = {
+        "deepseek_v2": transformers.DeepseekV2Config,
+        "deepseek_v3": transformers.DeepseekV3Config,
+    }[family]
     hf = hf_model(
-        config_class, **SHAPE, **EAGER, intermediate_size=48, q_lora_rank=q_lora_rank, num_key_value_heads=4,
-        kv_lora_rank=12, qk_rope_head_dim=4, qk_nope_head_dim=6, v_head_dim=5, first_k_dense_replace=2,
+        config_class,
+        **SHAPE,
+        **EAGER,
+        intermediate_size=48,
+        q_lora_rank=q_lora_rank,
+        num_key_value_heads=4,
+        kv_lora_rank=12,
+        qk_rope_head_dim=4,
+        qk_nope_head_dim=6,
+        v_head_dim=5,
+        first_k_dense_replace=2,
         rms_norm_eps=1e-6,
     )
     config = config_from_hf(hf.config)
@@ -140,8 +168,16 @@ def test_parity_mla_deepseek(family: str, q_lora_rank: int | None) -> None:
 def test_parity_mla_latent_cache_deepseek_v2() -> None:
     """The folded, latent-cached decoding path against HF's full forward."""
     hf = hf_model(
-        transformers.DeepseekV2Config, **SHAPE, **EAGER, intermediate_size=48, q_lora_rank=16,
-        kv_lora_rank=12, qk_rope_head_dim=4, qk_nope_head_dim=6, v_head_dim=5, first_k_dense_replace=2,
+        transformers.DeepseekV2Config,
+        **SHAPE,
+        **EAGER,
+        intermediate_size=48,
+        q_lora_rank=16,
+        kv_lora_rank=12,
+        qk_rope_head_dim=4,
+        qk_nope_head_dim=6,
+        v_head_dim=5,
+        first_k_dense_replace=2,
         rms_norm_eps=1e-6,
     )
     config = config_from_hf(hf.config)
@@ -150,9 +186,11 @@ def test_parity_mla_latent_cache_deepseek_v2() -> None:
     ids = token_ids()
     with torch.no_grad():
         cache = model.new_kv_cache()
-        decoded = torch.cat([model(ids[:, :4], kv_cache=cache)] + [
-            model(ids[:, t : t + 1], kv_cache=cache) for t in range(4, ids.shape[1])
-        ], dim=1)
+        decoded = torch.cat(
+            [model(ids[:, :4], kv_cache=cache)]
+            + [model(ids[:, t : t + 1], kv_cache=cache) for t in range(4, ids.shape[1])],
+            dim=1,
+        )
         torch.testing.assert_close(decoded, hf(ids).logits, atol=TOLERANCE, rtol=0)
 
 
@@ -160,8 +198,15 @@ def test_parity_learned_position_layernorm_gelu_gpt2() -> None:
     torch.manual_seed(0)
     hf = transformers.GPT2LMHeadModel(
         transformers.GPT2Config(
-            vocab_size=97, n_positions=32, n_embd=32, n_layer=2, n_head=4, activation_function="gelu",
-            bos_token_id=0, eos_token_id=0, attn_implementation="eager",
+            vocab_size=97,
+            n_positions=32,
+            n_embd=32,
+            n_layer=2,
+            n_head=4,
+            activation_function="gelu",
+            bos_token_id=0,
+            eos_token_id=0,
+            attn_implementation="eager",
         )
     )
     with torch.no_grad():
@@ -169,7 +214,12 @@ def test_parity_learned_position_layernorm_gelu_gpt2() -> None:
             parameter.normal_(0.0, 0.2 if parameter.ndim > 1 else 1.0)
     hf.eval()
     config = config_from_hf(hf.config)
-    assert (config.norm, config.position_encoding, config.ffn, config.bias) == ("layernorm", "learned", "gelu", True)
+    assert (config.norm, config.position_encoding, config.ffn, config.bias) == (
+        "layernorm",
+        "learned",
+        "gelu",
+        True,
+    )
     assert max_logit_error(hf, config, "gpt2") < TOLERANCE
     assert_round_trip(config, "gpt2")
 

@@ -1,4 +1,4 @@
-"""Architecture variants of the one ``TransformerLM``: each checked against a naive or torch reference.
+"""Architecture variants of the one ``TransformerLM``, checked against naive or torch references.
 
 Parity against HF transformers lives in test_parity_hf.py; encoder-decoder in
 test_encoder_decoder.py.
@@ -25,8 +25,6 @@ from .adapters import (
     run_layernorm,
     run_mixture_of_experts,
     run_multihead_latent_attention,
-    run_sinusoidal_positions,
-    run_transformer_lm_variant,
 )
 
 TINY = dict(vocab_size=61, context_length=16, d_model=32, num_layers=2, num_heads=4, d_ff=48)
@@ -36,7 +34,9 @@ VARIANTS = {
     "gqa": dict(num_kv_heads=2),
     "mqa": dict(num_kv_heads=1),
     "qk_norm": dict(num_kv_heads=2, qk_norm=True),
-    "mla": dict(attention="mla", kv_lora_rank=12, qk_rope_head_dim=4, qk_nope_head_dim=6, v_head_dim=5),
+    "mla": dict(
+        attention="mla", kv_lora_rank=12, qk_rope_head_dim=4, qk_nope_head_dim=6, v_head_dim=5
+    ),
     "mla_q_lora": dict(attention="mla", q_lora_rank=16, kv_lora_rank=12, qk_rope_head_dim=4),
     "moe": dict(ffn="moe", num_experts=4, top_k=2),
     "layernorm_learned_position_gelu": dict(
@@ -99,12 +99,16 @@ def test_layernorm_matches_torch() -> None:
     x = torch.randn(3, 5, 16) * 3 + 1
     weight, bias = torch.randn(16), torch.randn(16)
     expected = F.layer_norm(x, (16,), weight, bias, eps=1e-5)
-    torch.testing.assert_close(run_layernorm(16, 1e-5, weight, bias, x), expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        run_layernorm(16, 1e-5, weight, bias, x), expected, atol=1e-5, rtol=1e-5
+    )
 
 
 def test_layernorm_keeps_bfloat16_dtype() -> None:
     x = torch.randn(4, 16).to(torch.bfloat16)
-    out = run_layernorm(16, 1e-5, torch.ones(16, dtype=torch.bfloat16), torch.zeros(16, dtype=torch.bfloat16), x)
+    out = run_layernorm(
+        16, 1e-5, torch.ones(16, dtype=torch.bfloat16), torch.zeros(16, dtype=torch.bfloat16), x
+    )
     assert out.dtype == torch.bfloat16
 
 
@@ -112,16 +116,26 @@ def test_layernorm_keeps_bfloat16_dtype() -> None:
 def test_feedforward_position_activations(activation: str) -> None:
     """The ungated MLPs (GELU for GPT-2 and the original Transformer's position-wise FFN)."""
     torch.manual_seed(0)
-    x, w1, b1, w2, b2 = torch.randn(2, 5, 8), torch.randn(12, 8), torch.randn(12), torch.randn(8, 12), torch.randn(8)
+    x, w1, b1, w2, b2 = (
+        torch.randn(2, 5, 8),
+        torch.randn(12, 8),
+        torch.randn(12),
+        torch.randn(8, 12),
+        torch.randn(8),
+    )
     act = {"gelu": F.gelu, "relu": F.relu, "silu": F.silu}[activation]
     weights = {"w1.weight": w1, "w1.bias": b1, "w2.weight": w2, "w2.bias": b2}
     expected = F.linear(act(F.linear(x, w1, b1)), w2, b2)
-    torch.testing.assert_close(run_feedforward(8, 12, activation, weights, x), expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        run_feedforward(8, 12, activation, weights, x), expected, atol=1e-5, rtol=1e-5
+    )
 
 
 def naive_rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
     d = x.shape[-1]
-    angles = positions[..., None].double() * theta ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = positions[..., None].double() * theta ** (
+        -torch.arange(0, d, 2, dtype=torch.float64) / d
+    )
     even, odd = x[..., 0::2].double(), x[..., 1::2].double()
     out = torch.empty_like(x, dtype=torch.float64)
     out[..., 0::2] = even * angles.cos() - odd * angles.sin()
@@ -129,9 +143,11 @@ def naive_rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.
     return out.float()
 
 
-@pytest.mark.parametrize(("num_kv_heads", "qk_norm"), [(2, False), (1, False), (4, False), (2, True)])
+@pytest.mark.parametrize(
+    ("num_kv_heads", "qk_norm"), [(2, False), (1, False), (4, False), (2, True)]
+)
 def test_gqa_attention_matches_torch_sdpa(num_kv_heads: int, qk_norm: bool) -> None:
-    """GQA / MQA / MHA (+ qk_norm) against repeat_interleave'd keys and F.scaled_dot_product_attention."""
+    """GQA / MQA / MHA (+ qk_norm) against repeat_interleave'd keys and torch's SDPA."""
     torch.manual_seed(0)
     d_model, heads, d_head, seq = 32, 4, 8, 7
     x = torch.randn(2, seq, d_model)
@@ -164,8 +180,18 @@ def test_gqa_attention_matches_torch_sdpa(num_kv_heads: int, qk_norm: bool) -> N
 
 
 MLA = dict(
-    vocab_size=1, context_length=16, d_model=32, num_layers=1, num_heads=4, d_ff=1, attention="mla",
-    q_lora_rank=16, kv_lora_rank=12, qk_rope_head_dim=4, qk_nope_head_dim=6, v_head_dim=5,
+    vocab_size=1,
+    context_length=16,
+    d_model=32,
+    num_layers=1,
+    num_heads=4,
+    d_ff=1,
+    attention="mla",
+    q_lora_rank=16,
+    kv_lora_rank=12,
+    qk_rope_head_dim=4,
+    qk_nope_head_dim=6,
+    v_head_dim=5,
 )
 
 
@@ -174,7 +200,10 @@ def mla_weights(seed: int = 0) -> dict[str, torch.Tensor]:
 
     torch.manual_seed(seed)
     layer = MultiHeadLatentAttention(ModelConfig(**MLA))
-    return {name: torch.randn_like(t) * (0.3 if t.ndim > 1 else 1.0) for name, t in layer.state_dict().items()}
+    return {
+        name: torch.randn_like(t) * (0.3 if t.ndim > 1 else 1.0)
+        for name, t in layer.state_dict().items()
+    }
 
 
 def test_mla_folded_latent_path_equals_expanded() -> None:
@@ -204,10 +233,14 @@ def test_mla_matches_naive_reference() -> None:
         k_h = torch.cat((k_nope[..., h, :], k_rope), -1)
         heads.append(F.scaled_dot_product_attention(q_h, k_h, v[..., h, :], is_causal=True))
     expected = torch.cat(heads, -1) @ weights["output_proj.weight"].T
-    torch.testing.assert_close(run_multihead_latent_attention(MLA, weights, x, positions), expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        run_multihead_latent_attention(MLA, weights, x, positions), expected, atol=1e-5, rtol=1e-5
+    )
 
 
-def moe_weights(num_experts: int, d_model: int = 8, d_ff: int = 6, seed: int = 0) -> dict[str, torch.Tensor]:
+def moe_weights(
+    num_experts: int, d_model: int = 8, d_ff: int = 6, seed: int = 0
+) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     weights = {"router.weight": torch.randn(num_experts, d_model, generator=g)}
     for e in range(num_experts):
@@ -217,14 +250,18 @@ def moe_weights(num_experts: int, d_model: int = 8, d_ff: int = 6, seed: int = 0
     return weights
 
 
-def naive_moe(weights: dict, x: torch.Tensor, num_experts: int, top_k: int, normalize: bool) -> torch.Tensor:
+def naive_moe(
+    weights: dict, x: torch.Tensor, num_experts: int, top_k: int, normalize: bool
+) -> torch.Tensor:
     out = torch.zeros_like(x)
     for t in range(x.shape[0]):
         probs = torch.softmax(weights["router.weight"] @ x[t], dim=-1)
         chosen = sorted(range(num_experts), key=lambda e: -probs[e])[:top_k]
         total = sum(probs[e] for e in chosen) if normalize else 1.0
         for e in chosen:
-            hidden = F.silu(weights[f"experts.{e}.w1.weight"] @ x[t]) * (weights[f"experts.{e}.w3.weight"] @ x[t])
+            hidden = F.silu(weights[f"experts.{e}.w1.weight"] @ x[t]) * (
+                weights[f"experts.{e}.w3.weight"] @ x[t]
+            )
             out[t] += probs[e] / total * (weights[f"experts.{e}.w2.weight"] @ hidden)
     return out
 
@@ -255,7 +292,9 @@ def test_moe_capacity_drops_overflow_tokens() -> None:
     weights["router.weight"] = torch.tensor([[1.0] + [0.0] * 7, [-1.0] + [0.0] * 7])
     x = torch.randn(8, 8, generator=torch.Generator().manual_seed(3))
     x[:, 0] = x[:, 0].abs() + 0.1
-    output, _ = run_mixture_of_experts(8, 6, 2, 1, weights, x, normalize_topk=False, capacity_factor=0.5)
+    output, _ = run_mixture_of_experts(
+        8, 6, 2, 1, weights, x, normalize_topk=False, capacity_factor=0.5
+    )
     unlimited, _ = run_mixture_of_experts(8, 6, 2, 1, weights, x, normalize_topk=False)
     torch.testing.assert_close(output[:2], unlimited[:2])
     assert torch.count_nonzero(output[2:]) == 0 and torch.count_nonzero(unlimited[2:]) > 0
@@ -267,7 +306,9 @@ def test_moe_capacity_serves_first_choices_before_second_choices() -> None:
     weights["router.weight"] = torch.tensor([[1.0] + [0.0] * 7, [-1.0] + [0.0] * 7])
     x = torch.randn(2, 8, generator=torch.Generator().manual_seed(4))
     x[0, 0], x[1, 0] = -2.0, 2.0  # token 0 prefers expert 1, token 1 prefers expert 0
-    output, _ = run_mixture_of_experts(8, 6, 2, 2, weights, x, normalize_topk=True, capacity_factor=0.5)
+    output, _ = run_mixture_of_experts(
+        8, 6, 2, 2, weights, x, normalize_topk=True, capacity_factor=0.5
+    )
     # Only first choices survive; with two experts the renormalised weight is the raw probability.
     first_choices_only = naive_moe(weights, x, 2, 1, normalize=False)
     torch.testing.assert_close(output, first_choices_only, atol=1e-5, rtol=1e-5)
@@ -295,16 +336,34 @@ def test_position_learned_embeddings_are_added_and_tied_head_is_shared() -> None
 
 
 def test_post_norm_and_layernorm_state_dict_names() -> None:
-    names = set(tiny_model(norm_placement="post", norm="layernorm", bias=True, ffn="gelu").state_dict())
-    assert {"layers.0.ln1.bias", "layers.0.ln2.weight", "layers.1.attn.q_proj.bias", "layers.1.ffn.w2.bias"} <= names
+    names = set(
+        tiny_model(norm_placement="post", norm="layernorm", bias=True, ffn="gelu").state_dict()
+    )
+    assert {
+        "layers.0.ln1.bias",
+        "layers.0.ln2.weight",
+        "layers.1.attn.q_proj.bias",
+        "layers.1.ffn.w2.bias",
+    } <= names
     assert not any(name.startswith("ln_final") for name in names)
 
 
 def test_default_config_keeps_handout_state_dict_names_without_gqa_moe_mla() -> None:
     names = set(tiny_model().state_dict())
     expected = {"token_embeddings.weight", "ln_final.weight", "lm_head.weight"} | {
-        f"layers.{i}.{n}.weight" for i in range(2)
-        for n in ("attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.output_proj", "ln1", "ffn.w1", "ffn.w2", "ffn.w3", "ln2")
+        f"layers.{i}.{n}.weight"
+        for i in range(2)
+        for n in (
+            "attn.q_proj",
+            "attn.k_proj",
+            "attn.v_proj",
+            "attn.output_proj",
+            "ln1",
+            "ffn.w1",
+            "ffn.w2",
+            "ffn.w3",
+            "ln2",
+        )
     }
     assert names == expected
 
@@ -320,8 +379,15 @@ def test_default_config_keeps_handout_state_dict_names_without_gqa_moe_mla() -> 
         (dict(attention="mla", position_encoding="learned"), "decoupled RoPE"),
         (dict(attention="mla", qk_rope_head_dim=3), "qk_rope_head_dim must be even"),
     ],
-    ids=["gqa_indivisible", "gqa_zero_kv_heads", "moe_top_k", "moe_capacity", "mla_with_gqa",
-         "mla_needs_rope_position", "mla_odd_rope_dim"],
+    ids=[
+        "gqa_indivisible",
+        "gqa_zero_kv_heads",
+        "moe_top_k",
+        "moe_capacity",
+        "mla_with_gqa",
+        "mla_needs_rope_position",
+        "mla_odd_rope_dim",
+    ],
 )
 def test_variant_config_validation(overrides: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
@@ -329,7 +395,9 @@ def test_variant_config_validation(overrides: dict, message: str) -> None:
 
 
 def test_mla_moe_config_json_round_trip() -> None:
-    config = ModelConfig(**{**TINY, **VARIANTS["mla_q_lora"], "ffn": "moe", "capacity_factor": 1.25})
+    config = ModelConfig(
+        **{**TINY, **VARIANTS["mla_q_lora"], "ffn": "moe", "capacity_factor": 1.25}
+    )
     assert ModelConfig.from_json(config.to_json()) == config
 
 
@@ -355,15 +423,21 @@ def test_moe_mla_accounting_flops_match_flop_counter(variant: str) -> None:
     assert sum(predicted.values()) == counter.get_total_flops()
     by_module = {name: sum(ops.values()) for name, ops in counter.get_flop_counts().items()}
     if config.ffn == "moe":
-        assert predicted["router"] == sum(by_module[f"TransformerLM.layers.{i}.ffn.router"] for i in range(2))
+        assert predicted["router"] == sum(
+            by_module[f"TransformerLM.layers.{i}.ffn.router"] for i in range(2)
+        )
 
 
 def test_kv_cache_accounting_bytes_and_cli(capsys: pytest.CaptureFixture[str]) -> None:
     from cs336_basics.cli import main
 
     mla = ModelConfig(**{**TINY, **VARIANTS["mla"]})
-    assert kv_cache_bytes(mla, batch_size=3, seq_len=5, bytes_per_value=2) == 3 * 5 * 2 * (12 + 4) * 2
+    assert (
+        kv_cache_bytes(mla, batch_size=3, seq_len=5, bytes_per_value=2) == 3 * 5 * 2 * (12 + 4) * 2
+    )
     assert main(["accounting", "--preset", "gpt2-small", "--json", "--bytes-per-value", "2"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["kv_cache_bytes_per_token"] == 12 * 2 * 768 * 2  # layers x (K and V) x d_model x bf16
+    assert (
+        result["kv_cache_bytes_per_token"] == 12 * 2 * 768 * 2
+    )  # layers x (K and V) x d_model x bf16
     assert result["kv_cache_bytes"] == 1024 * result["kv_cache_bytes_per_token"]

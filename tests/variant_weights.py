@@ -11,8 +11,17 @@ from torch import Tensor
 
 NUM_HEADS, NUM_KV_HEADS, D_HEAD = 4, 2, 16
 MLA_CONFIG = dict(
-    vocab_size=512, context_length=16, d_model=64, num_layers=1, num_heads=4, d_ff=128, attention="mla",
-    kv_lora_rank=32, qk_rope_head_dim=4, qk_nope_head_dim=12, v_head_dim=16,
+    vocab_size=512,
+    context_length=16,
+    d_model=64,
+    num_layers=1,
+    num_heads=4,
+    d_ff=128,
+    attention="mla",
+    kv_lora_rank=32,
+    qk_rope_head_dim=4,
+    qk_nope_head_dim=12,
+    v_head_dim=16,
 )
 NUM_EXPERTS, TOP_K = 3, 2
 
@@ -38,12 +47,18 @@ def layernorm_weights(state_dict: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
 
 
 def gelu_weights(state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
-    return {"w1.weight": state_dict["layers.0.ffn.w1.weight"], "w2.weight": state_dict["layers.0.ffn.w2.weight"]}
+    return {
+        "w1.weight": state_dict["layers.0.ffn.w1.weight"],
+        "w2.weight": state_dict["layers.0.ffn.w2.weight"],
+    }
 
 
 def mla_weights(state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
     """MLA with a full-rank query (``q_proj``: 4 heads x (12 nope + 4 rope) = 64 rows)."""
-    attn = {name: state_dict[f"layers.0.attn.{name}.weight"] for name in ("q_proj", "k_proj", "output_proj")}
+    attn = {
+        name: state_dict[f"layers.0.attn.{name}.weight"]
+        for name in ("q_proj", "k_proj", "output_proj")
+    }
     return {
         "q_proj.weight": attn["q_proj"],
         "kv_down_proj.weight": attn["k_proj"][:32],
@@ -64,7 +79,9 @@ def moe_weights(state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
     return weights
 
 
-def _attention(state_dict: dict[str, Tensor], layer: int, prefix: str, bias_source: Tensor) -> dict[str, Tensor]:
+def _attention(
+    state_dict: dict[str, Tensor], layer: int, prefix: str, bias_source: Tensor
+) -> dict[str, Tensor]:
     weights = {}
     for i, name in enumerate(("q_proj", "k_proj", "v_proj", "output_proj")):
         weights[f"{prefix}.{name}.weight"] = state_dict[f"layers.{layer}.attn.{name}.weight"]
@@ -77,16 +94,25 @@ def encoder_layer_weights(state_dict: dict[str, Tensor], layer: int = 0) -> dict
     biases = state_dict["lm_head.weight"][8 * layer : 8 * layer + 8]  # rows of 64 values
     ffn = {name: state_dict[f"layers.{layer}.ffn.{name}.weight"] for name in ("w1", "w2", "w3")}
     return _attention(state_dict, layer, "self_attn", biases[:4]) | {
-        "ffn.w1.weight": ffn["w1"], "ffn.w1.bias": ffn["w3"][:, 0],
-        "ffn.w2.weight": ffn["w2"], "ffn.w2.bias": biases[4],
-        "ln1.weight": state_dict[f"layers.{layer}.ln1.weight"], "ln1.bias": biases[5],
-        "ln2.weight": state_dict[f"layers.{layer}.ln2.weight"], "ln2.bias": biases[6],
+        "ffn.w1.weight": ffn["w1"],
+        "ffn.w1.bias": ffn["w3"][:, 0],
+        "ffn.w2.weight": ffn["w2"],
+        "ffn.w2.bias": biases[4],
+        "ln1.weight": state_dict[f"layers.{layer}.ln1.weight"],
+        "ln1.bias": biases[5],
+        "ln2.weight": state_dict[f"layers.{layer}.ln2.weight"],
+        "ln2.bias": biases[6],
     }
 
 
 def decoder_layer_weights(state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
     """A post-LN decoder layer: the encoder layer of layer 1 plus cross-attention from layer 2."""
     extra = state_dict["lm_head.weight"][32:37]
-    return encoder_layer_weights(state_dict, 1) | _attention(state_dict, 2, "cross_attn", extra[:4]) | {
-        "ln3.weight": state_dict["ln_final.weight"], "ln3.bias": extra[4],
-    }
+    return (
+        encoder_layer_weights(state_dict, 1)
+        | _attention(state_dict, 2, "cross_attn", extra[:4])
+        | {
+            "ln3.weight": state_dict["ln_final.weight"],
+            "ln3.bias": extra[4],
+        }
+    )
