@@ -126,10 +126,19 @@ def interleaved_isolated(
     return runs
 
 
+def _cpu_model() -> str:
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+        return next(line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
 def machine() -> dict[str, Any]:
     import torch
 
     return {
+        "cpu_model": _cpu_model(),
         "load_average_1_5_15_min": list(os.getloadavg()),
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),

@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     report["table"] = format_table(rows, COLUMNS)
 
     load = report["machine"]["load_average_1_5_15_min"]
-    print(f"\n{report['machine']['processor']}, {report['machine']['cpu_count']} cores, torch threads "
+    print(f"\n{report['machine']['cpu_model']}, {report['machine']['cpu_count']} cores, torch threads "
           f"{report['machine']['torch_threads']}; load average {load[0]:.1f} at start, "
           f"{report['machine']['load_average_at_end'][0]:.1f} at end")
     print(report["table"])
