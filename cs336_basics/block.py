@@ -76,10 +76,13 @@ def attention_layer(
         return MultiHeadLatentAttention(config, device=device, dtype=dtype)
     rope = None
     if config.position_encoding == "rope":
-        rope = RotaryPositionalEmbedding(config.rope_theta, config.d_head, config.context_length, device=device)
+        rope = RotaryPositionalEmbedding(
+            config.rope_theta, config.d_head, config.context_length, device=device
+        )
     return MultiHeadSelfAttention(
         config.d_model, config.num_heads, rope=rope, device=device, dtype=dtype,
-        num_kv_heads=config.num_kv_heads, qk_norm=config.qk_norm, norm_eps=config.norm_eps, bias=config.bias,
+        num_kv_heads=config.num_kv_heads, qk_norm=config.qk_norm, norm_eps=config.norm_eps,
+        bias=config.bias,
     )
 
 

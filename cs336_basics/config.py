@@ -109,7 +109,8 @@ class ModelConfig:
             )
         for name in ("qk_norm", "bias", "tie_embeddings", "normalize_topk"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"ModelConfig.{name} must be true or false; got {getattr(self, name)!r}")
+                value = getattr(self, name)
+                raise ValueError(f"ModelConfig.{name} must be true or false; got {value!r}")
         self._check_attention()
         if self.ffn == "moe":
             self._check_moe()
@@ -129,7 +130,9 @@ class ModelConfig:
                 "leave num_kv_heads unset and qk_norm and bias off"
             )
         if self.position_encoding != "rope":
-            raise ValueError(f"attention='mla' uses decoupled RoPE; got position_encoding={self.position_encoding!r}")
+            raise ValueError(
+                f"attention='mla' uses decoupled RoPE; got position_encoding={self.position_encoding!r}"
+            )
         _check_positive("kv_lora_rank", self.kv_lora_rank)
         _check_positive("qk_rope_head_dim", self.qk_rope_head_dim)
         for name in ("q_lora_rank", "qk_nope_head_dim", "v_head_dim"):

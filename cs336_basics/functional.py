@@ -30,7 +30,7 @@ def softmax(x: Float[Tensor, "..."], dim: int = -1) -> Float[Tensor, "..."]:
 
 
 def gelu(x: Float[Tensor, "..."]) -> Float[Tensor, "..."]:
-    """GELU, the exact form ``x * Phi(x)`` with the standard normal CDF ``Phi`` (not the tanh fit)."""
+    """Exact GELU, ``x * Phi(x)`` with the standard normal CDF ``Phi`` (not the tanh fit)."""
     return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
 
 

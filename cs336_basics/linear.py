@@ -46,7 +46,7 @@ class Linear(nn.Module):
 
 
 class LinearWithBias(Linear):
-    """``y = x W^T + b``: a ``Linear`` plus a ``bias`` vector that starts at zero (GPT-2 style layers)."""
+    """``y = x W^T + b``: a ``Linear`` plus a ``bias`` vector that starts at zero (as in GPT-2)."""
 
     def __init__(
         self,

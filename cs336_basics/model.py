@@ -46,7 +46,9 @@ class TransformerLM(nn.Module):
         self.config = config
         self.token_embeddings = Embedding(config.vocab_size, config.d_model, device=device, dtype=dtype)
         if config.position_encoding == "learned":
-            self.position_embeddings = Embedding(config.context_length, config.d_model, device=device, dtype=dtype)
+            self.position_embeddings = Embedding(
+                config.context_length, config.d_model, device=device, dtype=dtype
+            )
         elif config.position_encoding == "sinusoidal":
             self.position_embeddings = SinusoidalPositionalEncoding(
                 config.d_model, config.context_length, device=device
@@ -89,7 +91,9 @@ class TransformerLM(nn.Module):
         # END SOLUTION
 
     def collect_aux_loss(self, x: Tensor) -> Float[Tensor, ""]:
-        moe_losses = [layer.ffn.aux_loss for layer in self.layers if isinstance(layer.ffn, MixtureOfExperts)]
+        moe_losses = [
+            layer.ffn.aux_loss for layer in self.layers if isinstance(layer.ffn, MixtureOfExperts)
+        ]
         if not moe_losses:
             return torch.zeros((), device=x.device)
         return self.config.aux_loss_coef * torch.stack(moe_losses).mean()
