@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--input file not found: {path!r}")
     if args.smoke:
         args.sizes, args.vocab_size, args.repeats = [0.2], 400, 1
+        args.torch_threads = args.torch_threads or 1  # tiny tensors: extra threads only wait on each other
     if args.torch_threads:
         os.environ["OMP_NUM_THREADS"] = str(args.torch_threads)  # for the training subprocess
         import torch
