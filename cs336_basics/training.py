@@ -54,7 +54,9 @@ class TrainConfig:
     ``batch_size`` is the number of sequences per micro-batch summed over all ranks, so one
     optimizer step sees ``batch_size * grad_accum_steps * context_length`` tokens.
     ``cosine_steps`` defaults to ``max_steps``. ``max_seconds`` optionally bounds wall time
-    (the run stops cleanly, with a checkpoint, after the step that crosses it).
+    (the run stops cleanly, with a checkpoint, after the step that crosses it); the schedule
+    then follows whichever budget is further along, steps or seconds, so a slow machine still
+    decays the learning rate to ``lr_min`` by the deadline. Only step-bound runs resume exactly.
     """
 
     model: ModelConfig
@@ -203,13 +205,17 @@ class Distributed:
         dist.all_reduce(tensor)
         return tensor.item() / self.world_size
 
+    def maximum(self, value: float) -> float:
+        """The largest ``value`` over ranks."""
+        if not self.enabled:
+            return value
+        tensor = torch.tensor([value], dtype=torch.float64, device=self.device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return tensor.item()
+
     def any(self, flag: bool) -> bool:
         """True on every rank if ``flag`` is true on any rank."""
-        if not self.enabled:
-            return flag
-        tensor = torch.tensor([float(flag)], device=self.device)
-        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-        return bool(tensor.item())
+        return bool(self.maximum(float(flag)))
 
 
 def setup_distributed(device_setting: str) -> Distributed:
@@ -286,6 +292,15 @@ def evaluate(model: nn.Module, dataset, config: TrainConfig, env: Distributed) -
     # END SOLUTION
     model.train(was_training)
     return env.mean(total / config.eval_batches)
+
+
+def schedule_position(step: int, elapsed_s: float, config: TrainConfig, env: Distributed) -> int:
+    """The iteration the learning-rate schedule is at: ``step``, or further on if the fraction
+    of ``max_seconds`` already spent is larger (agreed across ranks, so replicas stay equal)."""
+    if config.max_seconds is None:
+        return step
+    by_time = int(env.maximum(elapsed_s) / config.max_seconds * config.schedule_steps)
+    return max(step, by_time)
 
 
 def accumulate_gradients(
@@ -445,7 +460,10 @@ def train(config: TrainConfig, resume: str | os.PathLike | bool | None = None) -
 
     while step < config.max_steps:
         step_started = time.perf_counter()
-        lr = get_lr_cosine_schedule(step, config.lr_max, config.lr_min, config.warmup_steps, config.schedule_steps)
+        lr = get_lr_cosine_schedule(
+            schedule_position(step, elapsed(), config, env),
+            config.lr_max, config.lr_min, config.warmup_steps, config.schedule_steps,
+        )
         for group in optimizer.param_groups:
             group["lr"] = lr
         train_loss = env.mean(accumulate_gradients(trained_model, optimizer, train_tokens, config, batch_generator, env))

@@ -202,3 +202,11 @@ def test_training_loss_adds_the_moe_auxiliary_loss():
     expected = cross_entropy(model(inputs), targets) + model.aux_loss
     assert model.aux_loss.item() > 0
     torch.testing.assert_close(loss, expected)
+
+
+def test_training_time_budget_stops_and_reaches_the_schedule_floor(token_files, tmp_path):
+    result = train(_config(token_files, tmp_path / "run", max_seconds=1e-9, max_steps=50, cosine_steps=None))
+    assert result.stopped == "time budget" and result.step == 1
+    first = next(r for r in result.history if r["split"] == "train")
+    assert first["lr"] == 3e-4  # already past the deadline: the schedule sits at lr_min
+    assert read_checkpoint(result.checkpoint)["iteration"] == 1
