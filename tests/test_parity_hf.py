@@ -225,14 +225,15 @@ def test_parity_learned_position_layernorm_gelu_gpt2() -> None:
 
 
 def test_parity_config_rejects_unsupported_hf_settings() -> None:
+    qwen3_with_llama_weights = TransformerLM(ModelConfig(**TINY_LM)).state_dict()
+    with pytest.raises(ValueError, match="does not describe"):
+        to_hf(qwen3_with_llama_weights, ModelConfig(**TINY_LM), "qwen3")
     with pytest.raises(ValueError, match="attention_bias"):
         config_from_hf(transformers.LlamaConfig(**{**LLAMA, "attention_bias": True}))
     with pytest.raises(ValueError, match="activation"):
         config_from_hf(transformers.GPT2Config(activation_function="gelu_new"))
     with pytest.raises(ValueError, match="rope_interleave"):
         config_from_hf(transformers.DeepseekV3Config(rope_interleave=False))
-    with pytest.raises(ValueError, match="does not describe"):
-        to_hf({}, ModelConfig(**TINY_LM), "qwen3")
 
 
 TINY_LM = dict(vocab_size=97, context_length=32, d_model=32, num_layers=2, num_heads=4, d_ff=48)

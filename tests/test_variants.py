@@ -25,6 +25,7 @@ from .adapters import (
     run_layernorm,
     run_mixture_of_experts,
     run_multihead_latent_attention,
+    run_transformer_lm_variant,
 )
 
 TINY = dict(vocab_size=61, context_length=16, d_model=32, num_layers=2, num_heads=4, d_ff=48)
@@ -390,15 +391,24 @@ def test_default_config_keeps_handout_state_dict_names_without_gqa_moe_mla() -> 
     ],
 )
 def test_variant_config_validation(overrides: dict, message: str) -> None:
+    """Impossible variant settings fail with a message naming the problem, before any weights."""
+    ids = torch.zeros(1, 4, dtype=torch.long)
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
-        ModelConfig(**{**TINY, **overrides})
+        run_transformer_lm_variant({**TINY, **overrides}, {}, ids)
 
 
 def test_mla_moe_config_json_round_trip() -> None:
+    """A model rebuilt from the JSON of an MLA + MoE config loads the weights and agrees."""
     config = ModelConfig(
         **{**TINY, **VARIANTS["mla_q_lora"], "ffn": "moe", "capacity_factor": 1.25}
     )
-    assert ModelConfig.from_json(config.to_json()) == config
+    model = tiny_model(**config.to_dict())
+    again = ModelConfig.from_json(config.to_json())
+    assert again == config
+    ids = torch.randint(0, TINY["vocab_size"], (2, 6), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        rebuilt = run_transformer_lm_variant(again.to_dict(), model.state_dict(), ids)
+        torch.testing.assert_close(rebuilt, model(ids))
 
 
 # --- Accounting of the variants (cs336_basics/accounting.py) ----------------------------------
