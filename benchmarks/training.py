@@ -6,8 +6,10 @@ built locally from a ``LlamaConfig`` (nothing is downloaded). A step is forward,
 cross-entropy over the same token batch, backward and an AdamW update: ours with our AdamW,
 the peer with ``torch.optim.AdamW`` (its defaults). Contenders alternate (harness.interleaved);
 medians and spreads are reported, with MFU against the machine's measured matmul peak.
-``--eager`` adds the Llama with eager attention, ``--compile`` both models under ``torch.compile``
-(compiled in the warm-up round, so compilation is not timed).
+Ours runs twice: with the reference attention (the handout's code) and with
+``fused_attention=True`` (PyTorch's fused kernel, as the Llama's sdpa uses). ``--eager`` adds
+the Llama with eager attention, ``--compile`` both models under ``torch.compile`` (ours with
+the fused kernel; compiled in the warm-up round, so compilation is not timed).
 
     uv run python -m benchmarks.training [--batch-size 8] [--steps 3] [--repeats 5] [--eager] [--compile] [--json out.json]
     uv run python -m benchmarks.training --smoke
@@ -16,6 +18,7 @@ medians and spreads are reported, with MFU against the machine's measured matmul
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import Any
 
@@ -52,8 +55,8 @@ def benchmark(config: ModelConfig = PRESETS["tinystories"], batch_size: int = 8,
     tokens = torch.randint(0, config.vocab_size, (batch_size, config.context_length + 1))
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
 
-    def ours_steps(compiled: bool):
-        model = TransformerLM(config)
+    def ours_steps(compiled: bool, fused: bool = False):
+        model = TransformerLM(dataclasses.replace(config, fused_attention=fused))
         optimizer = AdamW(model.parameters(), lr=1e-4)
         forward = torch.compile(model) if compiled else model
 
@@ -80,13 +83,17 @@ def benchmark(config: ModelConfig = PRESETS["tinystories"], batch_size: int = 8,
         return model, run
 
     # name: (ours or peer, its baseline for the ratio)
-    contenders = {"ours": ours_steps(False), "HF Llama sdpa": peer_steps("sdpa", False)}
-    pairs = [("ours", "HF Llama sdpa")]
+    contenders = {
+        "ours": ours_steps(False),
+        "ours fused attention": ours_steps(False, fused=True),
+        "HF Llama sdpa": peer_steps("sdpa", False),
+    }
+    pairs = [("ours", "HF Llama sdpa"), ("ours fused attention", "HF Llama sdpa")]
     if eager:
         contenders["HF Llama eager"] = peer_steps("eager", False)
         pairs.append(("ours", "HF Llama eager"))
     if compile:
-        contenders["ours compiled"] = ours_steps(True)
+        contenders["ours compiled"] = ours_steps(True, fused=True)
         contenders["HF Llama sdpa compiled"] = peer_steps("sdpa", True)
         pairs.append(("ours compiled", "HF Llama sdpa compiled"))
     sizes = {name: sum(p.numel() for p in model.parameters()) for name, (model, _) in contenders.items()}
@@ -106,7 +113,7 @@ def benchmark(config: ModelConfig = PRESETS["tinystories"], batch_size: int = 8,
     for ours_name, peer_name in pairs:
         ours_rate, peer_rate = rates[ours_name], rates[peer_name]
         rows.append({
-            "benchmark": "training tokens/s" + (", compiled" if "compiled" in ours_name else ""),
+            "benchmark": "training tokens/s" + ours_name.removeprefix("ours").replace(" ", ", ", 1),
             "input": f"TinyStories shape, batch {batch_size}x{config.context_length}",
             "ours": f"{ours_rate:,.0f} tok/s (MFU {100 * mfu[ours_name]:.0f}%)",
             "peer": f"{peer_rate:,.0f} tok/s ({peer_name}, MFU {100 * mfu[peer_name]:.0f}%)",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from einops import einsum, rearrange
 from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
@@ -48,6 +49,33 @@ def causal_mask(num_queries: int, num_keys: int, device: torch.device | None = N
     return torch.ones(num_queries, num_keys, dtype=torch.bool, device=device).tril(diagonal=offset)
 
 
+def fused_attention(
+    q: Float[Tensor, "... kv_heads group queries d_k"],
+    k: Float[Tensor, "... kv_heads 1 keys d_k"],
+    v: Float[Tensor, "... kv_heads 1 keys d_v"],
+    causal: bool,
+) -> Float[Tensor, "... kv_heads group queries d_v"]:
+    """The attention of ``MultiHeadSelfAttention`` computed by PyTorch's fused kernel.
+
+    Beyond the assignment: ``ModelConfig(fused_attention=True)`` uses it for speed instead of
+    ``scaled_dot_product_attention``; the math is the same (tests compare the two). The grouped
+    query heads go to the kernel as grouped-query attention.
+    """
+    group, num_queries, num_keys = q.shape[-3], q.shape[-2], k.shape[-2]
+    # The kernel's own causal flag aligns queries with the *first* keys; with a KV cache the
+    # queries are the last positions, so the offset mask is passed explicitly then.
+    mask = causal_mask(num_queries, num_keys, q.device) if causal and num_queries != num_keys else None
+    out = F.scaled_dot_product_attention(
+        rearrange(q, "... kv_heads group seq d -> ... (kv_heads group) seq d"),
+        k.squeeze(-3),
+        v.squeeze(-3),
+        attn_mask=mask,
+        is_causal=causal and mask is None,
+        enable_gqa=group > 1,
+    )
+    return rearrange(out, "... (kv_heads group) seq d -> ... kv_heads group seq d", group=group)
+
+
 class MultiHeadSelfAttention(nn.Module):
     """Causal multi-head self-attention with optional RoPE on queries and keys.
 
@@ -66,6 +94,7 @@ class MultiHeadSelfAttention(nn.Module):
       key head before RoPE, as in Qwen3.
     - ``bias``: biases on all four projections. ``causal=False`` lets every position attend
       to every other (an encoder).
+    - ``fused``: compute attention with PyTorch's fused kernel (``fused_attention``).
     """
 
     def __init__(
@@ -81,6 +110,7 @@ class MultiHeadSelfAttention(nn.Module):
         norm_eps: float = 1e-5,
         bias: bool = False,
         causal: bool = True,
+        fused: bool = False,
     ) -> None:
         super().__init__()
         if num_heads < 1 or d_model % num_heads != 0:
@@ -93,6 +123,7 @@ class MultiHeadSelfAttention(nn.Module):
         self.num_kv_heads = num_kv_heads
         self.d_k = d_model // num_heads
         self.causal = causal
+        self.fused = fused
         if rope is not None and rope.d_k != self.d_k:
             raise ValueError(f"RoPE was built for d_k={rope.d_k}, but the heads have d_k={self.d_k}")
         d_kv = num_kv_heads * self.d_k
@@ -139,8 +170,11 @@ class MultiHeadSelfAttention(nn.Module):
             k = self.rope(k, head_positions)
         if kv_cache is not None:
             k, v = kv_cache.append(k, v)
-        mask = causal_mask(seq_len, k.shape[-2], device=x.device) if self.causal else None
-        attended = scaled_dot_product_attention(q, k, v, mask)
+        if self.fused:
+            attended = fused_attention(q, k, v, self.causal)
+        else:
+            mask = causal_mask(seq_len, k.shape[-2], device=x.device) if self.causal else None
+            attended = scaled_dot_product_attention(q, k, v, mask)
         return self.output_proj(
             rearrange(attended, "... kv_heads group seq d_k -> ... seq (kv_heads group d_k)")
         )

@@ -82,7 +82,7 @@ def attention_layer(
     return MultiHeadSelfAttention(
         config.d_model, config.num_heads, rope=rope, device=device, dtype=dtype,
         num_kv_heads=config.num_kv_heads, qk_norm=config.qk_norm, norm_eps=config.norm_eps,
-        bias=config.bias,
+        bias=config.bias, fused=config.fused_attention,
     )
 
 

@@ -451,3 +451,28 @@ def test_kv_cache_accounting_bytes_and_cli(capsys: pytest.CaptureFixture[str]) -
         result["kv_cache_bytes_per_token"] == 12 * 2 * 768 * 2
     )  # layers x (K and V) x d_model x bf16
     assert result["kv_cache_bytes"] == 1024 * result["kv_cache_bytes_per_token"]
+
+
+# --- the fused attention kernel: a speed option with the reference's math -------------------
+
+
+@pytest.mark.parametrize("variant", ["mha", "gqa", "mqa", "qk_norm"])
+def test_fused_attention_matches_reference_forward_backward_and_cache(variant: str) -> None:
+    reference = tiny_model(**VARIANTS[variant])
+    fused = tiny_model(**VARIANTS[variant], fused_attention=True)
+    fused.load_state_dict(reference.state_dict())
+    ids = torch.randint(0, TINY["vocab_size"], (3, TINY["context_length"]))
+    targets = torch.randint(0, TINY["vocab_size"], ids.shape)
+    losses = []
+    for model in (reference, fused):
+        logits = model(ids)
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        loss.backward()
+        losses.append(logits)
+    torch.testing.assert_close(losses[1], losses[0], atol=1e-5, rtol=1e-5)
+    for (name, p_ref), p_fused in zip(reference.named_parameters(), fused.parameters()):
+        torch.testing.assert_close(p_fused.grad, p_ref.grad, atol=1e-5, rtol=1e-4, msg=name)
+    with torch.no_grad():
+        cache = fused.new_kv_cache()
+        stepwise = torch.cat([fused(ids[:, :5], kv_cache=cache)] + [fused(ids[:, i : i + 1], kv_cache=cache) for i in range(5, ids.shape[1])], dim=1)
+    torch.testing.assert_close(stepwise, losses[0].detach(), atol=1e-5, rtol=1e-5)
