@@ -22,6 +22,11 @@ from tests.snapshots import SnapshotChecker  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
+# The tests' tensors are tiny: one intra-op thread avoids thread start-up and contention that
+# otherwise dominate (the suite runs several times faster on 2 cores), and results do not
+# depend on it.
+torch.set_num_threads(1)
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("snapshot")
