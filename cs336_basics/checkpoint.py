@@ -19,6 +19,8 @@ import torch
 from torch import nn
 
 from cs336_basics.atomic_write import atomic_writer
+from cs336_basics.config import ModelConfig
+from cs336_basics.model import TransformerLM
 
 FORMAT = "cs336-checkpoint"
 VERSION = 1
@@ -150,11 +152,8 @@ def load_checkpoint(
     return checkpoint["iteration"]
 
 
-def model_from_checkpoint(src: Destination, device: torch.device | str | None = None) -> nn.Module:
+def model_from_checkpoint(src: Destination, device: torch.device | str | None = None) -> TransformerLM:
     """Rebuild the ``TransformerLM`` a training run saved, from the config stored beside its weights."""
-    from cs336_basics.config import ModelConfig
-    from cs336_basics.model import TransformerLM
-
     checkpoint = read_checkpoint(src)
     config = checkpoint["config"] or {}
     model_settings = config.get("model", config)  # a training config nests the model's

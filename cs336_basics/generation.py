@@ -93,3 +93,32 @@ def generate(
     # END SOLUTION
     model.train(was_training)
     return new_tokens
+
+
+def complete_prompts(
+    model: TransformerLM,
+    tokenizer,
+    prompts: list[str],
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    seed: int = 0,
+    end_token: str = "<|endoftext|>",
+    use_kv_cache: bool = True,
+) -> list[str]:
+    """Each text prompt followed by its sampled continuation (up to and including ``end_token``).
+
+    An empty prompt starts a fresh document: it is the end-of-text token alone.
+    """
+    eos_id = tokenizer.special_ids.get(end_token)
+    generator = torch.Generator().manual_seed(seed)
+    completions = []
+    for prompt in prompts:
+        prompt_ids = tokenizer.encode(prompt) if prompt else []
+        if not prompt_ids:
+            if eos_id is None:
+                raise ValueError(f"an empty prompt needs the end token {end_token!r} in the tokenizer")
+            prompt_ids = [eos_id]
+        new_ids = generate(model, prompt_ids, max_new_tokens, temperature, top_p, eos_id, generator, use_kv_cache)
+        completions.append(prompt + tokenizer.decode(new_ids))
+    return completions

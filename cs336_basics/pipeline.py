@@ -116,21 +116,22 @@ def prepare_corpus(config: PipelineConfig, data_dir: Path) -> tuple[Path, Path]:
 def prepare_tokenizer(config: PipelineConfig, train_text: Path, tokenizer_dir: Path):
     """Stage 2: train BPE on the training text, or load the given tokenizer directory."""
     from cs336_basics.bpe import train_bpe
-    from cs336_basics.commands.generate import load_tokenizer_dir
     from cs336_basics.tokenizer import Tokenizer
 
     special_tokens = list(config.tokenizer.get("special_tokens", ["<|endoftext|>"]))
     if config.tokenizer_dir:
         source = Path(config.tokenizer_dir)
-        for name in ("vocab.json", "merges.txt", "special_tokens.json"):
-            if (source / name).is_file():
-                shutil.copyfile(source / name, tokenizer_dir / name)
-        return load_tokenizer_dir(source, special_tokens)
-    vocab, merges = train_bpe(
-        train_text, int(config.tokenizer["vocab_size"]), special_tokens, num_workers=config.workers
-    )
-    tokenizer = Tokenizer(vocab, merges, special_tokens)
-    tokenizer.save(tokenizer_dir / "vocab.json", tokenizer_dir / "merges.txt")
+        for name in ("vocab.json", "merges.txt"):
+            if not (source / name).is_file():
+                raise FileNotFoundError(f"tokenizer directory {source} has no {name}")
+            shutil.copyfile(source / name, tokenizer_dir / name)
+        tokenizer = Tokenizer.from_files(source / "vocab.json", source / "merges.txt", special_tokens)
+    else:
+        vocab, merges = train_bpe(
+            train_text, int(config.tokenizer["vocab_size"]), special_tokens, num_workers=config.workers
+        )
+        tokenizer = Tokenizer(vocab, merges, special_tokens)
+        tokenizer.save(tokenizer_dir / "vocab.json", tokenizer_dir / "merges.txt")
     with atomic_writer(tokenizer_dir / "special_tokens.json") as handle:
         handle.write(json.dumps(special_tokens).encode())
     return tokenizer
@@ -155,8 +156,8 @@ def run_pipeline(config: PipelineConfig, progress: bool = True) -> dict[str, Any
     import numpy as np
 
     from cs336_basics.checkpoint import model_from_checkpoint
-    from cs336_basics.commands.generate import complete
     from cs336_basics.config import ModelConfig
+    from cs336_basics.generation import complete_prompts
     from cs336_basics.training import TrainConfig, train
 
     started = time.perf_counter()
@@ -202,7 +203,7 @@ def run_pipeline(config: PipelineConfig, progress: bool = True) -> dict[str, Any
     samples: list[str] = []
     if result.checkpoint is not None:
         model = model_from_checkpoint(result.checkpoint, device=train_config.device if train_config.device != "auto" else None)
-        samples = complete(
+        samples = complete_prompts(
             model, tokenizer, list(config.sample.get("prompts", [""])),
             int(config.sample.get("max_new_tokens", 100)), float(config.sample.get("temperature", 0.8)),
             float(config.sample.get("top_p", 0.95)), config.seed, "<|endoftext|>",

@@ -43,29 +43,9 @@ def load_tokenizer_dir(directory: str | os.PathLike, special_tokens: list[str] |
     )
 
 
-def complete(model, tokenizer, prompts: list[str], max_new_tokens: int, temperature: float,
-             top_p: float, seed: int, end_token: str, use_kv_cache: bool = True) -> list[str]:
-    """Each prompt followed by its sampled continuation (up to and including ``end_token``)."""
-    import torch
-
-    from cs336_basics.generation import generate
-
-    eos_id = tokenizer.special_ids.get(end_token)
-    generator = torch.Generator().manual_seed(seed)
-    completions = []
-    for prompt in prompts:
-        prompt_ids = tokenizer.encode(prompt) if prompt else []
-        if not prompt_ids:  # an empty prompt starts a fresh document
-            if eos_id is None:
-                raise ValueError(f"an empty prompt needs the end token {end_token!r} in the tokenizer")
-            prompt_ids = [eos_id]
-        new_ids = generate(model, prompt_ids, max_new_tokens, temperature, top_p, eos_id, generator, use_kv_cache)
-        completions.append(prompt + tokenizer.decode(new_ids))
-    return completions
-
-
 def run(args: argparse.Namespace) -> int:
     from cs336_basics.checkpoint import CheckpointError, model_from_checkpoint
+    from cs336_basics.generation import complete_prompts
     from cs336_basics.training import auto_device
 
     prompts = list(args.prompt or [])
@@ -84,8 +64,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"cs336 generate: the tokenizer has {len(tokenizer.vocab)} tokens but the model only "
               f"{model.config.vocab_size}; were they trained together?", file=sys.stderr)
         return 2
-    completions = complete(model, tokenizer, prompts, args.max_new_tokens, args.temperature,
-                           args.top_p, args.seed, args.end_token, not args.no_kv_cache)
+    completions = complete_prompts(model, tokenizer, prompts, args.max_new_tokens, args.temperature,
+                                   args.top_p, args.seed, args.end_token, not args.no_kv_cache)
     for index, text in enumerate(completions):
         print(f"--- sample {index + 1} ---\n{text}")
     return 0
