@@ -99,7 +99,9 @@ def save_checkpoint(
         "iteration": int(iteration),
     }
     # END SOLUTION
-    checkpoint.update(format=FORMAT, version=VERSION, config=config, rng=rng_states(), extra=extra or {})
+    checkpoint.update(
+        format=FORMAT, version=VERSION, config=config, rng=rng_states(), extra=extra or {}
+    )
     if not isinstance(out, (str, os.PathLike)):
         torch.save(checkpoint, out)
         return
@@ -109,7 +111,11 @@ def save_checkpoint(
 
 def read_checkpoint(src: Destination) -> dict[str, Any]:
     """Load and validate a checkpoint's contents (tensors on CPU) without applying them."""
-    name = os.fspath(src) if isinstance(src, (str, os.PathLike)) else getattr(src, "name", "<file object>")
+    name = (
+        os.fspath(src)
+        if isinstance(src, (str, os.PathLike))
+        else getattr(src, "name", "<file object>")
+    )
     if isinstance(src, (str, os.PathLike)) and not Path(src).is_file():
         raise CheckpointError(f"checkpoint not found: {name}")
     try:
@@ -152,7 +158,9 @@ def load_checkpoint(
     return checkpoint["iteration"]
 
 
-def model_from_checkpoint(src: Destination, device: torch.device | str | None = None) -> TransformerLM:
+def model_from_checkpoint(
+    src: Destination, device: torch.device | str | None = None
+) -> TransformerLM:
     """Rebuild the ``TransformerLM`` a training run saved, from the config stored beside its weights."""
     checkpoint = read_checkpoint(src)
     config = checkpoint["config"] or {}

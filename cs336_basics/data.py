@@ -64,7 +64,9 @@ def sample_start_indices(
     Each window needs ``context_length`` inputs plus one more token for the last target.
     """
     if batch_size < 1 or context_length < 1:
-        raise ValueError(f"batch_size and context_length must be positive; got {batch_size}, {context_length}")
+        raise ValueError(
+            f"batch_size and context_length must be positive; got {batch_size}, {context_length}"
+        )
     if num_tokens <= context_length:
         raise ValueError(
             f"the dataset has {num_tokens} tokens, but a window of context_length={context_length} "
@@ -76,7 +78,10 @@ def sample_start_indices(
 
 
 def gather_windows(
-    dataset: npt.NDArray, starts: Int[Tensor, " batch_size"], context_length: int, device: str | torch.device
+    dataset: npt.NDArray,
+    starts: Int[Tensor, " batch_size"],
+    context_length: int,
+    device: str | torch.device,
 ) -> tuple[Int[Tensor, "batch_size context_length"], Int[Tensor, "batch_size context_length"]]:
     """Inputs ``dataset[s : s + context_length]`` and targets shifted by one, as int64 on ``device``."""
     device = resolve_device(device)

@@ -71,7 +71,9 @@ def generate(
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be non-negative; got {max_new_tokens}")
     context_length = model.config.context_length
-    sequence = list(prompt_ids[-(context_length - 1):]) if context_length > 1 else list(prompt_ids[-1:])
+    sequence = (
+        list(prompt_ids[-(context_length - 1) :]) if context_length > 1 else list(prompt_ids[-1:])
+    )
     device = next(model.parameters()).device
     budget = min(max_new_tokens, context_length - len(sequence))
     was_training = model.training
@@ -117,8 +119,12 @@ def complete_prompts(
         prompt_ids = tokenizer.encode(prompt) if prompt else []
         if not prompt_ids:
             if eos_id is None:
-                raise ValueError(f"an empty prompt needs the end token {end_token!r} in the tokenizer")
+                raise ValueError(
+                    f"an empty prompt needs the end token {end_token!r} in the tokenizer"
+                )
             prompt_ids = [eos_id]
-        new_ids = generate(model, prompt_ids, max_new_tokens, temperature, top_p, eos_id, generator, use_kv_cache)
+        new_ids = generate(
+            model, prompt_ids, max_new_tokens, temperature, top_p, eos_id, generator, use_kv_cache
+        )
         completions.append(prompt + tokenizer.decode(new_ids))
     return completions

@@ -41,7 +41,9 @@ def embedded_config(preset: str = "default") -> dict[str, Any]:
 
     if preset not in PRESETS:
         raise ValueError(f"unknown pipeline preset {preset!r}; choose from {', '.join(PRESETS)}")
-    return tomllib.loads(resources.files("cs336_basics.configs").joinpath(PRESETS[preset]).read_text())
+    return tomllib.loads(
+        resources.files("cs336_basics.configs").joinpath(PRESETS[preset]).read_text()
+    )
 
 
 @dataclass
@@ -125,10 +127,15 @@ def prepare_tokenizer(config: PipelineConfig, train_text: Path, tokenizer_dir: P
             if not (source / name).is_file():
                 raise FileNotFoundError(f"tokenizer directory {source} has no {name}")
             shutil.copyfile(source / name, tokenizer_dir / name)
-        tokenizer = Tokenizer.from_files(source / "vocab.json", source / "merges.txt", special_tokens)
+        tokenizer = Tokenizer.from_files(
+            source / "vocab.json", source / "merges.txt", special_tokens
+        )
     else:
         vocab, merges = train_bpe(
-            train_text, int(config.tokenizer["vocab_size"]), special_tokens, num_workers=config.workers
+            train_text,
+            int(config.tokenizer["vocab_size"]),
+            special_tokens,
+            num_workers=config.workers,
         )
         tokenizer = Tokenizer(vocab, merges, special_tokens)
         tokenizer.save(tokenizer_dir / "vocab.json", tokenizer_dir / "merges.txt")
@@ -137,7 +144,9 @@ def prepare_tokenizer(config: PipelineConfig, train_text: Path, tokenizer_dir: P
     return tokenizer
 
 
-def prepare_tokens(config: PipelineConfig, tokenizer, texts: tuple[Path, Path], data_dir: Path) -> tuple[Path, Path]:
+def prepare_tokens(
+    config: PipelineConfig, tokenizer, texts: tuple[Path, Path], data_dir: Path
+) -> tuple[Path, Path]:
     """Stage 3: encode both splits into ``.npy`` arrays, or use the given arrays."""
     from cs336_basics.encode_file import encode_file
 
@@ -177,39 +186,66 @@ def run_pipeline(config: PipelineConfig, progress: bool = True) -> dict[str, Any
     texts = prepare_corpus(config, data_dir)
     timings["corpus"] = time.perf_counter() - t
 
-    t = _stage(2, "tokenizer", config.tokenizer_dir or f"training BPE, vocab {config.tokenizer['vocab_size']}")
+    t = _stage(
+        2,
+        "tokenizer",
+        config.tokenizer_dir or f"training BPE, vocab {config.tokenizer['vocab_size']}",
+    )
     tokenizer = prepare_tokenizer(config, texts[0], tokenizer_dir)
     timings["tokenizer"] = time.perf_counter() - t
 
-    t = _stage(3, "encode", "using given token arrays" if config.train_tokens else "train and validation splits")
+    t = _stage(
+        3,
+        "encode",
+        "using given token arrays" if config.train_tokens else "train and validation splits",
+    )
     token_paths = prepare_tokens(config, tokenizer, texts, data_dir)
     timings["encode"] = time.perf_counter() - t
     num_tokens = [len(np.load(p, mmap_mode="r")) for p in token_paths]
     print(f"      {num_tokens[0]:,} training and {num_tokens[1]:,} validation tokens")
 
     model_config = ModelConfig.from_dict({"vocab_size": len(tokenizer.vocab), **config.model})
-    train_config = TrainConfig.from_dict({
-        "seed": config.seed, **config.train, "model": model_config, "out_dir": str(run_dir),
-        "train_data": str(token_paths[0]), "val_data": str(token_paths[1]),
-        "progress": progress and config.train.get("progress", True),
-    })
-    t = _stage(4, "train", f"{_parameter_count(model_config):,} parameters, up to "
-                           f"{train_config.max_steps} steps" + (f" or {train_config.max_seconds:g}s"
-                                                                 if train_config.max_seconds else ""))
+    train_config = TrainConfig.from_dict(
+        {
+            "seed": config.seed,
+            **config.train,
+            "model": model_config,
+            "out_dir": str(run_dir),
+            "train_data": str(token_paths[0]),
+            "val_data": str(token_paths[1]),
+            "progress": progress and config.train.get("progress", True),
+        }
+    )
+    t = _stage(
+        4,
+        "train",
+        f"{_parameter_count(model_config):,} parameters, up to "
+        f"{train_config.max_steps} steps"
+        + (f" or {train_config.max_seconds:g}s" if train_config.max_seconds else ""),
+    )
     result = train(train_config)
     timings["train"] = time.perf_counter() - t
 
     t = _stage(5, "sample", f"{len(config.sample.get('prompts', ['']))} prompt(s)")
     samples: list[str] = []
     if result.checkpoint is not None:
-        model = model_from_checkpoint(result.checkpoint, device=train_config.device if train_config.device != "auto" else None)
+        model = model_from_checkpoint(
+            result.checkpoint, device=train_config.device if train_config.device != "auto" else None
+        )
         samples = complete_prompts(
-            model, tokenizer, list(config.sample.get("prompts", [""])),
-            int(config.sample.get("max_new_tokens", 100)), float(config.sample.get("temperature", 0.8)),
-            float(config.sample.get("top_p", 0.95)), config.seed, "<|endoftext|>",
+            model,
+            tokenizer,
+            list(config.sample.get("prompts", [""])),
+            int(config.sample.get("max_new_tokens", 100)),
+            float(config.sample.get("temperature", 0.8)),
+            float(config.sample.get("top_p", 0.95)),
+            config.seed,
+            "<|endoftext|>",
         )
         with atomic_writer(run_dir / "samples.txt") as handle:
-            handle.write("".join(f"--- sample {i + 1} ---\n{s}\n" for i, s in enumerate(samples)).encode())
+            handle.write(
+                "".join(f"--- sample {i + 1} ---\n{s}\n" for i, s in enumerate(samples)).encode()
+            )
     timings["sample"] = time.perf_counter() - t
 
     first_val = next((r["loss"] for r in result.history if r["split"] == "val"), None)
@@ -243,20 +279,26 @@ def _parameter_count(model_config) -> int:
 
 def print_summary(summary: dict[str, Any]) -> None:
     seconds = summary["seconds"]
-    print("\n".join([
-        "",
-        f"run directory   {summary['run_dir']}",
-        f"model           {summary['parameters']:,} parameters, vocab {summary['vocab_size']}",
-        f"training        {summary['steps']} steps ({summary['stopped']}), "
-        f"{summary['train_tokens']:,} training tokens",
-        f"validation loss {summary['first_val_loss']:.3f} at the first evaluation -> "
-        f"{summary['final_val_loss']:.3f} at the end" if summary["final_val_loss"] is not None
-        else "validation loss (none)",
-        f"time            {seconds['total']:.0f}s total ("
-        + ", ".join(f"{k} {v:.1f}s" for k, v in seconds.items() if k != "total") + ")",
-        f"checkpoint      {summary['checkpoint']}",
-        f"loss plot       {summary['loss_plot']}",
-        "",
-    ]))
+    print(
+        "\n".join(
+            [
+                "",
+                f"run directory   {summary['run_dir']}",
+                f"model           {summary['parameters']:,} parameters, vocab {summary['vocab_size']}",
+                f"training        {summary['steps']} steps ({summary['stopped']}), "
+                f"{summary['train_tokens']:,} training tokens",
+                f"validation loss {summary['first_val_loss']:.3f} at the first evaluation -> "
+                f"{summary['final_val_loss']:.3f} at the end"
+                if summary["final_val_loss"] is not None
+                else "validation loss (none)",
+                f"time            {seconds['total']:.0f}s total ("
+                + ", ".join(f"{k} {v:.1f}s" for k, v in seconds.items() if k != "total")
+                + ")",
+                f"checkpoint      {summary['checkpoint']}",
+                f"loss plot       {summary['loss_plot']}",
+                "",
+            ]
+        )
+    )
     for index, text in enumerate(summary["samples"]):
         print(f"--- sample {index + 1} ---\n{text}\n")

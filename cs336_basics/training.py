@@ -35,7 +35,12 @@ from torch import nn
 
 from cs336_basics.adamw import AdamW
 from cs336_basics.atomic_write import atomic_writer
-from cs336_basics.checkpoint import read_checkpoint, restore_rng_states, save_checkpoint, unwrap_model
+from cs336_basics.checkpoint import (
+    read_checkpoint,
+    restore_rng_states,
+    save_checkpoint,
+    unwrap_model,
+)
 from cs336_basics.config import ModelConfig
 from cs336_basics.data import gather_windows, load_tokens, resolve_device, sample_start_indices
 from cs336_basics.gradient_clipping import clip_gradients
@@ -90,8 +95,15 @@ class TrainConfig:
     wandb_run_name: str | None = None
 
     def __post_init__(self) -> None:
-        positive = ("batch_size", "grad_accum_steps", "max_steps", "eval_interval", "eval_batches",
-                    "log_interval", "checkpoint_interval")
+        positive = (
+            "batch_size",
+            "grad_accum_steps",
+            "max_steps",
+            "eval_interval",
+            "eval_batches",
+            "log_interval",
+            "checkpoint_interval",
+        )
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -102,7 +114,9 @@ class TrainConfig:
                 f"cosine_steps={self.schedule_steps}"
             )
         if not 0 <= self.lr_min <= self.lr_max:
-            raise ValueError(f"need 0 <= lr_min <= lr_max; got lr_min={self.lr_min}, lr_max={self.lr_max}")
+            raise ValueError(
+                f"need 0 <= lr_min <= lr_max; got lr_min={self.lr_min}, lr_max={self.lr_max}"
+            )
         if self.grad_clip is not None and self.grad_clip <= 0:
             raise ValueError(f"grad_clip must be positive or None; got {self.grad_clip}")
         if self.precision not in ("auto", "fp32", "bf16"):
@@ -125,7 +139,12 @@ class TrainConfig:
         if missing:
             raise ValueError(f"the training config is missing: {', '.join(missing)}")
         model = data["model"]
-        return cls(**{**data, "model": model if isinstance(model, ModelConfig) else ModelConfig.from_dict(model)})
+        return cls(
+            **{
+                **data,
+                "model": model if isinstance(model, ModelConfig) else ModelConfig.from_dict(model),
+            }
+        )
 
 
 def load_config_file(path: str | os.PathLike) -> dict[str, Any]:
@@ -251,7 +270,9 @@ def autocast_context(device: torch.device, precision: str) -> contextlib.Abstrac
 # --- the loop --------------------------------------------------------------------------------
 
 
-def language_model_loss(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+def language_model_loss(
+    model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor
+) -> torch.Tensor:
     """Next-token cross-entropy (in float32) plus any auxiliary loss the model reports (MoE)."""
     # BEGIN SOLUTION
     logits = model(inputs)
@@ -271,7 +292,9 @@ def local_batch(
         raise ValueError(
             f"batch_size={config.batch_size} must be divisible by the number of processes ({env.world_size})"
         )
-    starts = sample_start_indices(len(dataset), config.batch_size, config.model.context_length, generator)
+    starts = sample_start_indices(
+        len(dataset), config.batch_size, config.model.context_length, generator
+    )
     per_rank = config.batch_size // env.world_size
     mine = starts[env.rank * per_rank : (env.rank + 1) * per_rank]
     return gather_windows(dataset, mine, config.model.context_length, env.device)
@@ -304,8 +327,12 @@ def schedule_position(step: int, elapsed_s: float, config: TrainConfig, env: Dis
 
 
 def accumulate_gradients(
-    model: nn.Module, optimizer: torch.optim.Optimizer, dataset, config: TrainConfig,
-    generator: torch.Generator, env: Distributed,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    dataset,
+    config: TrainConfig,
+    generator: torch.Generator,
+    env: Distributed,
 ) -> float:
     """Zero the gradients, then accumulate those of ``grad_accum_steps`` micro-batches.
 
@@ -366,14 +393,20 @@ def start_wandb(config: TrainConfig) -> Any:
             "wandb_project is set but Weights & Biases is not installed; run "
             "`uv sync --extra wandb` (or drop wandb_project)"
         ) from error
-    return wandb.init(project=config.wandb_project, name=config.wandb_run_name, config=config.to_dict())
+    return wandb.init(
+        project=config.wandb_project, name=config.wandb_run_name, config=config.to_dict()
+    )
 
 
 def _check_resume_compatible(saved: dict[str, Any] | None, config: TrainConfig, path: Path) -> None:
     if not saved or "model" not in saved:
         raise ValueError(f"{path} does not record a model config, so it cannot be resumed")
     current = config.model.to_dict()
-    differences = [k for k in sorted(set(saved["model"]) | set(current)) if saved["model"].get(k) != current.get(k)]
+    differences = [
+        k
+        for k in sorted(set(saved["model"]) | set(current))
+        if saved["model"].get(k) != current.get(k)
+    ]
     if differences:
         raise ValueError(
             f"cannot resume from {path}: its model config differs in {', '.join(differences)}"
@@ -415,11 +448,18 @@ def train(config: TrainConfig, resume: str | os.PathLike | bool | None = None) -
         optimizer.load_state_dict(saved["optimizer"])
         restore_rng_states(saved["rng"])
         batch_generator.set_state(saved["extra"]["batch_generator"])
-        step, elapsed_before, last_good = saved["iteration"], saved["extra"]["elapsed_s"], resume_path
+        step, elapsed_before, last_good = (
+            saved["iteration"],
+            saved["extra"]["elapsed_s"],
+            resume_path,
+        )
         saved_schedule = saved["config"].get("cosine_steps") or saved["config"].get("max_steps")
         if env.is_main and saved_schedule != config.schedule_steps:
-            print(f"note: the cosine schedule now ends at step {config.schedule_steps}, not {saved_schedule} "
-                  "as in the checkpointed run (set cosine_steps to keep it)", file=sys.stderr)
+            print(
+                f"note: the cosine schedule now ends at step {config.schedule_steps}, not {saved_schedule} "
+                "as in the checkpointed run (set cosine_steps to keep it)",
+                file=sys.stderr,
+            )
 
     wandb_run = start_wandb(config) if config.wandb_project and env.is_main else None
     metrics = MetricsLog(metrics_path, env.is_main, wandb_run)
@@ -439,7 +479,9 @@ def train(config: TrainConfig, resume: str | os.PathLike | bool | None = None) -
     def write_checkpoint() -> Path:
         extra = {"batch_generator": batch_generator.get_state(), "elapsed_s": elapsed()}
         if env.is_main:
-            save_checkpoint(model, optimizer, step, checkpoint_path, config=config.to_dict(), extra=extra)
+            save_checkpoint(
+                model, optimizer, step, checkpoint_path, config=config.to_dict(), extra=extra
+            )
         return checkpoint_path
 
     started = time.perf_counter()
@@ -456,20 +498,33 @@ def train(config: TrainConfig, resume: str | os.PathLike | bool | None = None) -
 
     if val_tokens is not None and step == 0:  # the starting point of the validation curve
         val_loss = evaluate(trained_model, val_tokens, config, env)
-        metrics.write({"step": 0, "split": "val", "loss": val_loss, "tokens": 0, "elapsed_s": elapsed()})
+        metrics.write(
+            {"step": 0, "split": "val", "loss": val_loss, "tokens": 0, "elapsed_s": elapsed()}
+        )
 
     while step < config.max_steps:
         step_started = time.perf_counter()
         lr = get_lr_cosine_schedule(
             schedule_position(step, elapsed(), config, env),
-            config.lr_max, config.lr_min, config.warmup_steps, config.schedule_steps,
+            config.lr_max,
+            config.lr_min,
+            config.warmup_steps,
+            config.schedule_steps,
         )
         for group in optimizer.param_groups:
             group["lr"] = lr
-        train_loss = env.mean(accumulate_gradients(trained_model, optimizer, train_tokens, config, batch_generator, env))
+        train_loss = env.mean(
+            accumulate_gradients(
+                trained_model, optimizer, train_tokens, config, batch_generator, env
+            )
+        )
         if not math.isfinite(train_loss):
             stopped = "non-finite loss"
-            where = f"{last_good} (step {_checkpoint_step(last_good)})" if last_good else "none was written"
+            where = (
+                f"{last_good} (step {_checkpoint_step(last_good)})"
+                if last_good
+                else "none was written"
+            )
             message = (
                 f"stopping: the training loss is {train_loss} at step {step + 1}; the update was "
                 f"not applied. Last good checkpoint: {where}."
@@ -478,7 +533,9 @@ def train(config: TrainConfig, resume: str | os.PathLike | bool | None = None) -
                 print(message, file=sys.stderr)
             train_loss = None
             break
-        grad_norm = clip_gradients(model.parameters(), config.grad_clip) if config.grad_clip else None
+        grad_norm = (
+            clip_gradients(model.parameters(), config.grad_clip) if config.grad_clip else None
+        )
         optimizer.step()
         step += 1
         interval_steps += 1
@@ -487,22 +544,42 @@ def train(config: TrainConfig, resume: str | os.PathLike | bool | None = None) -
         progress.set_postfix(loss=f"{train_loss:.3f}", lr=f"{lr:.2e}", refresh=False)
 
         if step % config.log_interval == 0 or step == config.max_steps:
-            tokens_per_second = interval_steps * tokens_per_step / interval_seconds if interval_seconds > 0 else None
-            metrics.write({
-                "step": step, "split": "train", "loss": train_loss, "lr": lr,
-                "grad_norm": None if grad_norm is None else grad_norm.item(),
-                "tokens": step * tokens_per_step, "elapsed_s": elapsed(), "tokens_per_s": tokens_per_second,
-            })
+            tokens_per_second = (
+                interval_steps * tokens_per_step / interval_seconds
+                if interval_seconds > 0
+                else None
+            )
+            metrics.write(
+                {
+                    "step": step,
+                    "split": "train",
+                    "loss": train_loss,
+                    "lr": lr,
+                    "grad_norm": None if grad_norm is None else grad_norm.item(),
+                    "tokens": step * tokens_per_step,
+                    "elapsed_s": elapsed(),
+                    "tokens_per_s": tokens_per_second,
+                }
+            )
             interval_seconds, interval_steps = 0.0, 0
 
         out_of_time = env.any(config.max_seconds is not None and elapsed() >= config.max_seconds)
         finishing = step == config.max_steps or out_of_time
         if val_tokens is not None and (step % config.eval_interval == 0 or finishing):
             val_loss = evaluate(trained_model, val_tokens, config, env)
-            metrics.write({"step": step, "split": "val", "loss": val_loss,
-                           "tokens": step * tokens_per_step, "elapsed_s": elapsed()})
+            metrics.write(
+                {
+                    "step": step,
+                    "split": "val",
+                    "loss": val_loss,
+                    "tokens": step * tokens_per_step,
+                    "elapsed_s": elapsed(),
+                }
+            )
             if env.is_main:
-                progress.write(f"step {step}: train loss {train_loss:.4f}, val loss {val_loss:.4f}, lr {lr:.2e}")
+                progress.write(
+                    f"step {step}: train loss {train_loss:.4f}, val loss {val_loss:.4f}, lr {lr:.2e}"
+                )
         if step % config.checkpoint_interval == 0 or finishing:
             last_good = write_checkpoint()
         if out_of_time and step < config.max_steps:
@@ -519,8 +596,15 @@ def train(config: TrainConfig, resume: str | os.PathLike | bool | None = None) -
     if env.owns_process_group:
         dist.destroy_process_group()
     return TrainResult(
-        step=step, train_loss=train_loss, val_loss=val_loss, stopped=stopped, out_dir=out_dir,
-        checkpoint=last_good, metrics=metrics_path, plot=plot, tokens_per_second=tokens_per_second,
+        step=step,
+        train_loss=train_loss,
+        val_loss=val_loss,
+        stopped=stopped,
+        out_dir=out_dir,
+        checkpoint=last_good,
+        metrics=metrics_path,
+        plot=plot,
+        tokens_per_second=tokens_per_second,
         history=read_metrics(metrics_path) if env.is_main else [],
     )
 
@@ -533,6 +617,10 @@ def _progress_bar(config: TrainConfig, env: Distributed, initial: int):
     from tqdm.auto import tqdm
 
     return tqdm(
-        total=config.max_steps, initial=initial, desc="train", unit="step",
-        disable=not (config.progress and env.is_main), dynamic_ncols=True,
+        total=config.max_steps,
+        initial=initial,
+        desc="train",
+        unit="step",
+        disable=not (config.progress and env.is_main),
+        dynamic_ncols=True,
     )

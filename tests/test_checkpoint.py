@@ -34,7 +34,9 @@ def _train_steps(model, optimizer, steps: int, seed: int = 0) -> list[float]:
 def test_checkpoint_round_trip_continues_identically(tmp_path, kind):
     model, optimizer = _model_and_optimizer(0)
     _train_steps(model, optimizer, 3)
-    target = {"path": tmp_path / "c.pt", "str": str(tmp_path / "c.pt"), "bytesio": io.BytesIO()}[kind]
+    target = {"path": tmp_path / "c.pt", "str": str(tmp_path / "c.pt"), "bytesio": io.BytesIO()}[
+        kind
+    ]
     run_save_checkpoint(model, optimizer, 3, target)
     continued = _train_steps(model, optimizer, 4, seed=1)
 
@@ -114,7 +116,9 @@ def test_checkpoint_keeps_config_and_rng_states(tmp_path):
 
     model, optimizer = _model_and_optimizer(0)
     torch.manual_seed(123)
-    save_checkpoint(model, optimizer, 7, tmp_path / "c.pt", config={"d_model": 8}, extra={"note": "x"})
+    save_checkpoint(
+        model, optimizer, 7, tmp_path / "c.pt", config={"d_model": 8}, extra={"note": "x"}
+    )
     expected = torch.rand(3)
     torch.manual_seed(0)
     assert load_checkpoint(tmp_path / "c.pt", model, optimizer, restore_rng=True) == 7

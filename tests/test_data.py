@@ -75,7 +75,10 @@ def test_get_batch_from_token_files(tmp_path):
     tokens = np.arange(20, dtype=np.uint16)
     np.save(tmp_path / "t.npy", tokens)
     tokens.astype(np.int32).tofile(tmp_path / "t.bin")
-    for dataset in (load_tokens(tmp_path / "t.npy"), load_tokens(tmp_path / "t.bin", dtype="int32")):
+    for dataset in (
+        load_tokens(tmp_path / "t.npy"),
+        load_tokens(tmp_path / "t.bin", dtype="int32"),
+    ):
         x, y = run_get_batch(dataset, 3, 4, "cpu")
         assert torch.equal(y, x + 1) and int(x.max()) < 19
     assert isinstance(load_tokens(tmp_path / "t.npy"), np.memmap)

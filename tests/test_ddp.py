@@ -20,17 +20,33 @@ MODEL = ModelConfig(vocab_size=32, context_length=8, d_model=16, num_layers=1, n
 
 def _settings(tmp_path, out_dir: str) -> dict:
     return dict(
-        model=MODEL.to_dict(), train_data=str(tmp_path / "train.npy"), val_data=str(tmp_path / "val.npy"),
-        out_dir=str(tmp_path / out_dir), batch_size=4, grad_accum_steps=2, max_steps=4, warmup_steps=1,
-        lr_max=1e-2, eval_interval=2, eval_batches=2, log_interval=1, checkpoint_interval=4,
-        device="cpu", progress=False,
+        model=MODEL.to_dict(),
+        train_data=str(tmp_path / "train.npy"),
+        val_data=str(tmp_path / "val.npy"),
+        out_dir=str(tmp_path / out_dir),
+        batch_size=4,
+        grad_accum_steps=2,
+        max_steps=4,
+        warmup_steps=1,
+        lr_max=1e-2,
+        eval_interval=2,
+        eval_batches=2,
+        log_interval=1,
+        checkpoint_interval=4,
+        device="cpu",
+        progress=False,
     )
 
 
 def _worker(rank: int, world_size: int, port: int, settings: dict) -> None:
     torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size))
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+    )
     try:
         train(TrainConfig.from_dict(settings))
     finally:
@@ -53,8 +69,13 @@ def test_ddp_two_processes_match_single_process(tmp_path):
     single = train(TrainConfig.from_dict(_settings(tmp_path, "single")))
     # Forked children inherit the parent's imports, which saves seconds per process.
     start_method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-    mp.start_processes(_worker, args=(2, _free_port(), _settings(tmp_path, "ddp")), nprocs=2,
-                       start_method=start_method, join=True)
+    mp.start_processes(
+        _worker,
+        args=(2, _free_port(), _settings(tmp_path, "ddp")),
+        nprocs=2,
+        start_method=start_method,
+        join=True,
+    )
 
     ddp_records = _records(tmp_path / "ddp" / "metrics.jsonl")
     single_losses = [(r["step"], r["split"], r["loss"]) for r in single.history]

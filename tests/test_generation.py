@@ -11,7 +11,9 @@ from cs336_basics.config import ModelConfig
 from cs336_basics.generation import generate, sample_next_token, top_p_filter
 from cs336_basics.model import TransformerLM
 
-CONFIG = ModelConfig(vocab_size=50, context_length=32, d_model=32, num_layers=2, num_heads=4, d_ff=64)
+CONFIG = ModelConfig(
+    vocab_size=50, context_length=32, d_model=32, num_layers=2, num_heads=4, d_ff=64
+)
 
 
 @pytest.fixture(scope="module")
@@ -31,12 +33,14 @@ def test_generation_cached_and_uncached_greedy_are_identical(model):
     with torch.no_grad():
         for _ in range(20):
             sequence.append(int(model(torch.tensor([sequence]))[0, -1].argmax()))
-    assert sequence[len(prompt):] == cached
+    assert sequence[len(prompt) :] == cached
 
 
 def test_generation_feeds_one_position_per_step_with_cache(model):
     seen = []
-    handle = model.token_embeddings.register_forward_hook(lambda m, args, out: seen.append(args[0].shape[-1]))
+    handle = model.token_embeddings.register_forward_hook(
+        lambda m, args, out: seen.append(args[0].shape[-1])
+    )
     try:
         generate(model, [1, 2, 3, 4, 5], 6, temperature=0.0)
         cached_calls = list(seen)
@@ -50,7 +54,14 @@ def test_generation_feeds_one_position_per_step_with_cache(model):
 
 def test_generation_seeded_sampling_is_reproducible(model):
     def sample(seed):
-        return generate(model, [7], 15, temperature=1.0, top_p=0.9, generator=torch.Generator().manual_seed(seed))
+        return generate(
+            model,
+            [7],
+            15,
+            temperature=1.0,
+            top_p=0.9,
+            generator=torch.Generator().manual_seed(seed),
+        )
 
     assert sample(1) == sample(1)
     assert sample(1) != sample(2)

@@ -57,7 +57,9 @@ def test_adamw_matches_the_handout_formula_exactly():
     """A plain-Python transcription of the handout's algorithm, in float64."""
     lr, (beta1, beta2), eps, decay = 0.05, (0.8, 0.9), 1e-6, 0.2
     parameter = torch.nn.Parameter(torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64))
-    optimizer = get_adamw_cls()([parameter], lr=lr, betas=(beta1, beta2), eps=eps, weight_decay=decay)
+    optimizer = get_adamw_cls()(
+        [parameter], lr=lr, betas=(beta1, beta2), eps=eps, weight_decay=decay
+    )
     theta = [1.0, -2.0, 0.5]
     m = [0.0] * 3
     v = [0.0] * 3

@@ -11,11 +11,31 @@ from .adapters import run_get_lr_cosine_schedule
 
 # The handout's example: max 1, min 0.1, 7 warmup iterations, cycle ends at 21.
 HANDOUT_VALUES = [
-    0, 0.14285714285714285, 0.2857142857142857, 0.42857142857142855, 0.5714285714285714,
-    0.7142857142857143, 0.8571428571428571, 1.0, 0.9887175604818206, 0.9554359905560885,
-    0.9018241671106134, 0.8305704108364301, 0.7452476826029011, 0.6501344202803414,
-    0.55, 0.44986557971965857, 0.3547523173970989, 0.26942958916356996, 0.19817583288938662,
-    0.14456400944391146, 0.11128243951817937, 0.1, 0.1, 0.1, 0.1,
+    0,
+    0.14285714285714285,
+    0.2857142857142857,
+    0.42857142857142855,
+    0.5714285714285714,
+    0.7142857142857143,
+    0.8571428571428571,
+    1.0,
+    0.9887175604818206,
+    0.9554359905560885,
+    0.9018241671106134,
+    0.8305704108364301,
+    0.7452476826029011,
+    0.6501344202803414,
+    0.55,
+    0.44986557971965857,
+    0.3547523173970989,
+    0.26942958916356996,
+    0.19817583288938662,
+    0.14456400944391146,
+    0.11128243951817937,
+    0.1,
+    0.1,
+    0.1,
+    0.1,
 ]
 
 
@@ -36,12 +56,16 @@ def test_cosine_schedule_matches_torch_schedulers():
         optimizer.step()
         warm.step()
     optimizer.param_groups[0]["lr"] = max_lr
-    cosine = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cycle - warmup, eta_min=min_lr)
+    cosine = torch.optim.lr_scheduler.CosineAnnealingLR(
+        optimizer, T_max=cycle - warmup, eta_min=min_lr
+    )
     for _ in range(cycle - warmup + 1):
         expected.append(optimizer.param_groups[0]["lr"])
         optimizer.step()
         cosine.step()
-    actual = [run_get_lr_cosine_schedule(it, max_lr, min_lr, warmup, cycle) for it in range(cycle + 1)]
+    actual = [
+        run_get_lr_cosine_schedule(it, max_lr, min_lr, warmup, cycle) for it in range(cycle + 1)
+    ]
     assert actual == pytest.approx(expected, rel=1e-9, abs=1e-12)
     assert run_get_lr_cosine_schedule(cycle + 100, max_lr, min_lr, warmup, cycle) == min_lr
 
@@ -50,4 +74,6 @@ def test_cosine_schedule_without_warmup_starts_at_max():
     assert run_get_lr_cosine_schedule(0, 2.0, 1.0, 0, 10) == 2.0
     assert run_get_lr_cosine_schedule(5, 2.0, 1.0, 0, 10) == pytest.approx(1.5)
     assert run_get_lr_cosine_schedule(10, 2.0, 1.0, 0, 10) == pytest.approx(1.0)
-    assert math.isclose(run_get_lr_cosine_schedule(3, 2.0, 1.0, 0, 10), 1.0 + 0.5 * (1 + math.cos(math.pi * 0.3)))
+    assert math.isclose(
+        run_get_lr_cosine_schedule(3, 2.0, 1.0, 0, 10), 1.0 + 0.5 * (1 + math.cos(math.pi * 0.3))
+    )

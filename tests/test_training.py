@@ -15,7 +15,9 @@ from cs336_basics.losses import cross_entropy
 from cs336_basics.model import TransformerLM
 from cs336_basics.training import TrainConfig, train
 
-TINY_MODEL = ModelConfig(vocab_size=32, context_length=8, d_model=32, num_layers=2, num_heads=2, d_ff=64)
+TINY_MODEL = ModelConfig(
+    vocab_size=32, context_length=8, d_model=32, num_layers=2, num_heads=2, d_ff=64
+)
 
 
 @pytest.fixture
@@ -32,9 +34,21 @@ def token_files(tmp_path):
 def _config(token_files, out_dir, **overrides) -> TrainConfig:
     train_path, val_path = token_files
     settings = dict(
-        model=TINY_MODEL, train_data=str(train_path), val_data=str(val_path), out_dir=str(out_dir),
-        batch_size=4, max_steps=8, lr_max=3e-3, lr_min=3e-4, warmup_steps=2, cosine_steps=8,
-        eval_interval=4, eval_batches=2, log_interval=1, checkpoint_interval=4, device="cpu",
+        model=TINY_MODEL,
+        train_data=str(train_path),
+        val_data=str(val_path),
+        out_dir=str(out_dir),
+        batch_size=4,
+        max_steps=8,
+        lr_max=3e-3,
+        lr_min=3e-4,
+        warmup_steps=2,
+        cosine_steps=8,
+        eval_interval=4,
+        eval_batches=2,
+        log_interval=1,
+        checkpoint_interval=4,
+        device="cpu",
         progress=False,
     )
     settings.update(overrides)
@@ -74,7 +88,9 @@ def test_training_resume_reproduces_uninterrupted_run(token_files, tmp_path):
 
     assert _losses(resumed.history, "train") == _losses(straight.history, "train")
     # The interrupted run also evaluated at its last step (5); the scheduled evaluations agree.
-    assert [v for v in _losses(resumed.history, "val") if v[0] != 5] == _losses(straight.history, "val")
+    assert [v for v in _losses(resumed.history, "val") if v[0] != 5] == _losses(
+        straight.history, "val"
+    )
     assert [s for s, _ in _losses(resumed.history, "train")] == list(range(1, 9))
     saved = read_checkpoint(resumed.checkpoint)
     assert saved["iteration"] == 8 and saved["config"]["model"] == TINY_MODEL.to_dict()
@@ -84,12 +100,16 @@ def test_training_resume_reproduces_uninterrupted_run(token_files, tmp_path):
 
 def test_training_resume_rejects_a_different_model(token_files, tmp_path):
     train(_config(token_files, tmp_path / "run", max_steps=1))
-    other = _config(token_files, tmp_path / "run", model=ModelConfig(**{**TINY_MODEL.to_dict(), "d_ff": 96}))
+    other = _config(
+        token_files, tmp_path / "run", model=ModelConfig(**{**TINY_MODEL.to_dict(), "d_ff": 96})
+    )
     with pytest.raises(ValueError, match="d_ff"):
         train(other, resume=True)
 
 
-def test_training_stops_on_nan_and_keeps_last_good_checkpoint(token_files, tmp_path, monkeypatch, capsys):
+def test_training_stops_on_nan_and_keeps_last_good_checkpoint(
+    token_files, tmp_path, monkeypatch, capsys
+):
     import cs336_basics.training as training
 
     real_loss = training.language_model_loss
@@ -114,14 +134,29 @@ def test_training_cli_with_toml_config_and_overrides(token_files, tmp_path):
     from cs336_basics.cli import main
 
     train_path, val_path = token_files
-    model_table = "\n".join(f"{k} = {json.dumps(v)}" for k, v in TINY_MODEL.to_dict().items() if v is not None)
+    model_table = "\n".join(
+        f"{k} = {json.dumps(v)}" for k, v in TINY_MODEL.to_dict().items() if v is not None
+    )
     (tmp_path / "run.toml").write_text(
         f'train_data = "{train_path}"\nval_data = "{val_path}"\nmax_steps = 50\nbatch_size = 4\n'
         f'warmup_steps = 1\neval_batches = 1\nprogress = false\ndevice = "cpu"\n[model]\n{model_table}\n'
     )
     out_dir = tmp_path / "cli_run"
-    code = main(["train", "--config", str(tmp_path / "run.toml"), "--max-steps", "3",
-                 "--out-dir", str(out_dir), "--d-model", "16", "--log-interval", "1"])
+    code = main(
+        [
+            "train",
+            "--config",
+            str(tmp_path / "run.toml"),
+            "--max-steps",
+            "3",
+            "--out-dir",
+            str(out_dir),
+            "--d-model",
+            "16",
+            "--log-interval",
+            "1",
+        ]
+    )
     assert code == 0
     saved = read_checkpoint(out_dir / "checkpoints" / "latest.pt")
     assert saved["iteration"] == 3 and saved["config"]["model"]["d_model"] == 16
@@ -137,13 +172,36 @@ def test_training_tiny_pipeline_lowers_val_loss_and_leaves_loadable_checkpoint(t
     from cs336_basics.generation import generate
 
     run_dir = tmp_path / "pipeline"
-    assert main(["pipeline", "--tiny", "--run-dir", str(run_dir), "--no-progress", "--device", "cpu", "--workers", "1"]) == 0
+    assert (
+        main(
+            [
+                "pipeline",
+                "--tiny",
+                "--run-dir",
+                str(run_dir),
+                "--no-progress",
+                "--device",
+                "cpu",
+                "--workers",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert "validation loss" in capsys.readouterr().out
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stopped"] == "completed"
     assert summary["final_val_loss"] < summary["first_val_loss"] - 1.5  # about 5.7 -> 3.5 or below
-    for name in ("tokenizer/vocab.json", "tokenizer/merges.txt", "data/train.npy", "data/valid.npy",
-                 "metrics.jsonl", "loss.png", "samples.txt", "config.json"):
+    for name in (
+        "tokenizer/vocab.json",
+        "tokenizer/merges.txt",
+        "data/train.npy",
+        "data/valid.npy",
+        "metrics.jsonl",
+        "loss.png",
+        "samples.txt",
+        "config.json",
+    ):
         assert (run_dir / name).is_file(), name
     model = model_from_checkpoint(run_dir / "checkpoints" / "latest.pt")
     assert model.config.vocab_size == summary["vocab_size"]
@@ -173,29 +231,81 @@ def test_training_pipeline_takes_user_data_at_every_stage(tmp_path):
     from cs336_basics.cli import main
 
     first = tmp_path / "first"
-    common = ["pipeline", "--tiny", "--no-progress", "--device", "cpu", "--workers", "1", "--max-steps", "6"]
+    common = [
+        "pipeline",
+        "--tiny",
+        "--no-progress",
+        "--device",
+        "cpu",
+        "--workers",
+        "1",
+        "--max-steps",
+        "6",
+    ]
     assert main([*common, "--run-dir", str(first)]) == 0
     # user text and a user tokenizer: the encode stage must reproduce the first run's arrays
     second = tmp_path / "second"
-    assert main([*common, "--run-dir", str(second), "--train-text", str(first / "data" / "train.txt"),
-                 "--val-text", str(first / "data" / "valid.txt"), "--tokenizer", str(first / "tokenizer")]) == 0
+    assert (
+        main(
+            [
+                *common,
+                "--run-dir",
+                str(second),
+                "--train-text",
+                str(first / "data" / "train.txt"),
+                "--val-text",
+                str(first / "data" / "valid.txt"),
+                "--tokenizer",
+                str(first / "tokenizer"),
+            ]
+        )
+        == 0
+    )
     assert not (second / "data" / "train.txt").exists()
     for name in ("train.npy", "valid.npy"):
         assert np.array_equal(np.load(second / "data" / name), np.load(first / "data" / name))
     # ready token arrays skip encoding altogether
     third = tmp_path / "third"
-    assert main([*common, "--run-dir", str(third), "--tokenizer", str(first / "tokenizer"),
-                 "--train-tokens", str(first / "data" / "train.npy"), "--val-tokens", str(first / "data" / "valid.npy")]) == 0
+    assert (
+        main(
+            [
+                *common,
+                "--run-dir",
+                str(third),
+                "--tokenizer",
+                str(first / "tokenizer"),
+                "--train-tokens",
+                str(first / "data" / "train.npy"),
+                "--val-tokens",
+                str(first / "data" / "valid.npy"),
+            ]
+        )
+        == 0
+    )
     assert json.loads((third / "summary.json").read_text())["steps"] == 6
-    assert main([*common, "--run-dir", str(third), "--train-text", str(tmp_path / "missing.txt"),
-                 "--val-text", str(tmp_path / "missing.txt")]) == 2
+    assert (
+        main(
+            [
+                *common,
+                "--run-dir",
+                str(third),
+                "--train-text",
+                str(tmp_path / "missing.txt"),
+                "--val-text",
+                str(tmp_path / "missing.txt"),
+            ]
+        )
+        == 2
+    )
 
 
 def test_training_loss_adds_the_moe_auxiliary_loss():
     from cs336_basics.training import language_model_loss
 
     torch.manual_seed(0)
-    model = TransformerLM(ModelConfig(**{**TINY_MODEL.to_dict(), "ffn": "moe", "num_experts": 4, "top_k": 2}))
+    model = TransformerLM(
+        ModelConfig(**{**TINY_MODEL.to_dict(), "ffn": "moe", "num_experts": 4, "top_k": 2})
+    )
     inputs = torch.randint(0, 32, (2, 8), generator=torch.Generator().manual_seed(1))
     targets = torch.randint(0, 32, (2, 8), generator=torch.Generator().manual_seed(2))
     loss = language_model_loss(model, inputs, targets)
@@ -205,7 +315,9 @@ def test_training_loss_adds_the_moe_auxiliary_loss():
 
 
 def test_training_time_budget_stops_and_reaches_the_schedule_floor(token_files, tmp_path):
-    result = train(_config(token_files, tmp_path / "run", max_seconds=1e-9, max_steps=50, cosine_steps=None))
+    result = train(
+        _config(token_files, tmp_path / "run", max_seconds=1e-9, max_steps=50, cosine_steps=None)
+    )
     assert result.stopped == "time budget" and result.step == 1
     first = next(r for r in result.history if r["split"] == "train")
     assert first["lr"] == 3e-4  # already past the deadline: the schedule sits at lr_min

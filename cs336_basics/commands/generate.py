@@ -15,18 +15,34 @@ import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="a checkpoint written by cs336 train or pipeline")
-    parser.add_argument("--tokenizer", required=True, metavar="DIR", help="directory with vocab.json and merges.txt")
-    parser.add_argument("--prompt", action="append", default=None,
-                        help="text to continue; repeat for several (default: one empty prompt)")
+    parser.add_argument(
+        "--checkpoint", required=True, help="a checkpoint written by cs336 train or pipeline"
+    )
+    parser.add_argument(
+        "--tokenizer", required=True, metavar="DIR", help="directory with vocab.json and merges.txt"
+    )
+    parser.add_argument(
+        "--prompt",
+        action="append",
+        default=None,
+        help="text to continue; repeat for several (default: one empty prompt)",
+    )
     parser.add_argument("--prompts-file", help="a text file with one prompt per line")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="(default: 256)")
-    parser.add_argument("--temperature", type=float, default=0.8, help="0 means greedy (default: 0.8)")
-    parser.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling mass (default: 0.95)")
+    parser.add_argument(
+        "--temperature", type=float, default=0.8, help="0 means greedy (default: 0.8)"
+    )
+    parser.add_argument(
+        "--top-p", type=float, default=0.95, help="nucleus sampling mass (default: 0.95)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="(default: 0)")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, mps or auto (default)")
-    parser.add_argument("--no-kv-cache", action="store_true", help="recompute the whole sequence each step")
-    parser.add_argument("--end-token", default="<|endoftext|>", help="stop after this special token")
+    parser.add_argument(
+        "--no-kv-cache", action="store_true", help="recompute the whole sequence each step"
+    )
+    parser.add_argument(
+        "--end-token", default="<|endoftext|>", help="stop after this special token"
+    )
 
 
 def load_tokenizer_dir(directory: str | os.PathLike, special_tokens: list[str] | None = None):
@@ -38,7 +54,8 @@ def load_tokenizer_dir(directory: str | os.PathLike, special_tokens: list[str] |
         with open(saved, encoding="utf-8") as file:
             special_tokens = json.load(file)
     return Tokenizer.from_files(
-        os.path.join(directory, "vocab.json"), os.path.join(directory, "merges.txt"),
+        os.path.join(directory, "vocab.json"),
+        os.path.join(directory, "merges.txt"),
         special_tokens if special_tokens is not None else ["<|endoftext|>"],
     )
 
@@ -61,11 +78,23 @@ def run(args: argparse.Namespace) -> int:
         return 2
     tokenizer = load_tokenizer_dir(args.tokenizer)
     if len(tokenizer.vocab) > model.config.vocab_size:
-        print(f"cs336 generate: the tokenizer has {len(tokenizer.vocab)} tokens but the model only "
-              f"{model.config.vocab_size}; were they trained together?", file=sys.stderr)
+        print(
+            f"cs336 generate: the tokenizer has {len(tokenizer.vocab)} tokens but the model only "
+            f"{model.config.vocab_size}; were they trained together?",
+            file=sys.stderr,
+        )
         return 2
-    completions = complete_prompts(model, tokenizer, prompts, args.max_new_tokens, args.temperature,
-                                   args.top_p, args.seed, args.end_token, not args.no_kv_cache)
+    completions = complete_prompts(
+        model,
+        tokenizer,
+        prompts,
+        args.max_new_tokens,
+        args.temperature,
+        args.top_p,
+        args.seed,
+        args.end_token,
+        not args.no_kv_cache,
+    )
     for index, text in enumerate(completions):
         print(f"--- sample {index + 1} ---\n{text}")
     return 0

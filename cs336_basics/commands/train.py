@@ -34,11 +34,17 @@ def add_dataclass_flags(
         default = f.default if f.default is not dataclasses.MISSING else "required"
         help_text = f"(default: {default})"
         if kind is bool:
-            parser.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+            parser.add_argument(
+                flag, dest=dest, action=argparse.BooleanOptionalAction, default=None, help=help_text
+            )
         elif typing.get_origin(kind) is typing.Literal:
-            parser.add_argument(flag, dest=dest, choices=typing.get_args(kind), default=None, help=help_text)
+            parser.add_argument(
+                flag, dest=dest, choices=typing.get_args(kind), default=None, help=help_text
+            )
         else:
-            parser.add_argument(flag, dest=dest, type=kind, default=None, metavar=f.name.upper(), help=help_text)
+            parser.add_argument(
+                flag, dest=dest, type=kind, default=None, metavar=f.name.upper(), help=help_text
+            )
 
 
 def flag_overrides(args: argparse.Namespace, cls: type, dest_prefix: str = "") -> dict[str, Any]:
@@ -51,13 +57,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from cs336_basics.config import ModelConfig
     from cs336_basics.training import TrainConfig
 
-    parser.add_argument("--config", help="JSON or TOML file with training settings and a model table")
     parser.add_argument(
-        "--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
+        "--config", help="JSON or TOML file with training settings and a model table"
+    )
+    parser.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="CHECKPOINT",
         help="continue from CHECKPOINT (default: <out-dir>/checkpoints/latest.pt)",
     )
     add_dataclass_flags(parser.add_argument_group("training settings"), TrainConfig)
-    add_dataclass_flags(parser.add_argument_group("model settings"), ModelConfig, dest_prefix="model.")
+    add_dataclass_flags(
+        parser.add_argument_group("model settings"), ModelConfig, dest_prefix="model."
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,5 +91,7 @@ def run(args: argparse.Namespace) -> int:
     summary = f"{result.stopped} at step {result.step}"
     if result.val_loss is not None:
         summary += f"; validation loss {result.val_loss:.4f}"
-    print(f"{summary}; checkpoint {result.checkpoint}; metrics {result.metrics}; plot {result.plot}")
+    print(
+        f"{summary}; checkpoint {result.checkpoint}; metrics {result.metrics}; plot {result.plot}"
+    )
     return 1 if result.stopped == "non-finite loss" else 0
