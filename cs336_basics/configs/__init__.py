@@ -1,0 +1,1 @@
+"""Embedded TOML configs of ``cs336 pipeline`` (read with ``importlib.resources``)."""
