@@ -36,6 +36,7 @@ from cs336_basics.pretokenization import (
     check_special_tokens,
     count_pretokens,
     find_chunk_boundaries,
+    read_text_range,
 )
 
 # Pre-tokenization chunks are at most this large, so workers' memory stays bounded on huge files.
@@ -134,16 +135,7 @@ def pretokenize_file(
 def _count_chunk(job: tuple[str, int, int, tuple[str, ...]]) -> Counter[bytes]:
     """Worker: read bytes ``[start, end)`` of the file and count their pre-tokens."""
     path, start, end, special_tokens = job
-    with open(path, "rb") as file:
-        file.seek(start)
-        data = file.read(end - start)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ValueError(
-            f"{path!r} is not valid UTF-8: bad byte at offset {start + error.start}"
-        ) from None
-    return count_pretokens(text, special_tokens)
+    return count_pretokens(read_text_range(path, start, end), special_tokens)
 
 
 class _PairKey:

@@ -21,7 +21,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from cs336_basics.atomic_write import atomic_writer
-from cs336_basics.pretokenization import find_chunk_boundaries
+from cs336_basics.pretokenization import find_chunk_boundaries, read_text_range
 from cs336_basics.tokenizer import Tokenizer
 
 # Text per job: small enough for a smooth progress bar and bounded memory, big enough that
@@ -115,14 +115,7 @@ def _init_worker(tokenizer: Tokenizer) -> None:
 def _encode_range(job: tuple[str, int, int, np.dtype]) -> np.ndarray:
     """Worker: the ids of bytes ``[start, end)`` of the file."""
     path, start, end, dtype = job
-    with open(path, "rb") as file:
-        file.seek(start)
-        data = file.read(end - start)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path!r} is not valid UTF-8: bad byte at offset {start + error.start}") from None
-    return np.array(_worker_tokenizer.encode(text), dtype=dtype)
+    return np.array(_worker_tokenizer.encode(read_text_range(path, start, end)), dtype=dtype)
 
 
 def _npy_header(dtype: np.dtype, length: int) -> bytes:

@@ -130,6 +130,17 @@ def last_safe_boundary(text: str, start: int, stop: int, special_regex: regex.Pa
     return best
 
 
+def read_text_range(path: str | os.PathLike, start: int, end: int) -> str:
+    """Bytes ``[start, end)`` of a UTF-8 file as text; a bad byte is reported by file offset."""
+    with open(path, "rb") as file:
+        file.seek(start)
+        data = file.read(end - start)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{str(path)!r} is not valid UTF-8: bad byte at offset {start + error.start}") from None
+
+
 def find_chunk_boundaries(
     path: str | os.PathLike, num_chunks: int, special_tokens: Sequence[str] = ()
 ) -> list[int]:
