@@ -197,7 +197,7 @@ BUGS: list[Bug] = [
         "ordered = sorted(special_tokens, key=len, reverse=True)", "ordered = sorted(special_tokens, key=len)",
         "match overlapping special tokens longest first"),
     bug("encode_applies_latest_merge_first", "tokenizer", "tokenizer.py",
-        "best = min(\n", "best = max(\n",
+        "found is not None and (best is None or found < best)", "found is not None and (best is None or found > best)",
         "apply merges in the order they were learned (lowest rank first)"),
     bug("decode_drops_malformed_bytes", "tokenizer", "tokenizer.py",
         'data.decode("utf-8", errors="replace")', 'data.decode("utf-8", errors="ignore")',
