@@ -20,11 +20,18 @@ def test_get_batch_shapes_targets_and_every_start():
         x, y = run_get_batch(dataset, batch_size, context_length, "cpu")
         assert x.shape == y.shape == (batch_size, context_length)
         assert x.dtype == torch.long and x.device.type == "cpu"
-        assert torch.equal(y, x + 1)  # the dataset is arange, so windows are consecutive
+        # The dataset is arange, so windows are consecutive and each target is its input + 1.
+        assert torch.equal(y, x + 1), "hint: targets are the inputs shifted by one position (y[i] = data[start + i + 1])"
         assert torch.equal(x - x[:, :1], torch.arange(context_length).expand_as(x))
         starts.update(x[:, 0].tolist())
     valid = set(range(len(dataset) - context_length))  # last start 92: inputs 92..98, target 99
-    assert set(starts) == valid
+    missing = sorted(valid - set(starts))
+    assert not missing, f"window starts {missing} were never sampled" + (
+        "\nhint: the last valid start is len(dataset) - context_length - 1, and randint's upper "
+        "bound is exclusive: draw from randint(0, len(dataset) - context_length)"
+        if missing == [max(valid)] else ""
+    )
+    assert set(starts) == valid, f"invalid window starts {sorted(set(starts) - valid)}"
     expected = 100 * batch_size / len(valid)  # 3200 draws over 93 starts, about 34 each
     assert all(abs(count - expected) < 5 * expected**0.5 for count in starts.values())
 

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from .adapters import run_cross_entropy
+from .hints import assert_close_or_hint
 
 
 def test_cross_entropy_matches_torch():
@@ -14,7 +15,11 @@ def test_cross_entropy_matches_torch():
     logits = torch.randn(8, 5, generator=generator)
     targets = torch.randint(0, 5, (8,), generator=generator)
     expected = F.cross_entropy(logits, targets)
-    torch.testing.assert_close(run_cross_entropy(logits, targets), expected)
+    mistakes = {
+        "the loss is summed over positions; average it over every leading position": F.cross_entropy(logits, targets, reduction="sum"),
+        "this is the probability's log without the minus sign": -expected,
+    }
+    assert_close_or_hint(run_cross_entropy(logits, targets), expected, mistakes, tolerance=1e-5)
 
 
 def test_cross_entropy_naive_formula():
@@ -29,7 +34,10 @@ def test_cross_entropy_is_stable_for_huge_logits():
     logits = torch.tensor([[1000.0, 1001.0, 999.0], [-1000.0, 0.0, 1000.0]])
     targets = torch.tensor([1, 0])
     result = run_cross_entropy(logits, targets)
-    assert torch.isfinite(result)
+    assert torch.isfinite(result), (
+        f"cross-entropy is {result.item()} for logits near 1000\n"
+        "hint: exp(1000) overflows; subtract each row's max before exp (log-sum-exp), and never form the softmax"
+    )
     torch.testing.assert_close(result, F.cross_entropy(logits.double(), targets).float())
 
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from .adapters import get_adamw_cls
+from .hints import matching_hints
 
 
 def _problem(seed: int = 0) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
@@ -53,27 +54,57 @@ def test_adamw_tracks_torch_adamw_over_many_steps(weight_decay):
     assert max((a - u).abs().max().item() for a, u in zip(ours, untrained)) > 0.1
 
 
-def test_adamw_matches_the_handout_formula_exactly():
-    """A plain-Python transcription of the handout's algorithm, in float64."""
-    lr, (beta1, beta2), eps, decay = 0.05, (0.8, 0.9), 1e-6, 0.2
-    parameter = torch.nn.Parameter(torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64))
-    optimizer = get_adamw_cls()(
-        [parameter], lr=lr, betas=(beta1, beta2), eps=eps, weight_decay=decay
-    )
-    theta = [1.0, -2.0, 0.5]
-    m = [0.0] * 3
-    v = [0.0] * 3
-    for t in range(1, 21):
-        grads = [math.sin(t + i) * (i + 1) for i in range(3)]
-        parameter.grad = torch.tensor(grads, dtype=torch.float64)
-        optimizer.step()
-        alpha = lr * math.sqrt(1 - beta2**t) / (1 - beta1**t)
+LR, BETAS, EPS, DECAY = 0.05, (0.8, 0.9), 1e-6, 0.2
+
+
+def _gradients(t: int) -> list[float]:
+    return [math.sin(t + i) * (i + 1) for i in range(3)]
+
+
+def handout_adamw(
+    steps: int,
+    *,
+    bias_correction: bool = True,
+    coupled_l2: bool = False,
+    eps_inside_sqrt: bool = False,
+    decay_with_step_size: bool = False,
+) -> list[list[float]]:
+    """A plain-Python transcription of the handout's algorithm (float64), or of one common
+    mistake in it; returns the parameters after each step."""
+    (beta1, beta2), theta, m, v, history = BETAS, [1.0, -2.0, 0.5], [0.0] * 3, [0.0] * 3, []
+    for t in range(1, steps + 1):
+        grads = _gradients(t)
+        if coupled_l2:
+            grads = [g + DECAY * p for g, p in zip(grads, theta)]
+        alpha = LR * math.sqrt(1 - beta2**t) / (1 - beta1**t) if bias_correction else LR
         for i, g in enumerate(grads):
             m[i] = beta1 * m[i] + (1 - beta1) * g
             v[i] = beta2 * v[i] + (1 - beta2) * g * g
-            theta[i] -= alpha * m[i] / (math.sqrt(v[i]) + eps)
-            theta[i] -= lr * decay * theta[i]
-        assert parameter.detach().tolist() == pytest.approx(theta, rel=1e-12, abs=1e-12)
+            denominator = math.sqrt(v[i] + EPS) if eps_inside_sqrt else math.sqrt(v[i]) + EPS
+            theta[i] -= alpha * m[i] / denominator
+            if not coupled_l2:
+                theta[i] -= (alpha if decay_with_step_size else LR) * DECAY * theta[i]
+        history.append(list(theta))
+    return history
+
+
+def test_adamw_matches_the_handout_formula_exactly():
+    parameter = torch.nn.Parameter(torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64))
+    optimizer = get_adamw_cls()([parameter], lr=LR, betas=BETAS, eps=EPS, weight_decay=DECAY)
+    expected = handout_adamw(20)
+    mistakes = {
+        "no bias correction: the step size is lr * sqrt(1 - beta2^t) / (1 - beta1^t)": handout_adamw(20, bias_correction=False),
+        "weight decay is added to the gradient (L2, coupled); AdamW decays the parameters directly: theta -= lr * lambda * theta": handout_adamw(20, coupled_l2=True),
+        "eps goes outside the square root: m / (sqrt(v) + eps)": handout_adamw(20, eps_inside_sqrt=True),
+        "the decay uses the bias-corrected step size; it is theta -= lr * lambda * theta with the plain lr": handout_adamw(20, decay_with_step_size=True),
+    }
+    for t in range(20):
+        parameter.grad = torch.tensor(_gradients(t + 1), dtype=torch.float64)
+        optimizer.step()
+        actual = parameter.detach().tolist()
+        if actual != pytest.approx(expected[t], rel=1e-12, abs=1e-12):
+            same = lambda a, b: a == pytest.approx(b[t], rel=1e-9, abs=1e-9)  # noqa: E731
+            raise AssertionError(f"step {t + 1}: parameters {actual}, expected {expected[t]}{matching_hints(actual, mistakes, same)}")
 
 
 def test_adamw_param_groups_and_state_dict_round_trip():

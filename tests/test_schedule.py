@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from .adapters import run_get_lr_cosine_schedule
+from .hints import matching_hints
 
 # The handout's example: max 1, min 0.1, 7 warmup iterations, cycle ends at 21.
 HANDOUT_VALUES = [
@@ -39,9 +40,29 @@ HANDOUT_VALUES = [
 ]
 
 
+def mistaken_schedule(it: int, *, warmup_shift: int = 0, cosine_from_zero: bool = False) -> float:
+    """The handout example's schedule with one of two common mistakes."""
+    max_lr, min_lr, warmup, cycle = 1.0, 0.1, 7, 21
+    if it < warmup:
+        return (it + warmup_shift) / warmup * max_lr
+    if it > cycle:
+        return min_lr
+    progress = it / cycle if cosine_from_zero else (it - warmup) / (cycle - warmup)
+    return min_lr + (1 + math.cos(math.pi * progress)) / 2 * (max_lr - min_lr)
+
+
 def test_cosine_schedule_handout_values():
     actual = [run_get_lr_cosine_schedule(it, 1.0, 0.1, 7, 21) for it in range(25)]
-    assert actual == pytest.approx(HANDOUT_VALUES, abs=1e-12)
+    mistakes = {
+        "warmup is off by one: the rate is it / warmup_iters * max, so iteration 0 has rate 0": [
+            mistaken_schedule(it, warmup_shift=1) for it in range(25)
+        ],
+        "the cosine must start at the end of warmup: progress is (it - warmup) / (cycle - warmup)": [
+            mistaken_schedule(it, cosine_from_zero=True) for it in range(25)
+        ],
+    }
+    hint = matching_hints(actual, mistakes, lambda a, b: a == pytest.approx(b, abs=1e-9))
+    assert actual == pytest.approx(HANDOUT_VALUES, abs=1e-12), f"schedule {actual}{hint}"
 
 
 def test_cosine_schedule_matches_torch_schedulers():
