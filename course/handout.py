@@ -29,6 +29,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from course.manifest import write_manifest
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 COURSE_DIR = REPO_ROOT / "course"
 BEGIN_MARKER = "# BEGIN SOLUTION"
@@ -39,6 +41,7 @@ STUB = "raise NotImplementedError"
 INSTRUCTOR_ONLY = ("course", "benchmarks", ".ci", "dist", "runs", "README.md", "Makefile")
 SKIPPED_PARTS = {".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache"}
 IMPORTS_COURSE = re.compile(r"^(from\s+course[\s.]|import\s+course\b)", re.MULTILINE)
+INSTRUCTOR_MARK = re.compile(r"^pytestmark = pytest\.mark\.instructor\b", re.MULTILINE)
 # A fixed timestamp (the earliest a zip can hold) keeps the archive byte-identical across builds.
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
@@ -93,8 +96,13 @@ def check_stub_syntax(stubbed: str, path: str) -> None:
 
 
 def is_instructor_test(path: Path) -> bool:
-    """Test files that import ``course`` at module level test the toolchain: instructor-only."""
-    return path.suffix == ".py" and bool(IMPORTS_COURSE.search(path.read_text(encoding="utf-8")))
+    """Instructor-only test files: those importing ``course`` at module level test the toolchain,
+    and those marked ``pytestmark = pytest.mark.instructor`` test code that ships as it is (the
+    config, the snapshot plugin); both would pass without any student code."""
+    if path.suffix != ".py":
+        return False
+    text = path.read_text(encoding="utf-8")
+    return bool(IMPORTS_COURSE.search(text) or INSTRUCTOR_MARK.search(text))
 
 
 def source_files(root: Path = REPO_ROOT) -> list[Path]:
@@ -192,6 +200,7 @@ def build(
             else:
                 shutil.copyfile(root / rel, target)
         shutil.copyfile(COURSE_DIR / "submission.py", staging / "make_submission.py")
+        write_manifest(staging)  # the handout's own tests and fixtures
         stamp = f"{version} (commit {commit}, {date})"
         (staging / "HANDOUT_VERSION").write_text(stamp + "\n")
         template = (COURSE_DIR / "handout_readme.md").read_text(encoding="utf-8")

@@ -8,6 +8,8 @@ import pytest
 
 from cs336_basics.config import ModelConfig
 
+pytestmark = pytest.mark.instructor
+
 BASE = dict(vocab_size=512, context_length=16, d_model=64, num_layers=3, num_heads=4, d_ff=128)
 
 

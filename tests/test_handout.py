@@ -99,6 +99,7 @@ def fake_repo(tmp_path: Path) -> Path:
         "tests/test_layer.py": "from tests.adapters import run_double\n\ndef test_double():\n"
                                "    assert run_double(2) == 4\n",
         "tests/test_tooling.py": "from course.handout import build\n",
+        "tests/test_given_code.py": "import pytest\n\npytestmark = pytest.mark.instructor\n",
         "tests/conftest.py": "def lazy():\n    from course.fixtures import write\n",
         "fixtures/data.txt": "frozen",
         "course/CHANGELOG.md": "# Changelog\n\n## 1.2.3\n\n- Fixed the RoPE docstring.\n",
@@ -119,8 +120,12 @@ def test_build_strips_leaves_out_instructor_files_and_stamps(fake_repo: Path, tm
     shipped = sorted(p.relative_to(handout.directory).as_posix() for p in handout.directory.rglob("*") if p.is_file())
     assert shipped == [
         "HANDOUT_VERSION", "Makefile", "README.md", "cs336_basics/__init__.py", "cs336_basics/layer.py",
-        "fixtures/data.txt", "make_submission.py", "pyproject.toml", "tests/__init__.py", "tests/adapters.py",
-        "tests/conftest.py", "tests/test_layer.py",
+        "fixtures/MANIFEST.sha256", "fixtures/data.txt", "make_submission.py", "pyproject.toml",
+        "tests/__init__.py", "tests/adapters.py", "tests/conftest.py", "tests/test_layer.py",
+    ]
+    manifest = (handout.directory / "fixtures" / "MANIFEST.sha256").read_text()
+    assert [line.split("  ")[1] for line in manifest.splitlines()] == [
+        "fixtures/data.txt", "tests/__init__.py", "tests/conftest.py", "tests/test_layer.py",
     ]
     assert handout.regions == 2
     layer = (handout.directory / "cs336_basics" / "layer.py").read_text()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cs336_basics.pretokenization import GPT2_PRETOKENIZER, split_words
+
+pytestmark = pytest.mark.instructor
 
 # Whitespace of every kind the GPT-2 pattern knows (and \x1c, which str.isspace calls whitespace but
 # the pattern does not), letters, digits, apostrophes and non-ASCII characters.

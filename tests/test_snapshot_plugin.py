@@ -8,6 +8,8 @@ import pytest
 
 from tests.snapshots import Snapshot, SnapshotChecker, describe_mismatch
 
+pytestmark = pytest.mark.instructor
+
 
 @pytest.fixture
 def rope_snapshot() -> Snapshot:
