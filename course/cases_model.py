@@ -7,6 +7,7 @@ variants are the mistakes students actually make, computed the same independent 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -59,8 +60,13 @@ def naive_attention(
     *,
     heads_last: bool = False,
     causal: bool = True,
+    future_mask: bool = False,
+    rope_values: bool = False,
 ) -> Tensor:
-    """Causal MHSA via ``F.scaled_dot_product_attention``; ``w`` holds ``{q,k,v,output}_proj.weight``."""
+    """Causal MHSA via ``F.scaled_dot_product_attention``; ``w`` holds ``{q,k,v,output}_proj.weight``.
+
+    The keyword flags reproduce mistakes: ``future_mask`` lets query i see keys i.. instead of
+    ..i, ``rope_values`` rotates the values too."""
     batch, seq, d_model = x.shape
     d_k = d_model // num_heads
 
@@ -72,32 +78,57 @@ def naive_attention(
     q, k, v = (heads(F.linear(x.to(f64), w[f"{n}_proj.weight"].to(f64))) for n in "qkv")
     if theta is not None:
         q, k = complex_rope(q, positions[:, None, :], theta), complex_rope(k, positions[:, None, :], theta)
-    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        if rope_values:
+            v = complex_rope(v, positions[:, None, :], theta)
+    if future_mask:
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=torch.ones(seq, seq, dtype=torch.bool).triu())
+    else:
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     out = out.transpose(1, 2).reshape(batch, seq, d_model)
     return F.linear(out, w["output_proj.weight"].to(f64))
 
 
-def naive_block(x: Tensor, w: dict[str, Tensor], data: FixtureData, *, post_norm: bool = False) -> Tensor:
+def naive_block(
+    x: Tensor,
+    w: dict[str, Tensor],
+    data: FixtureData,
+    *,
+    norm_placement: str = "pre",
+    rope: bool = True,
+    gated: bool = True,
+    mistake: str | None = None,
+) -> Tensor:
+    """The block with the handout's ablation switches (post-norm is ``mistake="post_norm"`` or
+    ``norm_placement="post"``), or with ``mistake`` "no_ffn_residual" or "ffn_uses_ln1"."""
     config = data.config
     positions = torch.arange(x.shape[1]).expand(x.shape[0], -1)
+    if mistake == "post_norm":
+        norm_placement = "post"
 
     def norm(t: Tensor, name: str) -> Tensor:
         return F.rms_norm(t, (config.d_model,), w[name].to(f64), eps=config.norm_eps)
 
     def attn(t: Tensor) -> Tensor:
         weights = {k.removeprefix("attn."): v for k, v in w.items() if k.startswith("attn.")}
-        return naive_attention(t, weights, config.num_heads, positions, config.rope_theta)
+        return naive_attention(t, weights, config.num_heads, positions, config.rope_theta if rope else None)
 
     def ffn(t: Tensor) -> Tensor:
-        w1, w2, w3 = (w[f"ffn.{n}.weight"].to(f64) for n in ("w1", "w2", "w3"))
-        return F.linear(F.silu(F.linear(t, w1)) * F.linear(t, w3), w2)
+        hidden = F.silu(F.linear(t, w["ffn.w1.weight"].to(f64)))
+        if gated:
+            hidden = hidden * F.linear(t, w["ffn.w3.weight"].to(f64))
+        return F.linear(hidden, w["ffn.w2.weight"].to(f64))
 
     x = x.to(f64)
-    if post_norm:
+    if norm_placement == "post":
         x = norm(x + attn(x), "ln1.weight")
         return norm(x + ffn(x), "ln2.weight")
+    if norm_placement == "none":
+        x = x + attn(x)
+        return x + ffn(x)
     x = x + attn(norm(x, "ln1.weight"))
-    return x + ffn(norm(x, "ln2.weight"))
+    if mistake == "no_ffn_residual":
+        return ffn(norm(x, "ln2.weight"))
+    return x + ffn(norm(x, "ln1.weight" if mistake == "ffn_uses_ln1" else "ln2.weight"))
 
 
 def naive_lm(ids: Tensor, data: FixtureData, *, final_norm: bool = True) -> Tensor:
@@ -146,6 +177,10 @@ def rmsnorm(data: FixtureData) -> CaseResult:
                 F.rms_norm(centred, (gain.shape[0],), g64, eps=eps),
             ),
             "gain_ignored": ("the output ignores the learned gain: multiply by weight.", F.rms_norm(x64, (gain.shape[0],), eps=eps)),
+            "variance": (
+                "RMSNorm does not subtract the mean (that is LayerNorm's variance): use mean(x^2).",
+                x64 / torch.sqrt(centred.pow(2).mean(-1, keepdim=True) + eps) * g64,
+            ),
             "no_sqrt": (
                 "divide by the root of the mean square, sqrt(mean(x^2) + eps), not by the mean square itself.",
                 x64 / (x64.pow(2).mean(-1, keepdim=True) + eps) * g64,
@@ -231,6 +266,7 @@ def mhsa(data: FixtureData) -> CaseResult:
         truth,
         {
             "not_causal": ("attention is not causal: each position must ignore the positions after it.", naive_attention(x, w, heads, causal=False)),
+            "future_mask": ("the causal mask is upside down: query i sees keys 0..i (lower triangle), not i.. (upper).", naive_attention(x, w, heads, future_mask=True)),
             "heads_split_wrong": (
                 "heads are split in the wrong order: head h owns features h*d_k .. (h+1)*d_k - 1, i.e. '(heads d_k)'.",
                 naive_attention(x, w, heads, heads_last=True),
@@ -252,6 +288,7 @@ def mhsa_rope(data: FixtureData) -> CaseResult:
         naive_attention(x, w, config.num_heads, positions, config.rope_theta),
         {
             "rope_missing": ("RoPE is missing: rotate queries and keys before the scores.", naive_attention(x, w, config.num_heads)),
+            "rope_on_values": ("RoPE rotates queries and keys only, never values.", naive_attention(x, w, config.num_heads, positions, config.rope_theta, rope_values=True)),
         },
     )
 
@@ -272,8 +309,8 @@ def rope_case(data: FixtureData) -> CaseResult:
             "positions_off_by_one": ("positions are off by one: use token_positions as given, starting at 0.", complex_rope(x, positions + 1, config.rope_theta)),
             "rotation_reversed": ("the rotation goes the wrong way: x[2i] cos - x[2i+1] sin, then x[2i] sin + x[2i+1] cos.", complex_rope(x, -positions, config.rope_theta)),
             "frequency_exponent": (
-                "the frequencies are off: the angle is p * theta^(-2i/d_k) for pair i = 0 .. d_k/2 - 1.",
-                complex_rope(x, positions, config.rope_theta ** 2),
+                "the frequencies are off: pair i = 0 .. d_k/2 - 1 turns by p * theta^(-2i/d_k), not theta^(-i/d_k).",
+                complex_rope(x, positions, config.rope_theta ** 0.5),
             ),
         },
     )
@@ -287,8 +324,36 @@ def block(data: FixtureData) -> CaseResult:
     return CaseResult(
         module(x),
         naive_block(x, w, data),
-        {"post_norm": ("this is a post-norm block; the handout's block is pre-norm: x + attn(ln1(x)), then + ffn(ln2(.)).", naive_block(x, w, data, post_norm=True))},
+        {
+            "post_norm": ("this is a post-norm block; the handout's block is pre-norm: x + attn(ln1(x)), then + ffn(ln2(.)).", naive_block(x, w, data, mistake="post_norm")),
+            "no_ffn_residual": ("the feed-forward sublayer lost its residual connection: h + ffn(ln2(h)).", naive_block(x, w, data, mistake="no_ffn_residual")),
+            "ffn_uses_ln1": ("the feed-forward sublayer has its own norm, ln2; ln1 belongs to attention.", naive_block(x, w, data, mistake="ffn_uses_ln1")),
+        },
     )
+
+
+# The handout's ablations: (config switches, naive_block switches, weights the variant lacks).
+ABLATIONS = {
+    "post_norm": (dict(norm_placement="post"), dict(norm_placement="post"), ()),
+    "no_norm": (dict(norm_placement="none"), dict(norm_placement="none"), ("ln1.weight", "ln2.weight")),
+    "nope": (dict(position_encoding="none"), dict(rope=False), ()),
+    "silu_ffn": (dict(ffn="silu"), dict(gated=False), ("ffn.w3.weight",)),
+}
+
+
+def ablation_case(config_switches: dict, block_switches: dict, absent: tuple[str, ...]):
+    def case(data: FixtureData) -> CaseResult:
+        w = {k: v for k, v in layer_weights(data).items() if k not in absent}
+        x = data.inputs["in_embeddings"]
+        module = TransformerBlock(dataclasses.replace(data.config, **config_switches))
+        module.load_state_dict(w)
+        return CaseResult(module(x), naive_block(x, w, data, **block_switches))
+
+    return case
+
+
+for _name, _switches in ABLATIONS.items():
+    snapshot_case(f"transformer_block_{_name}")(ablation_case(*_switches))
 
 
 @snapshot_case("transformer_lm")
@@ -299,7 +364,10 @@ def lm(data: FixtureData) -> CaseResult:
     return CaseResult(
         model(ids),
         naive_lm(ids, data),
-        {"no_final_norm": ("the final RMSNorm (ln_final) is missing before lm_head.", naive_lm(ids, data, final_norm=False))},
+        {
+            "no_final_norm": ("the final RMSNorm (ln_final) is missing before lm_head.", naive_lm(ids, data, final_norm=False)),
+            "probabilities": ("return unnormalised logits; the softmax belongs to the loss or the sampler.", F.softmax(naive_lm(ids, data), dim=-1)),
+        },
     )
 
 

@@ -79,55 +79,18 @@ def test_transformer_lm_state_dict_errors_name_the_key(inputs, state_dict, model
 # --- the handout's ablations --------------------------------------------------------------
 
 
-def reference_block(x, w, *, norm, rope, ffn, config):
-    """An independent float64 block for the ablations, built from torch.nn.functional."""
-    import torch.nn.functional as F
-
-    from course.cases_model import naive_attention
-
-    d_model, heads, theta = config["d_model"], config["num_heads"], config["rope_theta"]
-    attn_w = {k.removeprefix("attn."): v for k, v in w.items() if k.startswith("attn.")}
-    positions = torch.arange(x.shape[1]).expand(x.shape[0], -1)
-
-    def attn(t):
-        return naive_attention(t, attn_w, heads, positions, theta if rope else None)
-
-    def feed_forward(t):
-        w1, w2 = w["ffn.w1.weight"].double(), w["ffn.w2.weight"].double()
-        hidden = F.silu(F.linear(t, w1))
-        if ffn == "swiglu":
-            hidden = hidden * F.linear(t, w["ffn.w3.weight"].double())
-        return F.linear(hidden, w2)
-
-    def ln(t, name):
-        return F.rms_norm(t, (d_model,), w[name].double(), eps=1e-5)
-
-    x = x.double()
-    if norm == "pre":
-        x = x + attn(ln(x, "ln1.weight"))
-        return x + feed_forward(ln(x, "ln2.weight"))
-    if norm == "post":
-        x = ln(x + attn(x), "ln1.weight")
-        return ln(x + feed_forward(x), "ln2.weight")
-    x = x + attn(x)
-    return x + feed_forward(x)
-
-
 @pytest.mark.parametrize(
-    "norm, rope, ffn",
-    [("post", True, "swiglu"), ("none", True, "swiglu"), ("pre", False, "swiglu"), ("pre", True, "silu")],
-    ids=["post_norm", "no_norm", "nope", "silu_ffn"],
+    "name, switches, absent",
+    [
+        ("post_norm", dict(norm_placement="post"), ()),
+        ("no_norm", dict(norm_placement="none"), ("ln1.weight", "ln2.weight")),
+        ("nope", dict(position_encoding="none"), ()),
+        ("silu_ffn", dict(ffn="silu"), ("ffn.w3.weight",)),
+    ],
 )
-def test_transformer_block_ablations(inputs, state_dict, model_config, norm, rope, ffn):
-    pytest.importorskip("course", reason="the ablation reference lives in the instructor tooling")
-    w = block_weights(state_dict)
-    if norm == "none":
-        w = {k: v for k, v in w.items() if not k.startswith("ln")}
-    if ffn == "silu":
-        del w["ffn.w3.weight"]
-    x = inputs["in_embeddings"]
-    out = run_transformer_block_ablation(
-        *block_args(model_config), w, x, norm_placement=norm, position_encoding="rope" if rope else "none", ffn=ffn
-    )
-    expected = reference_block(x, w, norm=norm, rope=rope, ffn=ffn, config=model_config)
-    torch.testing.assert_close(out.double(), expected, atol=1e-4, rtol=1e-4)
+def test_transformer_block_ablations(snapshot, inputs, state_dict, model_config, name, switches, absent):
+    """Each ablation against its snapshot, an independent float64 block built from
+    ``torch.nn.functional`` (no norm and the SiLU feed-forward have no ln / w3 weights)."""
+    w = {k: v for k, v in block_weights(state_dict).items() if k not in absent}
+    out = run_transformer_block_ablation(*block_args(model_config), w, inputs["in_embeddings"], **switches)
+    snapshot.assert_match(out, f"transformer_block_{name}")
