@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from .adapters import run_train_bpe
+from .hints import matching_hints
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CORPUS = FIXTURES / "corpora" / "stories-400k.txt"
@@ -20,13 +21,16 @@ EOT = "<|endoftext|>"
 GPT2_PATTERN = regex.compile(r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
 
 
-def naive_train_bpe(text: str, vocab_size: int, special_tokens: list[str]):
-    """The handout's algorithm, slowly: recount every pair over every pre-token at each step."""
+def naive_train_bpe(text: str, vocab_size: int, special_tokens: list[str], mistake: str | None = None):
+    """The handout's algorithm, slowly: recount every pair over every pre-token at each step.
+
+    ``mistake`` reproduces a common error: "ties_to_smaller" (ties go to the smaller pair) or
+    "no_special_split" (pre-tokenize across special tokens)."""
     vocab = {i: bytes([i]) for i in range(256)}
     for token in special_tokens:
         vocab[len(vocab)] = token.encode("utf-8")
     pieces = [text]
-    if special_tokens:
+    if special_tokens and mistake != "no_special_split":
         pieces = regex.split("|".join(regex.escape(t) for t in sorted(special_tokens, key=len, reverse=True)), text)
     words: Counter[tuple[bytes, ...]] = Counter()
     for piece in pieces:
@@ -40,7 +44,10 @@ def naive_train_bpe(text: str, vocab_size: int, special_tokens: list[str]):
                 pairs[pair] += count
         if not pairs:
             break
-        best = max(pairs, key=lambda pair: (pairs[pair], pair))
+        if mistake == "ties_to_smaller":
+            best = min(pairs, key=lambda pair: (-pairs[pair], pair))
+        else:
+            best = max(pairs, key=lambda pair: (pairs[pair], pair))
         merges.append(best)
         vocab[len(vocab)] = best[0] + best[1]
         merged_words: Counter[tuple[bytes, ...]] = Counter()
@@ -110,7 +117,17 @@ def test_train_bpe_matches_naive_trainer_on_stories(tmp_path):
 
     text = generate_stories(6000, seed=3)
     path = write(tmp_path, text)
-    assert run_train_bpe(path, 400, [EOT], num_workers=1) == naive_train_bpe(text, 400, [EOT])
+    vocab, merges = run_train_bpe(path, 400, [EOT], num_workers=1)
+    expected_vocab, expected_merges = naive_train_bpe(text, 400, [EOT])
+    if merges != expected_merges:
+        first = next(i for i, (a, b) in enumerate(zip(merges, expected_merges)) if a != b)
+        mistakes = {
+            "break frequency ties toward the lexicographically GREATER pair of bytes": "ties_to_smaller",
+            "split the text on special tokens before pre-tokenizing, so no merge crosses them": "no_special_split",
+        }
+        hints = matching_hints(merges, mistakes, lambda ours, m: ours == naive_train_bpe(text, 400, [EOT], m)[1])
+        raise AssertionError(f"merge {first} is {merges[first]}, the naive trainer's is {expected_merges[first]}{hints}")
+    assert vocab == expected_vocab
 
 
 def test_train_bpe_same_result_for_any_worker_count():
