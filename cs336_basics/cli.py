@@ -1,4 +1,4 @@
-"""The ``cs336`` console script: one entry point, one subcommand per stage.
+"""The cs336 command: one entry point, one subcommand per stage of building a language model.
 
 Each stage lives in ``cs336_basics.commands.<name>`` and exposes two functions:
 ``add_arguments(parser)`` declares its flags and ``run(args) -> int`` does the work.
