@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from cs336_basics.atomic_write import atomic_writer
+
 NormPlacement = Literal["pre", "post", "none"]
 NormKind = Literal["rmsnorm", "layernorm"]
 PositionEncoding = Literal["rope", "none", "learned", "sinusoidal"]
@@ -194,7 +196,8 @@ class ModelConfig:
         """Serialise to JSON text; also write it to ``path`` when given."""
         text = json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
         if path is not None:
-            Path(path).write_text(text)
+            with atomic_writer(path) as out:
+                out.write(text.encode())
         return text
 
     @classmethod
