@@ -21,12 +21,21 @@ from cs336_basics.config import ModelConfig
 from cs336_basics.generation import generate
 from cs336_basics.model import TransformerLM
 
-TINYSTORIES = ModelConfig(vocab_size=10_000, context_length=512, d_model=512, num_layers=4, num_heads=16, d_ff=1344)
-TINY = ModelConfig(vocab_size=256, context_length=64, d_model=32, num_layers=2, num_heads=2, d_ff=64)
+TINYSTORIES = ModelConfig(
+    vocab_size=10_000, context_length=512, d_model=512, num_layers=4, num_heads=16, d_ff=1344
+)
+TINY = ModelConfig(
+    vocab_size=256, context_length=64, d_model=32, num_layers=2, num_heads=2, d_ff=64
+)
 
 
-def benchmark(config: ModelConfig = TINYSTORIES, new_tokens: int = 256, prompt_length: int = 16,
-              repeats: int = 3, log=print) -> dict[str, Any]:
+def benchmark(
+    config: ModelConfig = TINYSTORIES,
+    new_tokens: int = 256,
+    prompt_length: int = 16,
+    repeats: int = 3,
+    log=print,
+) -> dict[str, Any]:
     torch.manual_seed(0)
     model = TransformerLM(config).eval()
     prompt = torch.randint(config.vocab_size, (prompt_length,)).tolist()
@@ -34,26 +43,39 @@ def benchmark(config: ModelConfig = TINYSTORIES, new_tokens: int = 256, prompt_l
 
     def decoder(use_kv_cache: bool):
         def decode() -> None:
-            outputs[str(use_kv_cache)] = generate(model, prompt, new_tokens, temperature=0, use_kv_cache=use_kv_cache)
+            outputs[str(use_kv_cache)] = generate(
+                model, prompt, new_tokens, temperature=0, use_kv_cache=use_kv_cache
+            )
+
         return decode
 
     log(f"generation: {new_tokens} new tokens after {prompt_length}, {repeats} repeats")
     for use_kv_cache in (True, False):  # warm-up: a few steps suffice, a full uncached run is long
         generate(model, prompt, 4, temperature=0, use_kv_cache=use_kv_cache)
-    timings = interleaved({"KV cache": decoder(True), "no cache": decoder(False)}, repeats, warmup=0)
+    timings = interleaved(
+        {"KV cache": decoder(True), "no cache": decoder(False)}, repeats, warmup=0
+    )
     if outputs["True"] != outputs["False"] or len(outputs["True"]) != new_tokens:
         raise RuntimeError("greedy decoding with and without the KV cache disagree")
     cached, uncached = timings["KV cache"], timings["no cache"]
     row = {
-        "benchmark": f"generate {new_tokens} tokens", "input": f"d_model {config.d_model}, {config.num_layers} layers",
+        "benchmark": f"generate {new_tokens} tokens",
+        "input": f"d_model {config.d_model}, {config.num_layers} layers",
         "ours": f"{new_tokens / cached.median:.1f} tok/s (KV cache)",
         "peer": f"{new_tokens / uncached.median:.1f} tok/s (ours, no cache)",
         "speed ours/peer": f"{uncached.median / cached.median:.2f}x",
-        "ratio": uncached.median / cached.median, "target": 5.0,
+        "ratio": uncached.median / cached.median,
+        "target": 5.0,
         "spread s (ours; peer)": f"{cached.low:.2f}-{cached.high:.2f}; {uncached.low:.2f}-{uncached.high:.2f}",
     }
-    return {"config": config.to_dict(), "new_tokens": new_tokens, "prompt_length": prompt_length,
-            "cached": cached, "uncached": uncached, "rows": [row]}
+    return {
+        "config": config.to_dict(),
+        "new_tokens": new_tokens,
+        "prompt_length": prompt_length,
+        "cached": cached,
+        "uncached": uncached,
+        "rows": [row],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

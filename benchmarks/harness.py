@@ -36,7 +36,9 @@ class Timing:
         return cls(statistics.median(samples), min(samples), max(samples), samples)
 
 
-def interleaved(contenders: dict[str, Callable[[], object]], repeats: int, warmup: int = 1) -> dict[str, Timing]:
+def interleaved(
+    contenders: dict[str, Callable[[], object]], repeats: int, warmup: int = 1
+) -> dict[str, Timing]:
     """Wall-clock seconds of each contender over ``repeats`` interleaved rounds."""
     names = list(contenders)
     for _ in range(warmup):
@@ -60,13 +62,17 @@ def _peak_resident_bytes() -> int:
         # Linux keeps ru_maxrss across exec, so a spawned child would report its parent's peak;
         # VmHWM starts afresh with the new program.
         status = Path("/proc/self/status").read_text()
-        own = next(int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmHWM:"))
+        own = next(
+            int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmHWM:")
+        )
     except (OSError, StopIteration):
         pass
     return max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale)
 
 
-def _child(target: Callable[..., object], args: tuple, queue: multiprocessing.Queue, start_method: str) -> None:
+def _child(
+    target: Callable[..., object], args: tuple, queue: multiprocessing.Queue, start_method: str
+) -> None:
     # A spawned child defaults to spawning its own workers; give it the start method an ordinary
     # process on this platform gets, so worker pools start as they would for a user.
     multiprocessing.set_start_method(start_method, force=True)
@@ -93,7 +99,9 @@ def measure_isolated(target: Callable[..., object], *args: Any) -> dict[str, Any
     """
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
-    process = context.Process(target=_child, args=(target, args, queue, multiprocessing.get_start_method()))
+    process = context.Process(
+        target=_child, args=(target, args, queue, multiprocessing.get_start_method())
+    )
     process.start()
     measured = queue.get()
     process.join()
@@ -110,7 +118,9 @@ def run_isolated(target: Callable[..., object], *args: Any) -> tuple[float, int]
 
 
 def interleaved_isolated(
-    contenders: dict[str, tuple[Callable[..., object], tuple]], repeats: int, log: Callable[[str], None] | None = None
+    contenders: dict[str, tuple[Callable[..., object], tuple]],
+    repeats: int,
+    log: Callable[[str], None] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Each contender ``name: (target, args)`` run ``repeats`` times, each run in a fresh process,
     interleaved as in :func:`interleaved` (order rotated each round); the measurements per name."""
@@ -129,7 +139,11 @@ def interleaved_isolated(
 def _cpu_model() -> str:
     try:
         cpuinfo = Path("/proc/cpuinfo").read_text()
-        return next(line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name"))
+        return next(
+            line.split(":", 1)[1].strip()
+            for line in cpuinfo.splitlines()
+            if line.startswith("model name")
+        )
     except (OSError, StopIteration):
         return platform.processor() or platform.machine()
 
@@ -153,8 +167,13 @@ def machine() -> dict[str, Any]:
 def format_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     cells = [[str(row.get(c, "")) for c in columns] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    line = lambda values: "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths)) + " |"
-    return "\n".join([line(columns), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, cells)])
+
+    def line(values):
+        return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths, strict=False)) + " |"
+
+    return "\n".join(
+        [line(columns), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, cells)]
+    )
 
 
 def write_json(path: str | os.PathLike, payload: dict[str, Any]) -> None:

@@ -32,7 +32,16 @@ from benchmarks.harness import format_table, machine, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = ["tokenizer", "training", "generation", "suite"]
-COLUMNS = ["benchmark", "input", "ours", "peer", "speed ours/peer", "target", "spread s (ours; peer)", "peak MB ours/peer"]
+COLUMNS = [
+    "benchmark",
+    "input",
+    "ours",
+    "peer",
+    "speed ours/peer",
+    "target",
+    "spread s (ours; peer)",
+    "peak MB ours/peer",
+]
 
 
 def log(message: str) -> None:
@@ -48,16 +57,35 @@ def run_tokenizer(args: argparse.Namespace, scratch: str) -> list[dict[str, Any]
             path = os.path.join(scratch, f"stories-{size:g}mb.txt")
             write_story_corpus(path, int(size * 1e6), seed=0)
             inputs.append((path, f"stories {size:g} MB"))
-    return [tokenizer.benchmark(path, label, args.vocab_size, args.workers, args.repeats, log) for path, label in inputs]
+    return [
+        tokenizer.benchmark(path, label, args.vocab_size, args.workers, args.repeats, log)
+        for path, label in inputs
+    ]
 
 
 def run_training(args: argparse.Namespace, scratch: str) -> dict[str, Any]:
     """``benchmarks/training.py`` in its own process; it writes its results (with ``rows``) as JSON."""
     if not (ROOT / "benchmarks" / "training.py").exists():
         log("training: skipped, benchmarks/training.py is not there yet")
-        return {"rows": [{"benchmark": "training tokens/s", "ours": "not run: benchmarks/training.py missing"}]}
+        return {
+            "rows": [
+                {
+                    "benchmark": "training tokens/s",
+                    "ours": "not run: benchmarks/training.py missing",
+                }
+            ]
+        }
     out = os.path.join(scratch, "training.json")
-    command = [sys.executable, "-m", "benchmarks.training", "--json", out, "--repeats", str(args.repeats), "--eager"]
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.training",
+        "--json",
+        out,
+        "--repeats",
+        str(args.repeats),
+        "--eager",
+    ]
     if args.smoke:
         command.append("--smoke")  # torch.compile takes minutes; the smoke run leaves it out
     else:
@@ -80,7 +108,9 @@ def run_generation(args: argparse.Namespace, scratch: str) -> dict[str, Any]:
 def run_suite(args: argparse.Namespace, scratch: str) -> dict[str, Any]:
     from benchmarks import suite
 
-    return suite.benchmark(["--collect-only", "tests/test_schedule.py"] if args.smoke else [], log=log)
+    return suite.benchmark(
+        ["--collect-only", "tests/test_schedule.py"] if args.smoke else [], log=log
+    )
 
 
 def with_verdict(row: dict[str, Any]) -> dict[str, Any]:
@@ -98,32 +128,65 @@ def with_verdict(row: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=float, nargs="+", default=[10, 40], help="story corpus sizes, MB (default 10 40)")
-    parser.add_argument("--input", action="append", default=[], help="tokenizer input file (repeatable); replaces --sizes")
-    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=SECTIONS, help="run only these sections")
+    parser.add_argument(
+        "--sizes",
+        type=float,
+        nargs="+",
+        default=[10, 40],
+        help="story corpus sizes, MB (default 10 40)",
+    )
+    parser.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        help="tokenizer input file (repeatable); replaces --sizes",
+    )
+    parser.add_argument(
+        "--only", nargs="+", choices=SECTIONS, default=SECTIONS, help="run only these sections"
+    )
     parser.add_argument("--vocab-size", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--torch-threads", type=int, help="torch intra-op threads for training and generation "
-                        "(default: torch's own; on a loaded machine 1 avoids threads waiting on each other)")
-    parser.add_argument("--json", help="results file (default benchmarks/results/bench-<time>.json)")
-    parser.add_argument("--smoke", action="store_true", help="tiny inputs, one repeat: checks the harness works")
+    parser.add_argument(
+        "--torch-threads",
+        type=int,
+        help="torch intra-op threads for training and generation "
+        "(default: torch's own; on a loaded machine 1 avoids threads waiting on each other)",
+    )
+    parser.add_argument(
+        "--json", help="results file (default benchmarks/results/bench-<time>.json)"
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny inputs, one repeat: checks the harness works"
+    )
     args = parser.parse_args(argv)
     for path in args.input:
         if not os.path.isfile(path):
             parser.error(f"--input file not found: {path!r}")
     if args.smoke:
         args.sizes, args.vocab_size, args.repeats = [0.2], 400, 1
-        args.torch_threads = args.torch_threads or 1  # tiny tensors: extra threads only wait on each other
+        args.torch_threads = (
+            args.torch_threads or 1
+        )  # tiny tensors: extra threads only wait on each other
     if args.torch_threads:
         os.environ["OMP_NUM_THREADS"] = str(args.torch_threads)  # for the training subprocess
         import torch
 
         torch.set_num_threads(args.torch_threads)
 
-    report: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "machine": machine(),
-                              "arguments": vars(args), "sections": {}, "errors": {}}
-    runners = {"tokenizer": run_tokenizer, "training": run_training, "generation": run_generation, "suite": run_suite}
+    report: dict[str, Any] = {
+        "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "machine": machine(),
+        "arguments": vars(args),
+        "sections": {},
+        "errors": {},
+    }
+    runners = {
+        "tokenizer": run_tokenizer,
+        "training": run_training,
+        "generation": run_generation,
+        "suite": run_suite,
+    }
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as scratch:
         for name in args.only:
@@ -133,7 +196,9 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as error:  # noqa: BLE001 -- one broken section must not lose the others
                 traceback.print_exc()
                 report["errors"][name] = f"{type(error).__name__}: {error}"
-                rows.append({"benchmark": name, "ours": "not run", "peer": report["errors"][name][:100]})
+                rows.append(
+                    {"benchmark": name, "ours": "not run", "peer": report["errors"][name][:100]}
+                )
                 continue
             report["sections"][name] = result
             log(f"{name}: done in {time.perf_counter() - started:.0f} s")
@@ -143,9 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     report["table"] = format_table(rows, COLUMNS)
 
     load = report["machine"]["load_average_1_5_15_min"]
-    print(f"\n{report['machine']['cpu_model']}, {report['machine']['cpu_count']} cores, torch threads "
-          f"{report['machine']['torch_threads']}; load average {load[0]:.1f} at start, "
-          f"{report['machine']['load_average_at_end'][0]:.1f} at end")
+    print(
+        f"\n{report['machine']['cpu_model']}, {report['machine']['cpu_count']} cores, torch threads "
+        f"{report['machine']['torch_threads']}; load average {load[0]:.1f} at start, "
+        f"{report['machine']['load_average_at_end'][0]:.1f} at end"
+    )
     print(report["table"])
     if args.json:
         out = args.json

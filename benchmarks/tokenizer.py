@@ -54,7 +54,9 @@ def hf_train(input_path: str, vocab_size: int, workers: int) -> dict:
     hf = Tokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=[EOT], show_progress=False,
+        vocab_size=vocab_size,
+        special_tokens=[EOT],
+        show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     hf.train([input_path], trainer)
@@ -64,7 +66,9 @@ def hf_train(input_path: str, vocab_size: int, workers: int) -> dict:
 def _our_tokenizer(tokenizer_dir: str):
     from cs336_basics.tokenizer import Tokenizer
 
-    return Tokenizer.from_files(Path(tokenizer_dir) / "vocab.json", Path(tokenizer_dir) / "merges.txt", [EOT])
+    return Tokenizer.from_files(
+        Path(tokenizer_dir) / "vocab.json", Path(tokenizer_dir) / "merges.txt", [EOT]
+    )
 
 
 def _tiktoken_encoding(tokenizer_dir: str):
@@ -76,7 +80,8 @@ def _tiktoken_encoding(tokenizer_dir: str):
     tokenizer = _our_tokenizer(tokenizer_dir)
     specials = {token.encode() for token in tokenizer.special_tokens}
     return tiktoken.Encoding(
-        name="bench", pat_str=GPT2_PRETOKENIZER_PATTERN,
+        name="bench",
+        pat_str=GPT2_PRETOKENIZER_PATTERN,
         mergeable_ranks={token: i for i, token in tokenizer.vocab.items() if token not in specials},
         special_tokens=dict(tokenizer.special_ids),
     )
@@ -128,27 +133,41 @@ def tiktoken_encode_file(input_path: str, tokenizer_dir: str, workers: int) -> d
 def _summary(runs: list[dict[str, Any]], megabytes: float) -> dict[str, Any]:
     seconds = [run["seconds"] for run in runs]
     return {
-        "median_s": statistics.median(seconds), "min_s": min(seconds), "max_s": max(seconds),
+        "median_s": statistics.median(seconds),
+        "min_s": min(seconds),
+        "max_s": max(seconds),
         "mb_per_s": megabytes / statistics.median(seconds),
         "peak_mb": max(run["peak_bytes"] for run in runs) / 2**20,
-        "tokens": runs[0].get("tokens"), "runs": runs,
+        "tokens": runs[0].get("tokens"),
+        "runs": runs,
     }
 
 
-def benchmark(input_path: str, label: str, vocab_size: int, workers: int, repeats: int, log=print) -> dict[str, Any]:
+def benchmark(
+    input_path: str, label: str, vocab_size: int, workers: int, repeats: int, log=print
+) -> dict[str, Any]:
     """Run the three comparisons on ``input_path``; the summaries and table rows."""
     megabytes = os.path.getsize(input_path) / 1e6
-    log(f"tokenizer on {label} ({megabytes:.1f} MB): vocab {vocab_size}, {workers} workers, {repeats} repeats")
+    log(
+        f"tokenizer on {label} ({megabytes:.1f} MB): vocab {vocab_size}, {workers} workers, {repeats} repeats"
+    )
     with tempfile.TemporaryDirectory() as tokenizer_dir:
         # Training goes first: its first run writes the vocab and merges the encoders use.
         comparisons = {
-            "BPE training": {"ours": (ours_train, (input_path, vocab_size, workers, tokenizer_dir)),
-                             "HF tokenizers BpeTrainer": (hf_train, (input_path, vocab_size, workers))},
-            "encode, 1 process vs 1 thread": {"ours": (ours_encode, (input_path, tokenizer_dir)),
-                                              "tiktoken": (tiktoken_encode, (input_path, tokenizer_dir))},
+            "BPE training": {
+                "ours": (ours_train, (input_path, vocab_size, workers, tokenizer_dir)),
+                "HF tokenizers BpeTrainer": (hf_train, (input_path, vocab_size, workers)),
+            },
+            "encode, 1 process vs 1 thread": {
+                "ours": (ours_encode, (input_path, tokenizer_dir)),
+                "tiktoken": (tiktoken_encode, (input_path, tokenizer_dir)),
+            },
             f"encode file, {workers} workers": {
                 "ours": (ours_encode_file, (input_path, tokenizer_dir, workers)),
-                f"tiktoken batch, {workers} threads": (tiktoken_encode_file, (input_path, tokenizer_dir, workers)),
+                f"tiktoken batch, {workers} threads": (
+                    tiktoken_encode_file,
+                    (input_path, tokenizer_dir, workers),
+                ),
             },
         }
         results: dict[str, Any] = {}
@@ -159,28 +178,52 @@ def benchmark(input_path: str, label: str, vocab_size: int, workers: int, repeat
             (_, ours_runs), (peer_name, peer_runs) = runs.items()
             ours, peer = _summary(ours_runs, megabytes), _summary(peer_runs, megabytes)
             if ours["tokens"] != peer["tokens"]:
-                raise RuntimeError(f"{name}: ours made {ours['tokens']} tokens, {peer_name} {peer['tokens']}")
+                raise RuntimeError(
+                    f"{name}: ours made {ours['tokens']} tokens, {peer_name} {peer['tokens']}"
+                )
             results[name] = {"ours": ours, "peer": peer, "peer_name": peer_name}
             training = name == "BPE training"
             target = TARGETS[name.split(",")[0]]
-            unit = (lambda s: f"{s['median_s']:.2f} s") if training else (lambda s: f"{s['mb_per_s']:.1f} MB/s")
-            rows.append({
-                "benchmark": name, "input": label, "ours": unit(ours), "peer": f"{unit(peer)} ({peer_name})",
-                "speed ours/peer": f"{peer['median_s'] / ours['median_s']:.2f}x",
-                "ratio": peer["median_s"] / ours["median_s"], "target": target,
-                "spread s (ours; peer)": f"{ours['min_s']:.2f}-{ours['max_s']:.2f}; {peer['min_s']:.2f}-{peer['max_s']:.2f}",
-                "peak MB ours/peer": f"{ours['peak_mb']:.0f}/{peer['peak_mb']:.0f}",
-            })
+            unit = (
+                (lambda s: f"{s['median_s']:.2f} s")
+                if training
+                else (lambda s: f"{s['mb_per_s']:.1f} MB/s")
+            )
+            rows.append(
+                {
+                    "benchmark": name,
+                    "input": label,
+                    "ours": unit(ours),
+                    "peer": f"{unit(peer)} ({peer_name})",
+                    "speed ours/peer": f"{peer['median_s'] / ours['median_s']:.2f}x",
+                    "ratio": peer["median_s"] / ours["median_s"],
+                    "target": target,
+                    "spread s (ours; peer)": f"{ours['min_s']:.2f}-{ours['max_s']:.2f}; {peer['min_s']:.2f}-{peer['max_s']:.2f}",
+                    "peak MB ours/peer": f"{ours['peak_mb']:.0f}/{peer['peak_mb']:.0f}",
+                }
+            )
     return {"input": label, "megabytes": megabytes, "results": results, "rows": rows}
 
 
-COLUMNS = ["benchmark", "input", "ours", "peer", "speed ours/peer", "spread s (ours; peer)", "peak MB ours/peer"]
+COLUMNS = [
+    "benchmark",
+    "input",
+    "ours",
+    "peer",
+    "speed ours/peer",
+    "spread s (ours; peer)",
+    "peak MB ours/peer",
+]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size-mb", type=float, default=10.0, help="generated story corpus size (default 10)")
-    parser.add_argument("--input", help="benchmark on this UTF-8 text file instead of a generated corpus")
+    parser.add_argument(
+        "--size-mb", type=float, default=10.0, help="generated story corpus size (default 10)"
+    )
+    parser.add_argument(
+        "--input", help="benchmark on this UTF-8 text file instead of a generated corpus"
+    )
     parser.add_argument("--vocab-size", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)

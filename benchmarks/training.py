@@ -32,7 +32,9 @@ from cs336_basics.config import ModelConfig
 from cs336_basics.losses import cross_entropy
 from cs336_basics.model import TransformerLM
 
-TINY = ModelConfig(vocab_size=256, context_length=32, d_model=32, num_layers=2, num_heads=2, d_ff=64)
+TINY = ModelConfig(
+    vocab_size=256, context_length=32, d_model=32, num_layers=2, num_heads=2, d_ff=64
+)
 
 
 def llama_like(config: ModelConfig, attn_implementation: str = "sdpa") -> torch.nn.Module:
@@ -40,17 +42,32 @@ def llama_like(config: ModelConfig, attn_implementation: str = "sdpa") -> torch.
     from transformers import LlamaConfig, LlamaForCausalLM
 
     hf_config = LlamaConfig(
-        vocab_size=config.vocab_size, hidden_size=config.d_model, intermediate_size=config.d_ff,
-        num_hidden_layers=config.num_layers, num_attention_heads=config.num_heads,
-        num_key_value_heads=config.num_heads, max_position_embeddings=config.context_length,
-        rope_theta=config.rope_theta, rms_norm_eps=config.norm_eps, tie_word_embeddings=False,
-        attention_bias=False, mlp_bias=False, attn_implementation=attn_implementation,
+        vocab_size=config.vocab_size,
+        hidden_size=config.d_model,
+        intermediate_size=config.d_ff,
+        num_hidden_layers=config.num_layers,
+        num_attention_heads=config.num_heads,
+        num_key_value_heads=config.num_heads,
+        max_position_embeddings=config.context_length,
+        rope_theta=config.rope_theta,
+        rms_norm_eps=config.norm_eps,
+        tie_word_embeddings=False,
+        attention_bias=False,
+        mlp_bias=False,
+        attn_implementation=attn_implementation,
     )
     return LlamaForCausalLM(hf_config)
 
 
-def benchmark(config: ModelConfig = PRESETS["tinystories"], batch_size: int = 8, steps: int = 3,
-              repeats: int = 5, eager: bool = False, compile: bool = False, log=print) -> dict[str, Any]:
+def benchmark(
+    config: ModelConfig = PRESETS["tinystories"],
+    batch_size: int = 8,
+    steps: int = 3,
+    repeats: int = 5,
+    eager: bool = False,
+    compile: bool = False,
+    log=print,
+) -> dict[str, Any]:
     torch.manual_seed(0)
     tokens = torch.randint(0, config.vocab_size, (batch_size, config.context_length + 1))
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
@@ -66,6 +83,7 @@ def benchmark(config: ModelConfig = PRESETS["tinystories"], batch_size: int = 8,
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
+
         return model, run
 
     def peer_steps(attention: str, compiled: bool):
@@ -76,10 +94,13 @@ def benchmark(config: ModelConfig = PRESETS["tinystories"], batch_size: int = 8,
         def run() -> None:
             for _ in range(steps):
                 logits = forward(input_ids=inputs).logits
-                loss = F.cross_entropy(logits.float().reshape(-1, config.vocab_size), targets.reshape(-1))
+                loss = F.cross_entropy(
+                    logits.float().reshape(-1, config.vocab_size), targets.reshape(-1)
+                )
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
+
         return model, run
 
     # name: (ours or peer, its baseline for the ratio)
@@ -96,14 +117,18 @@ def benchmark(config: ModelConfig = PRESETS["tinystories"], batch_size: int = 8,
         contenders["ours compiled"] = ours_steps(True, fused=True)
         contenders["HF Llama sdpa compiled"] = peer_steps("sdpa", True)
         pairs.append(("ours compiled", "HF Llama sdpa compiled"))
-    sizes = {name: sum(p.numel() for p in model.parameters()) for name, (model, _) in contenders.items()}
+    sizes = {
+        name: sum(p.numel() for p in model.parameters()) for name, (model, _) in contenders.items()
+    }
     if len(set(sizes.values())) != 1:
         raise RuntimeError(f"shapes differ: parameters {sizes}")
     ours_parameters = sizes["ours"]
 
-    log(f"training: batch {batch_size} x {config.context_length} tokens, {steps} steps per round, "
+    log(
+        f"training: batch {batch_size} x {config.context_length} tokens, {steps} steps per round, "
         f"{repeats} rounds, {ours_parameters:,} parameters, {torch.get_num_threads()} threads, "
-        f"contenders {', '.join(contenders)}")
+        f"contenders {', '.join(contenders)}"
+    )
     timings = interleaved({name: run for name, (_, run) in contenders.items()}, repeats)
     tokens_per_round = batch_size * config.context_length * steps
     rates = {name: tokens_per_round / timing.median for name, timing in timings.items()}
@@ -112,28 +137,44 @@ def benchmark(config: ModelConfig = PRESETS["tinystories"], batch_size: int = 8,
     rows = []
     for ours_name, peer_name in pairs:
         ours_rate, peer_rate = rates[ours_name], rates[peer_name]
-        rows.append({
-            "benchmark": "training tokens/s" + ours_name.removeprefix("ours").replace(" ", ", ", 1),
-            "input": f"TinyStories shape, batch {batch_size}x{config.context_length}",
-            "ours": f"{ours_rate:,.0f} tok/s (MFU {100 * mfu[ours_name]:.0f}%)",
-            "peer": f"{peer_rate:,.0f} tok/s ({peer_name}, MFU {100 * mfu[peer_name]:.0f}%)",
-            "speed ours/peer": f"{ours_rate / peer_rate:.2f}x",
-            "ratio": ours_rate / peer_rate,
-            "target": 1.0,
-            "spread s (ours; peer)": f"{timings[ours_name].low:.2f}-{timings[ours_name].high:.2f}; "
-                                     f"{timings[peer_name].low:.2f}-{timings[peer_name].high:.2f}",
-        })
+        rows.append(
+            {
+                "benchmark": "training tokens/s"
+                + ours_name.removeprefix("ours").replace(" ", ", ", 1),
+                "input": f"TinyStories shape, batch {batch_size}x{config.context_length}",
+                "ours": f"{ours_rate:,.0f} tok/s (MFU {100 * mfu[ours_name]:.0f}%)",
+                "peer": f"{peer_rate:,.0f} tok/s ({peer_name}, MFU {100 * mfu[peer_name]:.0f}%)",
+                "speed ours/peer": f"{ours_rate / peer_rate:.2f}x",
+                "ratio": ours_rate / peer_rate,
+                "target": 1.0,
+                "spread s (ours; peer)": f"{timings[ours_name].low:.2f}-{timings[ours_name].high:.2f}; "
+                f"{timings[peer_name].low:.2f}-{timings[peer_name].high:.2f}",
+            }
+        )
     best = max((name for name in rates if not name.startswith("HF")), key=rates.get)
-    rows.append({
-        "benchmark": "training MFU", "input": f"matmul peak {peak / 1e9:.1f} GFLOP/s (same run)",
-        "ours": f"{100 * mfu[best]:.0f}% ({best})", "peer": "the float32 matmul peak",
-        "speed ours/peer": f"{mfu[best]:.2f}x", "ratio": mfu[best], "target": 0.85,
-    })
+    rows.append(
+        {
+            "benchmark": "training MFU",
+            "input": f"matmul peak {peak / 1e9:.1f} GFLOP/s (same run)",
+            "ours": f"{100 * mfu[best]:.0f}% ({best})",
+            "peer": "the float32 matmul peak",
+            "speed ours/peer": f"{mfu[best]:.2f}x",
+            "ratio": mfu[best],
+            "target": 0.85,
+        }
+    )
     return {
-        "config": config.to_dict(), "batch_size": batch_size, "steps_per_round": steps,
-        "tokens_per_s": rates, "mfu": mfu, "ours_tokens_per_s": rates["ours"],
-        "peer_tokens_per_s": rates["HF Llama sdpa"], "ratio": rates["ours"] / rates["HF Llama sdpa"],
-        "matmul_peak_flops": peak, "timings": timings, "rows": rows,
+        "config": config.to_dict(),
+        "batch_size": batch_size,
+        "steps_per_round": steps,
+        "tokens_per_s": rates,
+        "mfu": mfu,
+        "ours_tokens_per_s": rates["ours"],
+        "peer_tokens_per_s": rates["HF Llama sdpa"],
+        "ratio": rates["ours"] / rates["HF Llama sdpa"],
+        "matmul_peak_flops": peak,
+        "timings": timings,
+        "rows": rows,
     }
 
 
@@ -143,15 +184,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=3, help="optimizer steps per timed round")
     parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds per contender")
     parser.add_argument("--eager", action="store_true", help="also the Llama with eager attention")
-    parser.add_argument("--compile", action="store_true", help="also both models under torch.compile")
-    parser.add_argument("--smoke", action="store_true", help="a tiny model, one round: checks the script runs")
+    parser.add_argument(
+        "--compile", action="store_true", help="also both models under torch.compile"
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="a tiny model, one round: checks the script runs"
+    )
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
     if args.smoke:
-        report = benchmark(TINY, batch_size=2, steps=1, repeats=1, eager=args.eager, compile=args.compile)
+        report = benchmark(
+            TINY, batch_size=2, steps=1, repeats=1, eager=args.eager, compile=args.compile
+        )
     else:
-        report = benchmark(batch_size=args.batch_size, steps=args.steps, repeats=args.repeats,
-                           eager=args.eager, compile=args.compile)
+        report = benchmark(
+            batch_size=args.batch_size,
+            steps=args.steps,
+            repeats=args.repeats,
+            eager=args.eager,
+            compile=args.compile,
+        )
     print(format_table(report["rows"], list(report["rows"][0])))
     if args.json:
         write_json(args.json, {"machine": machine(), "training": report, "rows": report["rows"]})

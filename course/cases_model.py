@@ -8,7 +8,6 @@ variants are the mistakes students actually make, computed the same independent 
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import torch
 import torch.nn.functional as F
@@ -36,7 +35,9 @@ def layer_weights(data: FixtureData, layer: int = 0) -> dict[str, Tensor]:
 # --- independent float64 implementations ---------------------------------------------------
 
 
-def complex_rope(x: Tensor, positions: Tensor, theta: float, *, rotate_half: bool = False) -> Tensor:
+def complex_rope(
+    x: Tensor, positions: Tensor, theta: float, *, rotate_half: bool = False
+) -> Tensor:
     """RoPE as multiplication of complex numbers ``x[2i] + i x[2i+1]`` by ``exp(i p theta^(-2i/d))``."""
     d = x.shape[-1]
     frequencies = theta ** (-torch.arange(0, d, 2, dtype=f64) / d)
@@ -45,7 +46,9 @@ def complex_rope(x: Tensor, positions: Tensor, theta: float, *, rotate_half: boo
         pairs = torch.stack((x[..., : d // 2], x[..., d // 2 :]), dim=-1).to(f64)
     else:
         pairs = x.to(f64).reshape(*x.shape[:-1], d // 2, 2)
-    rotated = torch.view_as_real(torch.view_as_complex(pairs.contiguous()) * torch.polar(torch.ones_like(angles), angles))
+    rotated = torch.view_as_real(
+        torch.view_as_complex(pairs.contiguous()) * torch.polar(torch.ones_like(angles), angles)
+    )
     if rotate_half:
         return torch.cat((rotated[..., 0], rotated[..., 1]), dim=-1)
     return rotated.reshape(x.shape)
@@ -77,11 +80,16 @@ def naive_attention(
 
     q, k, v = (heads(F.linear(x.to(f64), w[f"{n}_proj.weight"].to(f64))) for n in "qkv")
     if theta is not None:
-        q, k = complex_rope(q, positions[:, None, :], theta), complex_rope(k, positions[:, None, :], theta)
+        q, k = (
+            complex_rope(q, positions[:, None, :], theta),
+            complex_rope(k, positions[:, None, :], theta),
+        )
         if rope_values:
             v = complex_rope(v, positions[:, None, :], theta)
     if future_mask:
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=torch.ones(seq, seq, dtype=torch.bool).triu())
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=torch.ones(seq, seq, dtype=torch.bool).triu()
+        )
     else:
         out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     out = out.transpose(1, 2).reshape(batch, seq, d_model)
@@ -110,7 +118,9 @@ def naive_block(
 
     def attn(t: Tensor) -> Tensor:
         weights = {k.removeprefix("attn."): v for k, v in w.items() if k.startswith("attn.")}
-        return naive_attention(t, weights, config.num_heads, positions, config.rope_theta if rope else None)
+        return naive_attention(
+            t, weights, config.num_heads, positions, config.rope_theta if rope else None
+        )
 
     def ffn(t: Tensor) -> Tensor:
         hidden = F.silu(F.linear(t, w["ffn.w1.weight"].to(f64)))
@@ -176,7 +186,10 @@ def rmsnorm(data: FixtureData) -> CaseResult:
                 "RMSNorm does not subtract the mean (that is LayerNorm): divide x itself by sqrt(mean(x^2) + eps).",
                 F.rms_norm(centred, (gain.shape[0],), g64, eps=eps),
             ),
-            "gain_ignored": ("the output ignores the learned gain: multiply by weight.", F.rms_norm(x64, (gain.shape[0],), eps=eps)),
+            "gain_ignored": (
+                "the output ignores the learned gain: multiply by weight.",
+                F.rms_norm(x64, (gain.shape[0],), eps=eps),
+            ),
             "variance": (
                 "RMSNorm does not subtract the mean (that is LayerNorm's variance): use mean(x^2).",
                 x64 / torch.sqrt(centred.pow(2).mean(-1, keepdim=True) + eps) * g64,
@@ -195,7 +208,12 @@ def silu_case(data: FixtureData) -> CaseResult:
     return CaseResult(
         silu(x),
         F.silu(x.to(f64)),
-        {"sigmoid_only": ("SiLU is x * sigmoid(x), not sigmoid(x) alone.", torch.sigmoid(x.to(f64)))},
+        {
+            "sigmoid_only": (
+                "SiLU is x * sigmoid(x), not sigmoid(x) alone.",
+                torch.sigmoid(x.to(f64)),
+            )
+        },
     )
 
 
@@ -215,7 +233,10 @@ def swiglu(data: FixtureData) -> CaseResult:
                 "w1 and w3 are swapped: SiLU goes on w1 x, and w3 x is the linear gate.",
                 F.linear(F.silu(F.linear(x64, w3)) * F.linear(x64, w1), w2),
             ),
-            "no_gate": ("the gate is missing: SwiGLU multiplies silu(w1 x) elementwise by w3 x.", F.linear(F.silu(F.linear(x64, w1)), w2)),
+            "no_gate": (
+                "the gate is missing: SwiGLU multiplies silu(w1 x) elementwise by w3 x.",
+                F.linear(F.silu(F.linear(x64, w1)), w2),
+            ),
         },
     )
 
@@ -226,7 +247,12 @@ def softmax_case(data: FixtureData) -> CaseResult:
     return CaseResult(
         softmax(x, dim=-1),
         F.softmax(x.to(f64), dim=-1),
-        {"wrong_dim": ("softmax normalised over the wrong dimension: use the `dim` argument.", F.softmax(x.to(f64), dim=0))},
+        {
+            "wrong_dim": (
+                "softmax normalised over the wrong dimension: use the `dim` argument.",
+                F.softmax(x.to(f64), dim=0),
+            )
+        },
     )
 
 
@@ -239,17 +265,31 @@ def sdpa(data: FixtureData) -> CaseResult:
         scaled_dot_product_attention(q, k, v, mask),
         F.scaled_dot_product_attention(q64, k64, v64, attn_mask=mask),
         {
-            "no_scale": ("scores are not scaled: divide QK^T by sqrt(d_k).", F.scaled_dot_product_attention(q64, k64, v64, attn_mask=mask, scale=1.0)),
-            "scale_by_d_k": ("scores are divided by d_k; the scale is 1/sqrt(d_k).", F.scaled_dot_product_attention(q64, k64, v64, attn_mask=mask, scale=1 / d_k)),
-            "inverted_mask": ("the mask is inverted: True means the query MAY attend to the key.", F.scaled_dot_product_attention(q64, k64, v64, attn_mask=~mask)),
-            "mask_ignored": ("the mask is ignored: set masked scores to -inf before the softmax.", F.scaled_dot_product_attention(q64, k64, v64)),
+            "no_scale": (
+                "scores are not scaled: divide QK^T by sqrt(d_k).",
+                F.scaled_dot_product_attention(q64, k64, v64, attn_mask=mask, scale=1.0),
+            ),
+            "scale_by_d_k": (
+                "scores are divided by d_k; the scale is 1/sqrt(d_k).",
+                F.scaled_dot_product_attention(q64, k64, v64, attn_mask=mask, scale=1 / d_k),
+            ),
+            "inverted_mask": (
+                "the mask is inverted: True means the query MAY attend to the key.",
+                F.scaled_dot_product_attention(q64, k64, v64, attn_mask=~mask),
+            ),
+            "mask_ignored": (
+                "the mask is ignored: set masked scores to -inf before the softmax.",
+                F.scaled_dot_product_attention(q64, k64, v64),
+            ),
         },
     )
 
 
 @snapshot_case("multihead_self_attention")
 def mhsa(data: FixtureData) -> CaseResult:
-    w = {k.removeprefix("attn."): v for k, v in layer_weights(data).items() if k.startswith("attn.")}
+    w = {
+        k.removeprefix("attn."): v for k, v in layer_weights(data).items() if k.startswith("attn.")
+    }
     x = data.inputs["in_embeddings"]
     d_model, heads = data.config.d_model, data.config.num_heads
     module = MultiHeadSelfAttention(d_model, heads)
@@ -265,8 +305,14 @@ def mhsa(data: FixtureData) -> CaseResult:
         module(x),
         truth,
         {
-            "not_causal": ("attention is not causal: each position must ignore the positions after it.", naive_attention(x, w, heads, causal=False)),
-            "future_mask": ("the causal mask is upside down: query i sees keys 0..i (lower triangle), not i.. (upper).", naive_attention(x, w, heads, future_mask=True)),
+            "not_causal": (
+                "attention is not causal: each position must ignore the positions after it.",
+                naive_attention(x, w, heads, causal=False),
+            ),
+            "future_mask": (
+                "the causal mask is upside down: query i sees keys 0..i (lower triangle), not i.. (upper).",
+                naive_attention(x, w, heads, future_mask=True),
+            ),
             "heads_split_wrong": (
                 "heads are split in the wrong order: head h owns features h*d_k .. (h+1)*d_k - 1, i.e. '(heads d_k)'.",
                 naive_attention(x, w, heads, heads_last=True),
@@ -277,7 +323,9 @@ def mhsa(data: FixtureData) -> CaseResult:
 
 @snapshot_case("multihead_self_attention_with_rope")
 def mhsa_rope(data: FixtureData) -> CaseResult:
-    w = {k.removeprefix("attn."): v for k, v in layer_weights(data).items() if k.startswith("attn.")}
+    w = {
+        k.removeprefix("attn."): v for k, v in layer_weights(data).items() if k.startswith("attn.")
+    }
     x, config = data.inputs["in_embeddings"], data.config
     positions = torch.arange(x.shape[1]).expand(x.shape[0], -1)
     rope = RotaryPositionalEmbedding(config.rope_theta, config.d_head, config.context_length)
@@ -287,8 +335,16 @@ def mhsa_rope(data: FixtureData) -> CaseResult:
         module(x, positions),
         naive_attention(x, w, config.num_heads, positions, config.rope_theta),
         {
-            "rope_missing": ("RoPE is missing: rotate queries and keys before the scores.", naive_attention(x, w, config.num_heads)),
-            "rope_on_values": ("RoPE rotates queries and keys only, never values.", naive_attention(x, w, config.num_heads, positions, config.rope_theta, rope_values=True)),
+            "rope_missing": (
+                "RoPE is missing: rotate queries and keys before the scores.",
+                naive_attention(x, w, config.num_heads),
+            ),
+            "rope_on_values": (
+                "RoPE rotates queries and keys only, never values.",
+                naive_attention(
+                    x, w, config.num_heads, positions, config.rope_theta, rope_values=True
+                ),
+            ),
         },
     )
 
@@ -306,11 +362,17 @@ def rope_case(data: FixtureData) -> CaseResult:
                 "this is the rotate-half layout (pairs x[i], x[i + d/2]); the handout rotates interleaved pairs (x[2i], x[2i+1]).",
                 complex_rope(x, positions, config.rope_theta, rotate_half=True),
             ),
-            "positions_off_by_one": ("positions are off by one: use token_positions as given, starting at 0.", complex_rope(x, positions + 1, config.rope_theta)),
-            "rotation_reversed": ("the rotation goes the wrong way: x[2i] cos - x[2i+1] sin, then x[2i] sin + x[2i+1] cos.", complex_rope(x, -positions, config.rope_theta)),
+            "positions_off_by_one": (
+                "positions are off by one: use token_positions as given, starting at 0.",
+                complex_rope(x, positions + 1, config.rope_theta),
+            ),
+            "rotation_reversed": (
+                "the rotation goes the wrong way: x[2i] cos - x[2i+1] sin, then x[2i] sin + x[2i+1] cos.",
+                complex_rope(x, -positions, config.rope_theta),
+            ),
             "frequency_exponent": (
                 "the frequencies are off: pair i = 0 .. d_k/2 - 1 turns by p * theta^(-2i/d_k), not theta^(-i/d_k).",
-                complex_rope(x, positions, config.rope_theta ** 0.5),
+                complex_rope(x, positions, config.rope_theta**0.5),
             ),
         },
     )
@@ -325,9 +387,18 @@ def block(data: FixtureData) -> CaseResult:
         module(x),
         naive_block(x, w, data),
         {
-            "post_norm": ("this is a post-norm block; the handout's block is pre-norm: x + attn(ln1(x)), then + ffn(ln2(.)).", naive_block(x, w, data, mistake="post_norm")),
-            "no_ffn_residual": ("the feed-forward sublayer lost its residual connection: h + ffn(ln2(h)).", naive_block(x, w, data, mistake="no_ffn_residual")),
-            "ffn_uses_ln1": ("the feed-forward sublayer has its own norm, ln2; ln1 belongs to attention.", naive_block(x, w, data, mistake="ffn_uses_ln1")),
+            "post_norm": (
+                "this is a post-norm block; the handout's block is pre-norm: x + attn(ln1(x)), then + ffn(ln2(.)).",
+                naive_block(x, w, data, mistake="post_norm"),
+            ),
+            "no_ffn_residual": (
+                "the feed-forward sublayer lost its residual connection: h + ffn(ln2(h)).",
+                naive_block(x, w, data, mistake="no_ffn_residual"),
+            ),
+            "ffn_uses_ln1": (
+                "the feed-forward sublayer has its own norm, ln2; ln1 belongs to attention.",
+                naive_block(x, w, data, mistake="ffn_uses_ln1"),
+            ),
         },
     )
 
@@ -335,7 +406,11 @@ def block(data: FixtureData) -> CaseResult:
 # The handout's ablations: (config switches, naive_block switches, weights the variant lacks).
 ABLATIONS = {
     "post_norm": (dict(norm_placement="post"), dict(norm_placement="post"), ()),
-    "no_norm": (dict(norm_placement="none"), dict(norm_placement="none"), ("ln1.weight", "ln2.weight")),
+    "no_norm": (
+        dict(norm_placement="none"),
+        dict(norm_placement="none"),
+        ("ln1.weight", "ln2.weight"),
+    ),
     "nope": (dict(position_encoding="none"), dict(rope=False), ()),
     "silu_ffn": (dict(ffn="silu"), dict(gated=False), ("ffn.w3.weight",)),
 }
@@ -365,8 +440,14 @@ def lm(data: FixtureData) -> CaseResult:
         model(ids),
         naive_lm(ids, data),
         {
-            "no_final_norm": ("the final RMSNorm (ln_final) is missing before lm_head.", naive_lm(ids, data, final_norm=False)),
-            "probabilities": ("return unnormalised logits; the softmax belongs to the loss or the sampler.", F.softmax(naive_lm(ids, data), dim=-1)),
+            "no_final_norm": (
+                "the final RMSNorm (ln_final) is missing before lm_head.",
+                naive_lm(ids, data, final_norm=False),
+            ),
+            "probabilities": (
+                "return unnormalised logits; the softmax belongs to the loss or the sampler.",
+                F.softmax(naive_lm(ids, data), dim=-1),
+            ),
         },
     )
 

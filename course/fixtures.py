@@ -26,16 +26,22 @@ from course.manifest import write_manifest
 from course.snapshot_case import REGISTRY, FixtureData
 from course.tokenizer_fixtures import write_tokenizer_fixtures
 from cs336_basics.atomic_write import atomic_writer
-from tests.snapshots import match_tolerance
 from cs336_basics.config import ModelConfig
 from cs336_basics.model import TransformerLM
+from tests.snapshots import match_tolerance
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 SEED = 20250401
 
 MODEL_CONFIG = ModelConfig(
-    vocab_size=512, context_length=16, d_model=64, num_layers=3, num_heads=4, d_ff=128, rope_theta=10000.0
+    vocab_size=512,
+    context_length=16,
+    d_model=64,
+    num_layers=3,
+    num_heads=4,
+    d_ff=128,
+    rope_theta=10000.0,
 )
 BATCH, SEQ, D_K, D_V, KEYS = 4, 12, 16, 24, 16
 
@@ -51,7 +57,9 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
         for name in sorted(arrays):
             member = io.BytesIO()
-            np.lib.format.write_array(member, np.asarray(arrays[name], order="C"), allow_pickle=False)
+            np.lib.format.write_array(
+                member, np.asarray(arrays[name], order="C"), allow_pickle=False
+            )
             info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
             info.external_attr = 0o644 << 16
             archive.writestr(info, member.getvalue())
@@ -78,7 +86,9 @@ def make_inputs() -> dict[str, np.ndarray]:
     mask = rng.random((BATCH, SEQ, KEYS)) < 0.5
     mask[..., 0] = True  # every query may attend to something
     mask[..., -1] = False  # and no row is all True, so an inverted mask is still defined
-    positions = np.stack([np.sort(rng.choice(MODEL_CONFIG.context_length, SEQ, replace=False)) for _ in range(BATCH)])
+    positions = np.stack(
+        [np.sort(rng.choice(MODEL_CONFIG.context_length, SEQ, replace=False)) for _ in range(BATCH)]
+    )
     return {
         "in_embeddings": rng.standard_normal((BATCH, SEQ, d_model), dtype=np.float32),
         "in_indices": rng.integers(0, vocab, (BATCH, SEQ), dtype=np.int64),
@@ -109,7 +119,9 @@ def snapshot_arrays(name: str, data: FixtureData) -> dict[str, np.ndarray]:
     scale = float(np.abs(truth).max(initial=0.0))
     error = float(np.abs(reference.astype(np.float64) - truth).max(initial=0.0))
     if not error <= 1e-4 * max(scale, 1.0):
-        raise RuntimeError(f"{name}: reference disagrees with the independent computation (max error {error:.3e})")
+        raise RuntimeError(
+            f"{name}: reference disagrees with the independent computation (max error {error:.3e})"
+        )
     atol = 10 * error + 8 * float(np.finfo(np.float32).eps) * scale
     match_atol = match_tolerance(atol, truth)
     out = {"expected": truth, "reference_float32": reference, "atol": np.float64(atol)}
@@ -117,7 +129,9 @@ def snapshot_arrays(name: str, data: FixtureData) -> dict[str, np.ndarray]:
         wrong = arrays[slug]
         distance = float(np.abs(wrong - truth).max()) if wrong.shape == truth.shape else np.inf
         if not distance > 10 * match_atol:
-            raise RuntimeError(f"{name}: wrong variant {slug!r} is too close to the truth ({distance:.3e})")
+            raise RuntimeError(
+                f"{name}: wrong variant {slug!r} is too close to the truth ({distance:.3e})"
+            )
         out[f"wrong.{slug}"] = wrong
         out[f"hint.{slug}"] = np.array(hint)
     return out
@@ -133,14 +147,18 @@ def write_snapshot(name: str, data: FixtureData | None = None) -> None:
 def write_base_fixtures() -> None:
     """The model weights and config, and the shared inputs every snapshot case reads."""
     atomic_write_bytes(FIXTURES / "model" / "config.json", MODEL_CONFIG.to_json().encode())
-    atomic_write_bytes(FIXTURES / "model" / "weights.safetensors", save(make_model_weights(MODEL_CONFIG)))
+    atomic_write_bytes(
+        FIXTURES / "model" / "weights.safetensors", save(make_model_weights(MODEL_CONFIG))
+    )
     atomic_write_bytes(FIXTURES / "inputs.npz", npz_bytes(make_inputs()))
     write_tokenizer_fixtures(FIXTURES)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", help="snapshot cases to regenerate (default: everything)")
+    parser.add_argument(
+        "names", nargs="*", help="snapshot cases to regenerate (default: everything)"
+    )
     args = parser.parse_args(argv)
     torch.use_deterministic_algorithms(True)
     if not args.names:

@@ -25,6 +25,7 @@ as the tests, so a determined attacker could still patch the test machinery in m
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import hashlib
 import json
@@ -109,7 +110,9 @@ class UnsafeArchive(ValueError):
 
 def load_rubric(path: Path = RUBRIC) -> tuple[list[Component], Limits]:
     data = tomllib.loads(path.read_text())
-    components = [Component(c["name"], float(c["points"]), c["select"]) for c in data.get("component", [])]
+    components = [
+        Component(c["name"], float(c["points"]), c["select"]) for c in data.get("component", [])
+    ]
     if not components:
         raise ValueError(f"{path}: the rubric has no [[component]] entries")
     names = [c.name for c in components]
@@ -160,7 +163,9 @@ def safe_extract(zip_path: Path, dest: Path, limits: Limits) -> list[str]:
         checked = [(m, check_member(m, limits)) for m in members]
         declared = sum(m.file_size for m in members)
         if declared > limits.max_bytes:
-            raise UnsafeArchive(f"{declared} bytes unpacked; at most {limits.max_bytes} are allowed")
+            raise UnsafeArchive(
+                f"{declared} bytes unpacked; at most {limits.max_bytes} are allowed"
+            )
         names: list[str] = []
         written = 0
         for info, path in checked:
@@ -197,8 +202,14 @@ def pristine_files(instructor_root: Path) -> list[Path]:
     return [
         p
         for p in source_files(instructor_root)
-        if (p.parts[0] == "fixtures" or (p.parts[0] == "tests" and p.as_posix() != ADAPTERS
-                                         and not is_instructor_test(instructor_root / p)))
+        if (
+            p.parts[0] == "fixtures"
+            or (
+                p.parts[0] == "tests"
+                and p.as_posix() != ADAPTERS
+                and not is_instructor_test(instructor_root / p)
+            )
+        )
     ] + [Path("pyproject.toml")]
 
 
@@ -206,7 +217,9 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def prepare_workspace(instructor_root: Path, submission_root: Path, workspace: Path) -> dict[str, str]:
+def prepare_workspace(
+    instructor_root: Path, submission_root: Path, workspace: Path
+) -> dict[str, str]:
     """Fill ``workspace``; return the hashes of the pristine files in it."""
     hashes = {}
     for rel in pristine_files(instructor_root):
@@ -214,8 +227,11 @@ def prepare_workspace(instructor_root: Path, submission_root: Path, workspace: P
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(instructor_root / rel, target)
         hashes[rel.as_posix()] = digest(target)
-    shutil.copytree(submission_root / PACKAGE, workspace / PACKAGE,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        submission_root / PACKAGE,
+        workspace / PACKAGE,
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
     adapters = submission_root / ADAPTERS
     if adapters.is_file():
         shutil.copyfile(adapters, workspace / ADAPTERS)
@@ -227,7 +243,9 @@ def keyword_match(expression: str, nodeid: str) -> bool:
     node id. Used only to pick which test files a component's run needs to import."""
     python = []
     for token in re.findall(r"\(|\)|[^\s()]+", expression):
-        python.append(token if token in ("(", ")", "and", "or", "not") else f"{token.lower()!r} in s")
+        python.append(
+            token if token in ("(", ")", "and", "or", "not") else f"{token.lower()!r} in s"
+        )
     return bool(eval(" ".join(python), {"__builtins__": {}}, {"s": nodeid.lower()}))
 
 
@@ -238,15 +256,37 @@ def collected_nodeids(instructor_root: Path, plugin_autoload: bool = True) -> tu
         shutil.copyfile(PLUGIN, Path(tmp) / PLUGIN.name)
         outcomes = Path(tmp) / "collected.jsonl"
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        env.update(PYTHONPATH=f"{tmp}:{instructor_root}", CS336_OUTCOMES=str(outcomes), PYTHONDONTWRITEBYTECODE="1")
+        env.update(
+            PYTHONPATH=f"{tmp}:{instructor_root}",
+            CS336_OUTCOMES=str(outcomes),
+            PYTHONDONTWRITEBYTECODE="1",
+        )
         if not plugin_autoload:
             env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-        files = sorted({rel.as_posix() for rel in pristine_files(instructor_root)
-                        if rel.parts[0] == "tests" and rel.name.startswith("test_") and rel.suffix == ".py"})
+        files = sorted(
+            {
+                rel.as_posix()
+                for rel in pristine_files(instructor_root)
+                if rel.parts[0] == "tests" and rel.name.startswith("test_") and rel.suffix == ".py"
+            }
+        )
         subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "pytest_outcomes",
-             "-p", "no:cacheprovider", *files],
-            cwd=instructor_root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "--collect-only",
+                "-p",
+                "pytest_outcomes",
+                "-p",
+                "no:cacheprovider",
+                *files,
+            ],
+            cwd=instructor_root,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         return tuple(summarize(outcomes))
 
@@ -321,18 +361,42 @@ def run_component(
     if not plugin_autoload:
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     command = [
-        sys.executable, "-m", "pytest", "-q", "-p", "pytest_outcomes", "-p", "no:cacheprovider",
-        "-k", component.select, f"--basetemp={private / 'tmp' / 'pytest'}",
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "pytest_outcomes",
+        "-p",
+        "no:cacheprovider",
+        "-k",
+        component.select,
+        f"--basetemp={private / 'tmp' / 'pytest'}",
         *test_files_for(component.select, collected_nodeids(instructor_root, plugin_autoload)),
     ]
     if sandbox:
-        command = ["unshare", "-rnm", "--", "sh", "-c", SANDBOX_SCRIPT, "sandbox", str(workspace), *command]
+        command = [
+            "unshare",
+            "-rnm",
+            "--",
+            "sh",
+            "-c",
+            SANDBOX_SCRIPT,
+            "sandbox",
+            str(workspace),
+            *command,
+        ]
     command = with_limits(command, limits)
     log = private / "log.txt"
     with open(log, "wb") as log_stream:
         process = subprocess.Popen(
-            command, cwd=workspace, env=env, stdin=subprocess.DEVNULL, stdout=log_stream,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            command,
+            cwd=workspace,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log_stream,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         try:
             returncode = process.wait(timeout=limits.timeout_s)
@@ -342,13 +406,22 @@ def run_component(
             returncode = process.wait()
             timed_out = True
     # Anything the tests left behind in the process group goes too.
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    tampered = sorted(rel for rel, h in hashes.items() if not (workspace / rel).is_file() or digest(workspace / rel) != h)
-    result = score_component(component, summarize(outcomes), returncode, timed_out, tampered, limits,
-                             log.read_text(errors="replace"))
+    tampered = sorted(
+        rel
+        for rel, h in hashes.items()
+        if not (workspace / rel).is_file() or digest(workspace / rel) != h
+    )
+    result = score_component(
+        component,
+        summarize(outcomes),
+        returncode,
+        timed_out,
+        tampered,
+        limits,
+        log.read_text(errors="replace"),
+    )
     result.seconds = time.monotonic() - started
     return result
 
@@ -358,7 +431,11 @@ def _death(returncode: int, timed_out: bool, limits: Limits) -> str | None:
         return f"the tests were stopped after the {limits.timeout_s:g} s time limit (an infinite loop?)"
     if returncode < 0:
         name = signal.Signals(-returncode).name
-        why = {"SIGSEGV": "a segmentation fault", "SIGXCPU": "the CPU-time limit", "SIGKILL": "a kill (memory?)"}
+        why = {
+            "SIGSEGV": "a segmentation fault",
+            "SIGXCPU": "the CPU-time limit",
+            "SIGKILL": "a kill (memory?)",
+        }
         return f"the test process died with {name} ({why.get(name, 'a signal')})"
     if returncode in (97, 98):
         return "the grading sandbox could not be set up (grader problem, not yours)"
@@ -382,17 +459,23 @@ def score_component(
     if death:
         lines.append(death + ".")
     if tampered:
-        lines.append("Your code changed the grader's tests or fixtures, so this component scores 0: "
-                     + ", ".join(tampered[:5]))
+        lines.append(
+            "Your code changed the grader's tests or fixtures, so this component scores 0: "
+            + ", ".join(tampered[:5])
+        )
         passed = 0
     for nodeid, result in collect_errors.items():
-        lines.append(f"Could not load {nodeid} (an import or syntax error in your code?):\n"
-                     + _tail(result["message"], 1500))
+        lines.append(
+            f"Could not load {nodeid} (an import or syntax error in your code?):\n"
+            + _tail(result["message"], 1500)
+        )
     if collect_errors:
         passed = 0
     if not outcomes and not death:
         if returncode == 5:
-            lines.append(f"No test matched -k {component.select!r} (rubric problem, tell the course staff).")
+            lines.append(
+                f"No test matched -k {component.select!r} (rubric problem, tell the course staff)."
+            )
         else:
             lines.append("pytest did not run:\n" + _tail(log, 1500))
     total = len(tests)
@@ -445,16 +528,27 @@ def grade(
             safe_extract(zip_path, scratch / "unpacked", limits)
             submission_root = find_submission_root(scratch / "unpacked")
         except UnsafeArchive as error:
-            results = [ComponentResult(c, 0.0, 0, 0, f"Submission refused, nothing was run: {error}")
-                       for c in components]
+            results = [
+                ComponentResult(c, 0.0, 0, 0, f"Submission refused, nothing was run: {error}")
+                for c in components
+            ]
         else:
             collected_nodeids(instructor_root, plugin_autoload)  # once, before the workers need it
             with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-                results = list(pool.map(
-                    lambda c: run_component(c, instructor_root, submission_root, scratch / "runs", limits, sandbox,
-                                            plugin_autoload),
-                    components,
-                ))
+                results = list(
+                    pool.map(
+                        lambda c: run_component(
+                            c,
+                            instructor_root,
+                            submission_root,
+                            scratch / "runs",
+                            limits,
+                            sandbox,
+                            plugin_autoload,
+                        ),
+                        components,
+                    )
+                )
     report = gradescope_results(results, sandbox, time.monotonic() - started)
     write_json(out_dir / "results.json", report)
     if not quiet:
@@ -470,10 +564,18 @@ def gradescope_results(results: list[ComponentResult], sandbox: bool, seconds: f
         "score": score,
         "execution_time": round(seconds, 1),
         "output": f"Graded {len(results)} components "
-                  + ("in a sandbox (no network, read-only file system)." if sandbox
-                     else "without namespaces (network blocked in-process)."),
+        + (
+            "in a sandbox (no network, read-only file system)."
+            if sandbox
+            else "without namespaces (network blocked in-process)."
+        ),
         "tests": [
-            {"name": r.component.name, "score": r.score, "max_score": r.component.points, "output": r.output}
+            {
+                "name": r.component.name,
+                "score": r.score,
+                "max_score": r.component.points,
+                "output": r.output,
+            }
             for r in results
         ],
     }
@@ -484,16 +586,24 @@ def overlap_warnings(results: list[ComponentResult]) -> list[str]:
     for r in results:
         for nodeid in r.nodeids:
             owners.setdefault(nodeid, []).append(r.component.name)
-    return [f"{nodeid} counts for several components: {', '.join(names)}"
-            for nodeid, names in sorted(owners.items()) if len(names) > 1]
+    return [
+        f"{nodeid} counts for several components: {', '.join(names)}"
+        for nodeid, names in sorted(owners.items())
+        if len(names) > 1
+    ]
 
 
 def points_table(results: list[ComponentResult], title: str) -> str:
     width = max(len("component"), *(len(r.component.name) for r in results))
-    rows = [f"{title}", f"{'component':<{width}}  {'score':>6}  {'max':>5}  {'tests':>7}  {'time':>6}"]
+    rows = [
+        f"{title}",
+        f"{'component':<{width}}  {'score':>6}  {'max':>5}  {'tests':>7}  {'time':>6}",
+    ]
     for r in results:
-        rows.append(f"{r.component.name:<{width}}  {r.score:>6.2f}  {r.component.points:>5g}  "
-                    f"{f'{r.passed}/{r.total}':>7}  {r.seconds:>5.1f}s")
+        rows.append(
+            f"{r.component.name:<{width}}  {r.score:>6.2f}  {r.component.points:>5g}  "
+            f"{f'{r.passed}/{r.total}':>7}  {r.seconds:>5.1f}s"
+        )
     total = sum(r.score for r in results)
     maximum = sum(r.component.points for r in results)
     rows.append(f"{'total':<{width}}  {total:>6.2f}  {maximum:>5g}")
@@ -525,21 +635,32 @@ def grade_batch(folder: Path, out_dir: Path, jobs: int, **kwargs) -> Path:
     with open(partial, "w", newline="") as stream:
         writer = csv.writer(stream)
         writer.writerow(["submission", "total", *(c.name for c in components)])
-        for zip_path, report in zip(zips, reports):
-            writer.writerow([zip_path.name, report["score"], *(t["score"] for t in report["tests"])])
+        for zip_path, report in zip(zips, reports, strict=False):
+            writer.writerow(
+                [zip_path.name, report["score"], *(t["score"] for t in report["tests"])]
+            )
     os.replace(partial, csv_path)
     return csv_path
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cs336-grade", description=__doc__.splitlines()[0])
-    parser.add_argument("submission", type=Path, help="a submission zip, or a folder of zips with --batch")
-    parser.add_argument("--batch", action="store_true", help="grade every zip in the folder; write grades.csv")
+    parser.add_argument(
+        "submission", type=Path, help="a submission zip, or a folder of zips with --batch"
+    )
+    parser.add_argument(
+        "--batch", action="store_true", help="grade every zip in the folder; write grades.csv"
+    )
     parser.add_argument("--out", type=Path, help="where results go (default: grading/<zip name>/)")
     parser.add_argument("--rubric", type=Path, default=RUBRIC)
-    parser.add_argument("--jobs", type=int, default=2, help="components (or zips with --batch) at a time")
-    parser.add_argument("--expect", choices=("full", "zero"),
-                        help="exit 1 unless the score is full marks / zero (CI smoke tests)")
+    parser.add_argument(
+        "--jobs", type=int, default=2, help="components (or zips with --batch) at a time"
+    )
+    parser.add_argument(
+        "--expect",
+        choices=("full", "zero"),
+        help="exit 1 unless the score is full marks / zero (CI smoke tests)",
+    )
     args = parser.parse_args(argv)
     try:
         if args.batch:

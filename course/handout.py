@@ -64,13 +64,17 @@ def strip_solutions(source: str, path: str = "<source>") -> tuple[str, int]:
         indent = line[: len(line) - len(line.lstrip())]
         if stripped == BEGIN_MARKER:
             if open_at is not None:
-                raise MarkerError(f"{path}:{number}: nested {BEGIN_MARKER} (open since line {open_at[0]})")
+                raise MarkerError(
+                    f"{path}:{number}: nested {BEGIN_MARKER} (open since line {open_at[0]})"
+                )
             open_at = (number, indent)
             out.append(f"{indent}{STUB}\n")
             regions += 1
         elif stripped == END_MARKER:
             if open_at is None:
-                raise MarkerError(f"{path}:{number}: {END_MARKER} without a matching {BEGIN_MARKER}")
+                raise MarkerError(
+                    f"{path}:{number}: {END_MARKER} without a matching {BEGIN_MARKER}"
+                )
             if indent != open_at[1]:
                 raise MarkerError(
                     f"{path}:{number}: {END_MARKER} is indented differently from its "
@@ -109,10 +113,16 @@ def source_files(root: Path = REPO_ROOT) -> list[Path]:
     """Repository files (relative paths) a handout may draw from: tracked plus untracked-but-not-
     ignored files when ``root`` is a git checkout, else every file outside caches."""
     try:
-        listed = subprocess.run(
-            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-            cwd=root, capture_output=True, check=True,
-        ).stdout.decode().split("\0")
+        listed = (
+            subprocess.run(
+                ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+                cwd=root,
+                capture_output=True,
+                check=True,
+            )
+            .stdout.decode()
+            .split("\0")
+        )
         candidates = [Path(p) for p in listed if p]
     except (OSError, subprocess.CalledProcessError):
         candidates = [p.relative_to(root) for p in root.rglob("*")]
@@ -139,10 +149,17 @@ def git_stamp(root: Path = REPO_ROOT) -> tuple[str, str]:
     """``(short commit, commit date)`` of HEAD, ``("unknown", "unknown")`` outside git."""
     try:
         out = subprocess.run(
-            ["git", "log", "-1", "--format=%h %cs"], cwd=root, capture_output=True, check=True, text=True
+            ["git", "log", "-1", "--format=%h %cs"],
+            cwd=root,
+            capture_output=True,
+            check=True,
+            text=True,
         ).stdout.split()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
         ).stdout.strip()
         return out[0] + ("+dirty" if dirty else ""), out[1]
     except (OSError, subprocess.CalledProcessError, IndexError):
@@ -162,8 +179,8 @@ def changelog(root: Path = REPO_ROOT) -> str:
 
 def student_pyproject(text: str) -> str:
     """The reference ``pyproject.toml`` minus what only makes sense with ``course/`` present."""
-    text = re.sub(r'^cs336-grade\s*=.*\n', "", text, flags=re.MULTILINE)
-    return re.sub(r'packages\s*=\s*\[[^\]]*\]', 'packages = ["cs336_basics"]', text)
+    text = re.sub(r"^cs336-grade\s*=.*\n", "", text, flags=re.MULTILINE)
+    return re.sub(r"packages\s*=\s*\[[^\]]*\]", 'packages = ["cs336_basics"]', text)
 
 
 @dataclass
@@ -205,7 +222,8 @@ def build(
         (staging / "HANDOUT_VERSION").write_text(stamp + "\n")
         template = (COURSE_DIR / "handout_readme.md").read_text(encoding="utf-8")
         (staging / "README.md").write_text(
-            template.replace("{version}", stamp).replace("{changelog}", changelog(root)), encoding="utf-8"
+            template.replace("{version}", stamp).replace("{changelog}", changelog(root)),
+            encoding="utf-8",
         )
         shutil.copyfile(COURSE_DIR / "handout_makefile", staging / "Makefile")
         if handout_dir.exists():
@@ -239,7 +257,9 @@ def _ensure(directory: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "dist", help="output folder (default: dist/)")
+    parser.add_argument(
+        "--out", type=Path, default=REPO_ROOT / "dist", help="output folder (default: dist/)"
+    )
     args = parser.parse_args(argv)
     try:
         handout = build(args.out)

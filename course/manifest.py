@@ -27,7 +27,11 @@ def covered_files(root: Path) -> list[Path]:
     for top in COVERED:
         for path in (root / top).rglob("*"):
             relative = path.relative_to(root)
-            if path.is_file() and relative not in EXCLUDED and not IGNORED_PARTS & set(relative.parts):
+            if (
+                path.is_file()
+                and relative not in EXCLUDED
+                and not IGNORED_PARTS & set(relative.parts)
+            ):
                 files.append(relative)
     return sorted(files, key=lambda p: p.as_posix())
 
@@ -47,7 +51,9 @@ def check_manifest(root: Path = ROOT) -> list[str]:
     manifest = root / MANIFEST
     if not manifest.is_file():
         return [f"{MANIFEST} is missing"]
-    recorded = dict(reversed(line.split("  ", 1)) for line in manifest.read_text().splitlines() if line)
+    recorded = dict(
+        reversed(line.split("  ", 1)) for line in manifest.read_text().splitlines() if line
+    )
     present = {p.as_posix() for p in covered_files(root)}
     problems = [f"missing:  {name}" for name in sorted(set(recorded) - present)]
     problems += [f"extra:    {name}" for name in sorted(present - set(recorded))]
@@ -62,7 +68,9 @@ def check_manifest(root: Path = ROOT) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="record the current files")
-    parser.add_argument("--root", type=Path, default=ROOT, help="checkout to check (default: this one)")
+    parser.add_argument(
+        "--root", type=Path, default=ROOT, help="checkout to check (default: this one)"
+    )
     args = parser.parse_args(argv)
     if args.write:
         write_manifest(args.root)
@@ -71,7 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     problems = check_manifest(args.root)
     for line in problems:
         print(line)
-    print("tests and fixtures are pristine" if not problems else f"{len(problems)} file(s) differ from {MANIFEST}")
+    print(
+        "tests and fixtures are pristine"
+        if not problems
+        else f"{len(problems)} file(s) differ from {MANIFEST}"
+    )
     return 1 if problems else 0
 
 

@@ -43,7 +43,9 @@ class MutantResult:
 
 
 def make_copy(root: Path, destination: Path) -> Path:
-    code = [p.relative_to(root) for p in (root / "cs336_basics").rglob("*.py")] + [Path("tests/adapters.py")]
+    code = [p.relative_to(root) for p in (root / "cs336_basics").rglob("*.py")] + [
+        Path("tests/adapters.py")
+    ]
     for rel in pristine_files(root) + code:
         target = destination / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -53,20 +55,45 @@ def make_copy(root: Path, destination: Path) -> Path:
     return destination
 
 
-def run_tests(copy: Path, select: str, timeout: float, label: str, files: list[str]) -> tuple[dict[str, dict], str]:
+def run_tests(
+    copy: Path, select: str, timeout: float, label: str, files: list[str]
+) -> tuple[dict[str, dict], str]:
     """Run the tests matching ``select`` in ``copy``; return outcomes and a note on how it ended."""
     outcomes = copy / ".mutants" / f"{label}.jsonl"
     outcomes.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(PYTHONPATH=f"{copy / '.mutants'}:{copy}", PYTHONDONTWRITEBYTECODE="1",
-               CS336_OUTCOMES=str(outcomes))
+    env.update(
+        PYTHONPATH=f"{copy / '.mutants'}:{copy}",
+        PYTHONDONTWRITEBYTECODE="1",
+        CS336_OUTCOMES=str(outcomes),
+    )
     try:
         process = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "pytest_outcomes", "-p", "no:cacheprovider",
-             "-k", select, f"--basetemp={copy / '.mutants' / 'tmp'}", *files],
-            cwd=copy, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout,
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "pytest_outcomes",
+                "-p",
+                "no:cacheprovider",
+                "-k",
+                select,
+                f"--basetemp={copy / '.mutants' / 'tmp'}",
+                *files,
+            ],
+            cwd=copy,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=timeout,
         )
-        note = f"caught (process died with signal {-process.returncode})" if process.returncode < 0 else ""
+        note = (
+            f"caught (process died with signal {-process.returncode})"
+            if process.returncode < 0
+            else ""
+        )
     except subprocess.TimeoutExpired:
         note = f"caught (tests hung past {timeout:g} s)"
     return summarize(outcomes), note
@@ -86,7 +113,8 @@ def mutate_and_test(
     finally:
         (copy / bug.path).write_text(original, encoding="utf-8")
     caught_by = sorted(
-        nodeid for nodeid, result in outcomes.items()
+        nodeid
+        for nodeid, result in outcomes.items()
         if result["outcome"] in ("failed", "error", "collect_error", "running")
         and baseline.get(nodeid, {}).get("outcome", "passed") == "passed"
     )
@@ -94,7 +122,9 @@ def mutate_and_test(
     return MutantResult(bug, caught_by, hinted, note, time.monotonic() - started)
 
 
-def run_all(bugs: list[Bug], jobs: int, timeout: float, root: Path = REPO_ROOT) -> tuple[list[MutantResult], list[str]]:
+def run_all(
+    bugs: list[Bug], jobs: int, timeout: float, root: Path = REPO_ROOT
+) -> tuple[list[MutantResult], list[str]]:
     components = {c.name: c.select for c in load_rubric()[0]}
     unknown = sorted({b.component for b in bugs} - set(components))
     if unknown:
@@ -106,7 +136,9 @@ def run_all(bugs: list[Bug], jobs: int, timeout: float, root: Path = REPO_ROOT) 
         nodeids = collected_nodeids(root)
         union = " or ".join(f"({components[c]})" for c in sorted({b.component for b in bugs}))
         first = copies.get()
-        baseline, _ = run_tests(first, union, timeout * 4, "baseline", test_files_for(union, nodeids))
+        baseline, _ = run_tests(
+            first, union, timeout * 4, "baseline", test_files_for(union, nodeids)
+        )
         copies.put(first)
         broken = sorted(n for n, r in baseline.items() if r["outcome"] not in ("passed", "skipped"))
 
@@ -114,11 +146,20 @@ def run_all(bugs: list[Bug], jobs: int, timeout: float, root: Path = REPO_ROOT) 
             copy = copies.get()
             try:
                 select = components[bug.component]
-                result = mutate_and_test(bug, copy, select, test_files_for(select, nodeids), baseline, timeout)
+                result = mutate_and_test(
+                    bug, copy, select, test_files_for(select, nodeids), baseline, timeout
+                )
             finally:
                 copies.put(copy)
-            status = "caught" if result.caught else ("STALE" if result.note.startswith("STALE") else "SURVIVED")
-            print(f"  {status:<8} {bug.name} ({len(result.caught_by)} tests, {result.seconds:.0f} s)", flush=True)
+            status = (
+                "caught"
+                if result.caught
+                else ("STALE" if result.note.startswith("STALE") else "SURVIVED")
+            )
+            print(
+                f"  {status:<8} {bug.name} ({len(result.caught_by)} tests, {result.seconds:.0f} s)",
+                flush=True,
+            )
             return result
 
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -130,15 +171,21 @@ def report(results: list[MutantResult], broken: list[str]) -> str:
     if broken:
         lines.append("tests failing on the unmutated reference (ignored): " + ", ".join(broken))
     width = max(len(r.bug.name) for r in results)
-    lines.append(f"{'bug':<{width}}  {'component':<28}  {'caught by':<9}  hint  first catching test")
+    lines.append(
+        f"{'bug':<{width}}  {'component':<28}  {'caught by':<9}  hint  first catching test"
+    )
     for r in results:
         first = r.caught_by[0].split("::", 1)[-1] if r.caught_by else (r.note or "-")
         count = str(len(r.caught_by)) if r.caught_by else ("yes" if r.caught else "NONE")
-        lines.append(f"{r.bug.name:<{width}}  {r.bug.component:<28}  {count:<9}  {'yes' if r.hinted else 'no ':<4}  {first}")
+        lines.append(
+            f"{r.bug.name:<{width}}  {r.bug.component:<28}  {count:<9}  {'yes' if r.hinted else 'no ':<4}  {first}"
+        )
     killed = sum(r.caught for r in results)
     hinted = sum(r.hinted for r in results)
-    lines.append(f"kill rate: {killed}/{len(results)} = {killed / len(results):.0%} of catalogued bugs caught; "
-                 f"{hinted} with a hint in the failure")
+    lines.append(
+        f"kill rate: {killed}/{len(results)} = {killed / len(results):.0%} of catalogued bugs caught; "
+        f"{hinted} with a hint in the failure"
+    )
     return "\n".join(lines)
 
 

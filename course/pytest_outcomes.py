@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -60,19 +61,27 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = outcome.get_result()
     if report.when == "call" or report.outcome != "passed":
         error = call.excinfo.value if call.excinfo is not None else None
-        _write({
-            "event": "phase",
-            "nodeid": item.nodeid,
-            "when": report.when,
-            "outcome": report.outcome,
-            "exceptions": _exception_chain(error),
-            "message": str(report.longreprtext)[-MESSAGE_LIMIT:] if report.failed else "",
-        })
+        _write(
+            {
+                "event": "phase",
+                "nodeid": item.nodeid,
+                "when": report.when,
+                "outcome": report.outcome,
+                "exceptions": _exception_chain(error),
+                "message": str(report.longreprtext)[-MESSAGE_LIMIT:] if report.failed else "",
+            }
+        )
 
 
 def pytest_collectreport(report: pytest.CollectReport) -> None:
     if report.failed:
-        _write({"event": "collect_error", "nodeid": report.nodeid, "message": str(report.longreprtext)[-MESSAGE_LIMIT:]})
+        _write(
+            {
+                "event": "collect_error",
+                "nodeid": report.nodeid,
+                "message": str(report.longreprtext)[-MESSAGE_LIMIT:],
+            }
+        )
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -88,7 +97,7 @@ def summarize(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
     """
     results: dict[str, dict[str, Any]] = {}
     try:
-        lines = open(path, encoding="utf-8").read().splitlines()
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         return results
     for line in lines:
@@ -102,15 +111,21 @@ def summarize(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
                 results.setdefault(nodeid, {"outcome": "not run", "exceptions": [], "message": ""})
         elif kind == "collect_error":
             results[event["nodeid"] or "<collection>"] = {
-                "outcome": "collect_error", "exceptions": [], "message": event["message"]}
+                "outcome": "collect_error",
+                "exceptions": [],
+                "message": event["message"],
+            }
         elif kind == "start":
             results[event["nodeid"]] = {"outcome": "running", "exceptions": [], "message": ""}
         elif kind == "phase":
-            entry = results.setdefault(event["nodeid"], {"outcome": "running", "exceptions": [], "message": ""})
+            entry = results.setdefault(
+                event["nodeid"], {"outcome": "running", "exceptions": [], "message": ""}
+            )
             if event["outcome"] == "failed":
                 entry.update(
                     outcome="failed" if event["when"] == "call" else "error",
-                    exceptions=event["exceptions"], message=event["message"],
+                    exceptions=event["exceptions"],
+                    message=event["message"],
                 )
             elif event["outcome"] == "skipped":
                 entry["outcome"] = "skipped"

@@ -25,10 +25,39 @@ WRITEUP = "writeup.pdf"
 MANIFEST = "MANIFEST.json"
 SIZE_LIMIT_BYTES = 5 * 1024 * 1024
 # Folders and file types that are never code: caches, environments, data and model state.
-EXCLUDED_DIRS = {"__pycache__", ".venv", "venv", ".git", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints",
-                 "data", "runs", "checkpoints", "wandb"}
-EXCLUDED_SUFFIXES = {".pyc", ".pyo", ".so", ".npy", ".npz", ".bin", ".pt", ".pth", ".ckpt", ".safetensors",
-                     ".pkl", ".pickle", ".zip", ".tar", ".gz", ".dat", ".arrow", ".parquet"}
+EXCLUDED_DIRS = {
+    "__pycache__",
+    ".venv",
+    "venv",
+    ".git",
+    ".pytest_cache",
+    ".hypothesis",
+    ".ipynb_checkpoints",
+    "data",
+    "runs",
+    "checkpoints",
+    "wandb",
+}
+EXCLUDED_SUFFIXES = {
+    ".pyc",
+    ".pyo",
+    ".so",
+    ".npy",
+    ".npz",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".ckpt",
+    ".safetensors",
+    ".pkl",
+    ".pickle",
+    ".zip",
+    ".tar",
+    ".gz",
+    ".dat",
+    ".arrow",
+    ".parquet",
+}
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
 
@@ -36,7 +65,9 @@ def collect(root: Path, writeup: Path | None = None) -> tuple[dict[str, Path], l
     """Map archive names to files; also return what was skipped and why."""
     package = root / PACKAGE
     if not package.is_dir():
-        raise FileNotFoundError(f"no {PACKAGE}/ folder in {root}: run this from the assignment's top folder")
+        raise FileNotFoundError(
+            f"no {PACKAGE}/ folder in {root}: run this from the assignment's top folder"
+        )
     adapters = root / ADAPTERS
     if not adapters.is_file():
         raise FileNotFoundError(f"missing {adapters}")
@@ -70,7 +101,10 @@ def manifest(files: dict[str, Path], root: Path) -> dict:
     return {
         "handout_version": version_file.read_text().strip() if version_file.is_file() else None,
         "files": {
-            name: {"bytes": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+            name: {
+                "bytes": path.stat().st_size,
+                "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            }
             for name, path in sorted(files.items())
         },
     }
@@ -95,9 +129,13 @@ def pack(root: Path, out: Path, writeup: Path | None = None) -> tuple[int, list[
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", type=Path, default=Path.cwd(), help="assignment folder (default: here)")
+    parser.add_argument(
+        "--root", type=Path, default=Path.cwd(), help="assignment folder (default: here)"
+    )
     parser.add_argument("--out", type=Path, default=Path("submission.zip"), help="zip to write")
-    parser.add_argument("--writeup", type=Path, help=f"write-up PDF (default: {WRITEUP} if present)")
+    parser.add_argument(
+        "--writeup", type=Path, help=f"write-up PDF (default: {WRITEUP} if present)"
+    )
     parser.add_argument("--size-limit-mb", type=float, default=SIZE_LIMIT_BYTES / 2**20)
     args = parser.parse_args(argv)
     try:

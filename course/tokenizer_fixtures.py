@@ -50,7 +50,9 @@ def write_tokenizer_fixtures(fixtures_dir: str | os.PathLike) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         training_path = Path(scratch) / "train.txt"
         _write_text(training_path, training_text)
-        vocab, merges = train_bpe(training_path, TOKENIZER_VOCAB_SIZE, SPECIAL_TOKENS, num_workers=1)
+        vocab, merges = train_bpe(
+            training_path, TOKENIZER_VOCAB_SIZE, SPECIAL_TOKENS, num_workers=1
+        )
     _check_against_tiktoken(Tokenizer(vocab, merges, SPECIAL_TOKENS), samples)
 
     directory = fixtures / "tokenizer"

@@ -23,7 +23,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from course.handout import BEGIN_MARKER, END_MARKER, IMPORTS_COURSE, INSTRUCTOR_ONLY, REPO_ROOT, build, shipped_files
+from course.handout import (
+    BEGIN_MARKER,
+    END_MARKER,
+    IMPORTS_COURSE,
+    INSTRUCTOR_ONLY,
+    REPO_ROOT,
+    build,
+    shipped_files,
+)
 from course.pytest_outcomes import summarize
 
 PLUGIN = Path(__file__).with_name("pytest_outcomes.py")
@@ -51,9 +59,22 @@ def run_suite(cwd: Path, test_files: list[str], scratch: Path, label: str) -> di
         "CS336_OUTCOMES": str(outcomes),
     }
     subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "pytest_outcomes", "-p", "no:cacheprovider",
-         f"--basetemp={scratch / (label + '-tmp')}", *test_files],
-        cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "pytest_outcomes",
+            "-p",
+            "no:cacheprovider",
+            f"--basetemp={scratch / (label + '-tmp')}",
+            *test_files,
+        ],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     return summarize(outcomes)
 
@@ -65,8 +86,11 @@ def _base_env() -> dict[str, str]:
 
 
 def static_problems(handout: Path) -> list[str]:
-    problems = [f"instructor-only path shipped: {name}" for name in INSTRUCTOR_ONLY
-                if name not in ("README.md", "Makefile") and (handout / name).exists()]
+    problems = [
+        f"instructor-only path shipped: {name}"
+        for name in INSTRUCTOR_ONLY
+        if name not in ("README.md", "Makefile") and (handout / name).exists()
+    ]
     for path in sorted(handout.rglob("*.py")):
         rel = path.relative_to(handout)
         text = path.read_text(encoding="utf-8")
@@ -94,9 +118,13 @@ def handout_test_problems(outcomes: dict[str, dict]) -> list[str]:
         elif result["outcome"] in ("failed", "error"):
             if "NotImplementedError" not in result["exceptions"]:
                 chain = " <- ".join(result["exceptions"]) or "no exception"
-                problems.append(f"{nodeid}: fails with {chain}, not NotImplementedError: {first_line[0]}")
+                problems.append(
+                    f"{nodeid}: fails with {chain}, not NotImplementedError: {first_line[0]}"
+                )
         else:
-            problems.append(f"{nodeid}: {result['outcome']} (expected a NotImplementedError failure)")
+            problems.append(
+                f"{nodeid}: {result['outcome']} (expected a NotImplementedError failure)"
+            )
     return problems
 
 
@@ -117,13 +145,19 @@ def verify(root: Path = REPO_ROOT, check_reference: bool = True) -> list[str]:
         handout = build(scratch / "dist", root=root).directory
         problems = static_problems(handout)
         imported = subprocess.run(
-            [sys.executable, "-c", IMPORT_CHECK], cwd=handout, env={**_base_env(), "PYTHONPATH": str(handout)},
-            capture_output=True, text=True,
+            [sys.executable, "-c", IMPORT_CHECK],
+            cwd=handout,
+            env={**_base_env(), "PYTHONPATH": str(handout)},
+            capture_output=True,
+            text=True,
         )
         if imported.returncode != 0:
             problems.append(f"the handout does not import cleanly:\n{imported.stderr.strip()}")
-        test_files = sorted(p.as_posix() for p in shipped_files(root) if p.parts[0] == "tests"
-                            and p.name.startswith("test_") and p.suffix == ".py")
+        test_files = sorted(
+            p.as_posix()
+            for p in shipped_files(root)
+            if p.parts[0] == "tests" and p.name.startswith("test_") and p.suffix == ".py"
+        )
         if not test_files:
             problems.append("the handout ships no test files")
             return problems
@@ -135,7 +169,9 @@ def verify(root: Path = REPO_ROOT, check_reference: bool = True) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--skip-reference", action="store_true", help="do not run the reference's tests")
+    parser.add_argument(
+        "--skip-reference", action="store_true", help="do not run the reference's tests"
+    )
     args = parser.parse_args(argv)
     problems = verify(check_reference=not args.skip_reference)
     if problems:
@@ -143,7 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         for problem in problems:
             print(f"  - {problem}")
         return 1
-    print("handout verified: imports cleanly, every test fails with NotImplementedError, reference passes")
+    print(
+        "handout verified: imports cleanly, every test fails with NotImplementedError, reference passes"
+    )
     return 0
 
 

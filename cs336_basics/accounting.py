@@ -61,9 +61,11 @@ def _mla_projection_sizes(config: ModelConfig) -> dict[str, int]:
     """Weight count of each MLA projection (each weight is used once per token)."""
     d, h, r = config.d_model, config.num_heads, config.kv_lora_rank
     q = _mla_query_width(config)
-    sizes = {"q_proj": d * q} if config.q_lora_rank is None else {
-        "q_down_proj": d * config.q_lora_rank, "q_up_proj": config.q_lora_rank * q
-    }
+    sizes = (
+        {"q_proj": d * q}
+        if config.q_lora_rank is None
+        else {"q_down_proj": d * config.q_lora_rank, "q_up_proj": config.q_lora_rank * q}
+    )
     return sizes | {
         "kv_down_proj": d * r,
         "k_rope_proj": d * config.qk_rope_head_dim,
@@ -89,9 +91,18 @@ def _variant_forward_flops(config: ModelConfig, batch_size: int, seq_len: int) -
     flops = forward_flops(_dense_mha(config), batch_size, seq_len)
     layers, tokens, d = config.num_layers, batch_size * seq_len, config.d_model
     if config.attention == "mla":
-        for name in ("q_proj", "k_proj", "v_proj", "output_proj", "attention_scores", "attention_values"):
+        for name in (
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "output_proj",
+            "attention_scores",
+            "attention_values",
+        ):
             del flops[name]
-        per_layer = {name: 2 * tokens * size for name, size in _mla_projection_sizes(config).items()}
+        per_layer = {
+            name: 2 * tokens * size for name, size in _mla_projection_sizes(config).items()
+        }
         pairs = batch_size * seq_len * seq_len * config.num_heads
         per_layer["attention_scores"] = 2 * pairs * (config.mla_nope_dim + config.qk_rope_head_dim)
         per_layer["attention_values"] = 2 * pairs * config.mla_v_dim
@@ -102,7 +113,9 @@ def _variant_forward_flops(config: ModelConfig, batch_size: int, seq_len: int) -
     return flops
 
 
-def _variant_activation_counts(config: ModelConfig, batch_size: int, seq_len: int) -> dict[str, int]:
+def _variant_activation_counts(
+    config: ModelConfig, batch_size: int, seq_len: int
+) -> dict[str, int]:
     counts = activation_counts(_dense_mha(config), batch_size, seq_len)
     layers, tokens = config.num_layers, batch_size * seq_len
     if config.attention == "mla":
@@ -113,7 +126,9 @@ def _variant_activation_counts(config: ModelConfig, batch_size: int, seq_len: in
         counts["attention_values"] = layers * tokens * h * config.mla_v_dim
     if config.ffn == "moe":
         routed = tokens * config.top_k
-        counts["ffn"] = layers * (routed * (4 * config.d_ff + config.d_model) + tokens * config.num_experts)
+        counts["ffn"] = layers * (
+            routed * (4 * config.d_ff + config.d_model) + tokens * config.num_experts
+        )
     return counts
 
 
@@ -143,17 +158,22 @@ def parameter_counts(config: ModelConfig) -> dict[str, int]:
         attention += 2 * config.d_head
     counts = {
         "token_embeddings": config.vocab_size * d,
-        "position_embeddings": config.context_length * d if config.position_encoding == "learned" else 0,
+        "position_embeddings": config.context_length * d
+        if config.position_encoding == "learned"
+        else 0,
         "attention": config.num_layers * attention,
         "ffn": config.num_layers * ffn,
-        "norms": config.num_layers * layer_norms + (norm_size if config.norm_placement == "pre" else 0),
+        "norms": config.num_layers * layer_norms
+        + (norm_size if config.norm_placement == "pre" else 0),
         "lm_head": 0 if config.tie_embeddings else d * config.vocab_size,
     }
     return counts
     # END SOLUTION
 
 
-def forward_flops(config: ModelConfig, batch_size: int = 1, seq_len: int | None = None) -> dict[str, int]:
+def forward_flops(
+    config: ModelConfig, batch_size: int = 1, seq_len: int | None = None
+) -> dict[str, int]:
     """Matmul FLOPs of one forward pass over ``batch_size`` sequences of ``seq_len`` tokens,
     by component (summed over layers)."""
     T = config.context_length if seq_len is None else seq_len
@@ -183,7 +203,9 @@ def training_flops_per_token(config: ModelConfig, seq_len: int | None = None) ->
     return 3 * sum(forward_flops(config, 1, T).values()) / T
 
 
-def activation_counts(config: ModelConfig, batch_size: int = 1, seq_len: int | None = None) -> dict[str, int]:
+def activation_counts(
+    config: ModelConfig, batch_size: int = 1, seq_len: int | None = None
+) -> dict[str, int]:
     """Values kept for the backward pass, by component, after the handout's itemisation."""
     T = config.context_length if seq_len is None else seq_len
     if _is_variant(config):
@@ -249,7 +271,10 @@ def max_batch_size(config: ModelConfig, memory_bytes: float, bytes_per_value: in
 
 
 def model_flops_utilization(
-    config: ModelConfig, tokens_per_second: float, peak_flops_per_second: float, seq_len: int | None = None
+    config: ModelConfig,
+    tokens_per_second: float,
+    peak_flops_per_second: float,
+    seq_len: int | None = None,
 ) -> float:
     """MFU: achieved training FLOP/s (from measured throughput) over the hardware's peak."""
     if peak_flops_per_second <= 0:
@@ -258,7 +283,11 @@ def model_flops_utilization(
 
 
 def measure_training_throughput(
-    config: ModelConfig, batch_size: int, steps: int = 3, device: str = "cpu", seq_len: int | None = None
+    config: ModelConfig,
+    batch_size: int,
+    steps: int = 3,
+    device: str = "cpu",
+    seq_len: int | None = None,
 ) -> float:
     """Training tokens/s of a randomly initialised model on ``device``: forward, loss, backward
     and an AdamW step on random tokens, timed over ``steps`` steps after one warm-up step."""

@@ -18,7 +18,9 @@ def atomic_writer(path: str | os.PathLike) -> Iterator[BinaryIO]:
     """
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    fd, temp_path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    fd, temp_path = tempfile.mkstemp(
+        dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp"
+    )
     try:
         with os.fdopen(fd, "wb") as file:
             yield file

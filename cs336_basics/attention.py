@@ -64,7 +64,9 @@ def fused_attention(
     group, num_queries, num_keys = q.shape[-3], q.shape[-2], k.shape[-2]
     # The kernel's own causal flag aligns queries with the *first* keys; with a KV cache the
     # queries are the last positions, so the offset mask is passed explicitly then.
-    mask = causal_mask(num_queries, num_keys, q.device) if causal and num_queries != num_keys else None
+    mask = (
+        causal_mask(num_queries, num_keys, q.device) if causal and num_queries != num_keys else None
+    )
     out = F.scaled_dot_product_attention(
         rearrange(q, "... kv_heads group seq d -> ... (kv_heads group) seq d"),
         k.squeeze(-3),
@@ -117,7 +119,9 @@ class MultiHeadSelfAttention(nn.Module):
             raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         if num_kv_heads < 1 or num_heads % num_kv_heads != 0:
-            raise ValueError(f"num_heads={num_heads} must be a multiple of num_kv_heads={num_kv_heads}")
+            raise ValueError(
+                f"num_heads={num_heads} must be a multiple of num_kv_heads={num_kv_heads}"
+            )
         self.d_model = d_model
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
@@ -125,7 +129,9 @@ class MultiHeadSelfAttention(nn.Module):
         self.causal = causal
         self.fused = fused
         if rope is not None and rope.d_k != self.d_k:
-            raise ValueError(f"RoPE was built for d_k={rope.d_k}, but the heads have d_k={self.d_k}")
+            raise ValueError(
+                f"RoPE was built for d_k={rope.d_k}, but the heads have d_k={self.d_k}"
+            )
         d_kv = num_kv_heads * self.d_k
         self.q_proj = linear_layer(d_model, d_model, bias, device=device, dtype=dtype)
         self.k_proj = linear_layer(d_model, d_kv, bias, device=device, dtype=dtype)
@@ -153,8 +159,10 @@ class MultiHeadSelfAttention(nn.Module):
         # Query heads are grouped under the key/value head they share (group = 1 for plain MHA),
         # so attention broadcasts each key/value head over its group without copying it.
         q = rearrange(
-            self.q_proj(x), "... seq (kv_heads group d_k) -> ... kv_heads group seq d_k",
-            kv_heads=self.num_kv_heads, d_k=self.d_k,
+            self.q_proj(x),
+            "... seq (kv_heads group d_k) -> ... kv_heads group seq d_k",
+            kv_heads=self.num_kv_heads,
+            d_k=self.d_k,
         )
         k, v = (
             rearrange(proj(x), "... seq (kv_heads d_k) -> ... kv_heads 1 seq d_k", d_k=self.d_k)

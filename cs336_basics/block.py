@@ -80,9 +80,16 @@ def attention_layer(
             config.rope_theta, config.d_head, config.context_length, device=device
         )
     return MultiHeadSelfAttention(
-        config.d_model, config.num_heads, rope=rope, device=device, dtype=dtype,
-        num_kv_heads=config.num_kv_heads, qk_norm=config.qk_norm, norm_eps=config.norm_eps,
-        bias=config.bias, fused=config.fused_attention,
+        config.d_model,
+        config.num_heads,
+        rope=rope,
+        device=device,
+        dtype=dtype,
+        num_kv_heads=config.num_kv_heads,
+        qk_norm=config.qk_norm,
+        norm_eps=config.norm_eps,
+        bias=config.bias,
+        fused=config.fused_attention,
     )
 
 
@@ -93,7 +100,15 @@ def feed_forward_layer(
         return SwiGLU(config.d_model, config.d_ff, device=device, dtype=dtype)
     if config.ffn == "moe":
         return MixtureOfExperts(
-            config.d_model, config.d_ff, config.num_experts, config.top_k, config.normalize_topk,
-            config.capacity_factor, device=device, dtype=dtype,
+            config.d_model,
+            config.d_ff,
+            config.num_experts,
+            config.top_k,
+            config.normalize_topk,
+            config.capacity_factor,
+            device=device,
+            dtype=dtype,
         )
-    return FeedForward(config.d_model, config.d_ff, config.ffn, config.bias, device=device, dtype=dtype)
+    return FeedForward(
+        config.d_model, config.d_ff, config.ffn, config.bias, device=device, dtype=dtype
+    )

@@ -81,7 +81,9 @@ def train_bpe(
             f"{len(special_tokens)} special tokens), got {vocab_size!r}"
         )
     started = time.perf_counter()
-    word_counts = pretokenize_file(input_path, special_tokens, num_workers=num_workers, progress=progress)
+    word_counts = pretokenize_file(
+        input_path, special_tokens, num_workers=num_workers, progress=progress
+    )
     if not word_counts:
         raise ValueError(f"{os.fspath(input_path)!r} contains no text to train on (empty corpus)")
     pretokenized = time.perf_counter()
@@ -91,7 +93,11 @@ def train_bpe(
     merges = merge_pairs(word_counts, vocab, vocab_size - len(vocab), progress=progress)
     if timings is not None:
         finished = time.perf_counter()
-        timings.update(pretokenize=pretokenized - started, merge=finished - pretokenized, total=finished - started)
+        timings.update(
+            pretokenize=pretokenized - started,
+            merge=finished - pretokenized,
+            total=finished - started,
+        )
     return vocab, merges
     # END SOLUTION
 
@@ -115,18 +121,25 @@ def pretokenize_file(
     num_workers = max(1, num_workers)
     num_chunks = max(num_workers * 4 if num_workers > 1 else 1, -(-file_size // MAX_CHUNK_BYTES))
     boundaries = find_chunk_boundaries(path, num_chunks, special_tokens)
-    jobs = [(path, start, end, tuple(special_tokens)) for start, end in zip(boundaries, boundaries[1:])]
+    jobs = [
+        (path, start, end, tuple(special_tokens))
+        for start, end in zip(boundaries, boundaries[1:], strict=False)
+    ]
     counts: Counter[bytes] = Counter()
-    bar = tqdm(total=file_size, unit="B", unit_scale=True, desc="pre-tokenizing", disable=not progress)
+    bar = tqdm(
+        total=file_size, unit="B", unit_scale=True, desc="pre-tokenizing", disable=not progress
+    )
     with bar:
         if num_workers == 1 or len(jobs) == 1:
             results = map(_count_chunk, jobs)
-            for (_, start, end, _), chunk_counts in zip(jobs, results):
+            for (_, start, end, _), chunk_counts in zip(jobs, results, strict=False):
                 counts.update(chunk_counts)
                 bar.update(end - start)
         else:
             with ProcessPoolExecutor(max_workers=min(num_workers, len(jobs))) as pool:
-                for (_, start, end, _), chunk_counts in zip(jobs, pool.map(_count_chunk, jobs)):
+                for (_, start, end, _), chunk_counts in zip(
+                    jobs, pool.map(_count_chunk, jobs), strict=False
+                ):
                     counts.update(chunk_counts)
                     bar.update(end - start)
     return counts
@@ -168,8 +181,8 @@ def merge_pairs(
 
     pair_counts: defaultdict[tuple[int, int], int] = defaultdict(int)
     pair_words: defaultdict[tuple[int, int], set[int]] = defaultdict(set)
-    for index, (word, count) in enumerate(zip(words, counts)):
-        for pair in zip(word, word[1:]):
+    for index, (word, count) in enumerate(zip(words, counts, strict=False)):
+        for pair in zip(word, word[1:], strict=False):
             pair_counts[pair] += count
             pair_words[pair].add(index)
 
@@ -202,9 +215,9 @@ def merge_pairs(
                 if merged is word:
                     continue
                 count = counts[index]
-                for pair in zip(word, word[1:]):
+                for pair in zip(word, word[1:], strict=False):
                     delta[pair] -= count
-                for pair in zip(merged, merged[1:]):
+                for pair in zip(merged, merged[1:], strict=False):
                     delta[pair] += count
                     pair_words[pair].add(index)
                 words[index] = merged
@@ -217,7 +230,9 @@ def merge_pairs(
                 if new_count > 0:
                     pair_counts[pair] = new_count
                     if change > 0:
-                        heapq.heappush(heap, _PairKey(new_count, (vocab[pair[0]], vocab[pair[1]]), pair))
+                        heapq.heappush(
+                            heap, _PairKey(new_count, (vocab[pair[0]], vocab[pair[1]]), pair)
+                        )
                 else:
                     del pair_counts[pair]
     return merges

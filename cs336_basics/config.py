@@ -98,7 +98,9 @@ class ModelConfig:
             _check_positive(name, getattr(self, name))
         for name, choices in _CHOICES.items():
             if getattr(self, name) not in choices:
-                raise ValueError(f"ModelConfig.{name} must be one of {choices}; got {getattr(self, name)!r}")
+                raise ValueError(
+                    f"ModelConfig.{name} must be one of {choices}; got {getattr(self, name)!r}"
+                )
         if self.d_model % self.num_heads != 0:
             raise ValueError(
                 f"d_model={self.d_model} must be divisible by num_heads={self.num_heads}"
@@ -130,7 +132,12 @@ class ModelConfig:
                 )
         if self.attention != "mla":
             return
-        if self.num_kv_heads not in (None, self.num_heads) or self.qk_norm or self.bias or self.fused_attention:
+        if (
+            self.num_kv_heads not in (None, self.num_heads)
+            or self.qk_norm
+            or self.bias
+            or self.fused_attention
+        ):
             raise ValueError(
                 "attention='mla' has its own key/value compression, no biases and no fused kernel: "
                 "leave num_kv_heads unset and qk_norm, bias and fused_attention off"
@@ -153,7 +160,9 @@ class ModelConfig:
         if self.top_k > self.num_experts:
             raise ValueError(f"top_k={self.top_k} cannot exceed num_experts={self.num_experts}")
         if self.capacity_factor is not None and not self.capacity_factor > 0:
-            raise ValueError(f"capacity_factor must be positive or None; got {self.capacity_factor}")
+            raise ValueError(
+                f"capacity_factor must be positive or None; got {self.capacity_factor}"
+            )
         if self.aux_loss_coef < 0:
             raise ValueError(f"aux_loss_coef must be non-negative; got {self.aux_loss_coef}")
 

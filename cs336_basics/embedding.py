@@ -25,7 +25,9 @@ class Embedding(nn.Module):
         super().__init__()
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
-        self.weight = nn.Parameter(torch.empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
+        self.weight = nn.Parameter(
+            torch.empty(num_embeddings, embedding_dim, device=device, dtype=dtype)
+        )
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -33,7 +35,7 @@ class Embedding(nn.Module):
         nn.init.trunc_normal_(self.weight, mean=0.0, std=1.0, a=-3.0, b=3.0)
         # END SOLUTION
 
-    def forward(self, token_ids: Int[Tensor, "..."]) -> Float[Tensor, "... d_model"]:
+    def forward(self, token_ids: Int[Tensor, ...]) -> Float[Tensor, "... d_model"]:
         check_token_ids(token_ids, self.num_embeddings)
         # BEGIN SOLUTION
         return self.weight[token_ids]

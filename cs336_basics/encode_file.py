@@ -65,14 +65,21 @@ def encode_file(
     file_size = os.path.getsize(path)
     num_chunks = max(num_workers * 2 if num_workers > 1 else 1, -(-file_size // CHUNK_BYTES))
     boundaries = find_chunk_boundaries(path, num_chunks, tokenizer.special_tokens)
-    jobs = [(path, start, end, dtype) for start, end in zip(boundaries, boundaries[1:])]
+    jobs = [
+        (path, start, end, dtype) for start, end in zip(boundaries, boundaries[1:], strict=False)
+    ]
 
     total = 0
-    with atomic_writer(output_path) as out, tqdm(
-        total=file_size, unit="B", unit_scale=True, desc="encoding", disable=not progress
-    ) as bar:
+    with (
+        atomic_writer(output_path) as out,
+        tqdm(
+            total=file_size, unit="B", unit_scale=True, desc="encoding", disable=not progress
+        ) as bar,
+    ):
         out.write(_npy_header(dtype, 0))
-        for (_, start, end, _), ids in zip(jobs, _encode_jobs(tokenizer, jobs, num_workers)):
+        for (_, start, end, _), ids in zip(
+            jobs, _encode_jobs(tokenizer, jobs, num_workers), strict=False
+        ):
             out.write(ids.tobytes())
             total += len(ids)
             bar.update(end - start)
@@ -123,4 +130,6 @@ def _npy_header(dtype: np.dtype, length: int) -> bytes:
     description = {"descr": dtype.newbyteorder("<").str, "fortran_order": False, "shape": (length,)}
     text = repr(description).encode("latin1")
     padding = _HEADER_SIZE - 10 - len(text) - 1
-    return b"\x93NUMPY\x01\x00" + struct.pack("<H", _HEADER_SIZE - 10) + text + b" " * padding + b"\n"
+    return (
+        b"\x93NUMPY\x01\x00" + struct.pack("<H", _HEADER_SIZE - 10) + text + b" " * padding + b"\n"
+    )

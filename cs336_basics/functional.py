@@ -9,14 +9,14 @@ from jaxtyping import Float
 from torch import Tensor
 
 
-def silu(x: Float[Tensor, "..."]) -> Float[Tensor, "..."]:
+def silu(x: Float[Tensor, ...]) -> Float[Tensor, ...]:
     """SiLU (swish): ``x * sigmoid(x)``, elementwise."""
     # BEGIN SOLUTION
     return x * torch.sigmoid(x)
     # END SOLUTION
 
 
-def softmax(x: Float[Tensor, "..."], dim: int = -1) -> Float[Tensor, "..."]:
+def softmax(x: Float[Tensor, ...], dim: int = -1) -> Float[Tensor, ...]:
     """Numerically stable softmax along ``dim``.
 
     Subtracting the maximum first leaves the result unchanged mathematically and keeps
@@ -30,11 +30,11 @@ def softmax(x: Float[Tensor, "..."], dim: int = -1) -> Float[Tensor, "..."]:
     # END SOLUTION
 
 
-def gelu(x: Float[Tensor, "..."]) -> Float[Tensor, "..."]:
+def gelu(x: Float[Tensor, ...]) -> Float[Tensor, ...]:
     """Exact GELU, ``x * Phi(x)`` with the standard normal CDF ``Phi`` (not the tanh fit)."""
     return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
 
 
-def relu(x: Float[Tensor, "..."]) -> Float[Tensor, "..."]:
+def relu(x: Float[Tensor, ...]) -> Float[Tensor, ...]:
     """ReLU: ``max(x, 0)``, elementwise."""
     return x.clamp(min=0)

@@ -8,7 +8,7 @@ from torch import Tensor
 
 
 def cross_entropy(
-    logits: Float[Tensor, "... vocab_size"], targets: Int[Tensor, "..."]
+    logits: Float[Tensor, "... vocab_size"], targets: Int[Tensor, ...]
 ) -> Float[Tensor, ""]:
     """Mean of ``-log softmax(logits)[target]`` over every leading position.
 

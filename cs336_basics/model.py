@@ -44,7 +44,9 @@ class TransformerLM(nn.Module):
     ) -> None:
         super().__init__()
         self.config = config
-        self.token_embeddings = Embedding(config.vocab_size, config.d_model, device=device, dtype=dtype)
+        self.token_embeddings = Embedding(
+            config.vocab_size, config.d_model, device=device, dtype=dtype
+        )
         if config.position_encoding == "learned":
             self.position_embeddings = Embedding(
                 config.context_length, config.d_model, device=device, dtype=dtype
@@ -80,7 +82,9 @@ class TransformerLM(nn.Module):
         x = self.token_embeddings(token_ids)
         if self.config.position_encoding in ("learned", "sinusoidal"):
             if token_positions is None:
-                token_positions = torch.arange(past, past + token_ids.shape[-1], device=token_ids.device)
+                token_positions = torch.arange(
+                    past, past + token_ids.shape[-1], device=token_ids.device
+                )
             x = x + self.position_embeddings(token_positions).to(x.dtype)
         for i, layer in enumerate(self.layers):
             x = layer(x, token_positions, None if kv_cache is None else kv_cache.layers[i])

@@ -155,7 +155,7 @@ def prepare_tokens(
             raise ValueError("give both train_tokens and val_tokens, or neither")
         return Path(config.train_tokens), Path(config.val_tokens)
     outputs = (data_dir / "train.npy", data_dir / "valid.npy")
-    for text, output in zip(texts, outputs):
+    for text, output in zip(texts, outputs, strict=False):
         encode_file(tokenizer, text, output, num_workers=config.workers)
     return outputs
 

@@ -108,7 +108,9 @@ def count_pretokens(text: str, special_tokens: Sequence[str] = ()) -> Counter[by
     # END SOLUTION
 
 
-def last_safe_boundary(text: str, start: int, stop: int, special_regex: regex.Pattern | None) -> int:
+def last_safe_boundary(
+    text: str, start: int, stop: int, special_regex: regex.Pattern | None
+) -> int:
     """The largest safe boundary ``p`` with ``start < p <= stop`` in ``text``, or ``-1``.
 
     Special tokens are looked for in ``text`` itself, so every special token that could contain a
@@ -138,7 +140,9 @@ def read_text_range(path: str | os.PathLike, start: int, end: int) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ValueError(f"{str(path)!r} is not valid UTF-8: bad byte at offset {start + error.start}") from None
+        raise ValueError(
+            f"{str(path)!r} is not valid UTF-8: bad byte at offset {start + error.start}"
+        ) from None
 
 
 def find_chunk_boundaries(

@@ -31,7 +31,9 @@ class RotaryPositionalEmbedding(nn.Module):
     ) -> None:
         super().__init__()
         if d_k % 2 != 0:
-            raise ValueError(f"RoPE rotates pairs of dimensions, so d_k must be even; got d_k={d_k}")
+            raise ValueError(
+                f"RoPE rotates pairs of dimensions, so d_k must be even; got d_k={d_k}"
+            )
         if max_seq_len < 1:
             raise ValueError(f"max_seq_len must be positive; got {max_seq_len}")
         self.theta = theta
@@ -41,8 +43,12 @@ class RotaryPositionalEmbedding(nn.Module):
         inverse_frequencies = theta ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)
         positions = torch.arange(max_seq_len, dtype=torch.float64)
         angles = torch.outer(positions, inverse_frequencies)  # (max_seq_len, d_k / 2)
-        self.register_buffer("cos", angles.cos().to(device=device, dtype=torch.float32), persistent=False)
-        self.register_buffer("sin", angles.sin().to(device=device, dtype=torch.float32), persistent=False)
+        self.register_buffer(
+            "cos", angles.cos().to(device=device, dtype=torch.float32), persistent=False
+        )
+        self.register_buffer(
+            "sin", angles.sin().to(device=device, dtype=torch.float32), persistent=False
+        )
         # END SOLUTION
 
     def forward(

@@ -59,10 +59,14 @@ class Tokenizer:
                 new_id = max(self.vocab, default=-1) + 1
                 self.vocab[new_id] = encoded
                 self.token_ids[encoded] = new_id
-        self.special_ids: dict[str, int] = {s: self.token_ids[s.encode("utf-8")] for s in self.special_tokens}
+        self.special_ids: dict[str, int] = {
+            s: self.token_ids[s.encode("utf-8")] for s in self.special_tokens
+        }
         missing = [bytes([b]) for b in range(256) if bytes([b]) not in self.token_ids]
         if missing:
-            raise ValueError(f"vocab lacks single-byte tokens {missing[:8]}; byte-level BPE needs all 256")
+            raise ValueError(
+                f"vocab lacks single-byte tokens {missing[:8]}; byte-level BPE needs all 256"
+            )
         self.byte_ids: list[int] = [self.token_ids[bytes([b])] for b in range(256)]
 
         # (left id, right id) -> (rank, merged id): the lower the rank, the earlier it applies.
@@ -72,7 +76,9 @@ class Tokenizer:
                 pair = (self.token_ids[left], self.token_ids[right])
                 merged = self.token_ids[left + right]
             except KeyError:
-                raise ValueError(f"merge {rank} ({left!r}, {right!r}) uses or makes a token not in the vocab") from None
+                raise ValueError(
+                    f"merge {rank} ({left!r}, {right!r}) uses or makes a token not in the vocab"
+                ) from None
             self.merge_ranks.setdefault(pair, (rank, merged))
 
         self._special_regex = special_token_regex(self.special_tokens)
@@ -130,7 +136,11 @@ class Tokenizer:
     def _encode_word(self, word: str) -> list[int]:
         """The ids of one whitespace-led word: those of its pre-tokens, in order."""
         # BEGIN SOLUTION
-        return list(chain.from_iterable(map(self._pretoken_cache.__getitem__, GPT2_PRETOKENIZER.findall(word))))
+        return list(
+            chain.from_iterable(
+                map(self._pretoken_cache.__getitem__, GPT2_PRETOKENIZER.findall(word))
+            )
+        )
         # END SOLUTION
 
     def _encode_pretoken(self, pretoken: str) -> list[int]:

@@ -26,7 +26,11 @@ from cs336_basics.atomic_write import atomic_writer
 @cache
 def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's map from each byte value to a printable character."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
     mapping = {b: chr(b) for b in printable}
     shifted = 0
     for b in range(256):
@@ -80,7 +84,9 @@ def load_vocab(path: str | os.PathLike) -> dict[int, bytes]:
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{os.fspath(path)!r} is not a JSON vocab file: {error}") from None
     if not isinstance(strings, dict) or not all(isinstance(i, int) for i in strings.values()):
-        raise ValueError(f"{os.fspath(path)!r} must hold a JSON object mapping token strings to integer ids")
+        raise ValueError(
+            f"{os.fspath(path)!r} must hold a JSON object mapping token strings to integer ids"
+        )
     vocab = {i: string_to_token(text) for text, i in strings.items()}
     if len(vocab) != len(strings):
         raise ValueError(f"{os.fspath(path)!r} gives the same id to more than one token")
@@ -101,7 +107,9 @@ def load_merges(path: str | os.PathLike) -> list[tuple[bytes, bytes]]:
             continue
         parts = line.split(" ")
         if len(parts) != 2 or not all(parts):
-            raise ValueError(f"{os.fspath(path)!r} line {number}: expected two tokens separated by one space, got {line!r}")
+            raise ValueError(
+                f"{os.fspath(path)!r} line {number}: expected two tokens separated by one space, got {line!r}"
+            )
         merges.append((string_to_token(parts[0]), string_to_token(parts[1])))
     return merges
 

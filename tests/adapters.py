@@ -19,8 +19,8 @@ from torch import Tensor
 
 from cs336_basics.adamw import AdamW
 from cs336_basics.attention import MultiHeadSelfAttention, scaled_dot_product_attention
-from cs336_basics.bpe import train_bpe
 from cs336_basics.block import TransformerBlock
+from cs336_basics.bpe import train_bpe
 from cs336_basics.checkpoint import load_checkpoint, save_checkpoint
 from cs336_basics.config import ModelConfig
 from cs336_basics.data import get_batch
@@ -104,8 +104,12 @@ def run_multihead_self_attention(
 ) -> Float[Tensor, " ... sequence_length d_out"]:
     """Causal multi-head self-attention without position encoding."""
     # BEGIN SOLUTION
-    attention = MultiHeadSelfAttention(d_model, num_heads, device=in_features.device, dtype=q_proj_weight.dtype)
-    attention.load_state_dict(_attention_weights(q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight))
+    attention = MultiHeadSelfAttention(
+        d_model, num_heads, device=in_features.device, dtype=q_proj_weight.dtype
+    )
+    attention.load_state_dict(
+        _attention_weights(q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight)
+    )
     return attention(in_features)
     # END SOLUTION
 
@@ -126,8 +130,12 @@ def run_multihead_self_attention_with_rope(
     # BEGIN SOLUTION
     device = in_features.device
     rope = RotaryPositionalEmbedding(theta, d_model // num_heads, max_seq_len, device=device)
-    attention = MultiHeadSelfAttention(d_model, num_heads, rope=rope, device=device, dtype=q_proj_weight.dtype)
-    attention.load_state_dict(_attention_weights(q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight))
+    attention = MultiHeadSelfAttention(
+        d_model, num_heads, rope=rope, device=device, dtype=q_proj_weight.dtype
+    )
+    attention.load_state_dict(
+        _attention_weights(q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight)
+    )
     return attention(in_features, token_positions)
     # END SOLUTION
 
@@ -162,7 +170,9 @@ def run_transformer_block(
     """A pre-norm Transformer block; ``weights`` uses the block's state-dict names
     (``attn.q_proj.weight``, ``ln1.weight``, ``ffn.w1.weight``, ...)."""
     # BEGIN SOLUTION
-    return run_transformer_block_ablation(d_model, num_heads, d_ff, max_seq_len, theta, weights, in_features)
+    return run_transformer_block_ablation(
+        d_model, num_heads, d_ff, max_seq_len, theta, weights, in_features
+    )
     # END SOLUTION
 
 
@@ -180,8 +190,13 @@ def run_transformer_lm(
     """Next-token logits of a ``TransformerLM`` loaded from ``weights``."""
     # BEGIN SOLUTION
     config = ModelConfig(
-        vocab_size=vocab_size, context_length=context_length, d_model=d_model,
-        num_layers=num_layers, num_heads=num_heads, d_ff=d_ff, rope_theta=rope_theta,
+        vocab_size=vocab_size,
+        context_length=context_length,
+        d_model=d_model,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        d_ff=d_ff,
+        rope_theta=rope_theta,
     )
     dtype = weights["token_embeddings.weight"].dtype
     model = TransformerLM(config, device=in_indices.device, dtype=dtype)
@@ -207,9 +222,16 @@ def run_transformer_block_ablation(
     "silu" (``w2(silu(w1 x))``, no ``w3``)."""
     # BEGIN SOLUTION
     config = ModelConfig(
-        vocab_size=1, context_length=max_seq_len, d_model=d_model, num_layers=1,
-        num_heads=num_heads, d_ff=d_ff, rope_theta=theta,
-        norm_placement=norm_placement, position_encoding=position_encoding, ffn=ffn,
+        vocab_size=1,
+        context_length=max_seq_len,
+        d_model=d_model,
+        num_layers=1,
+        num_heads=num_heads,
+        d_ff=d_ff,
+        rope_theta=theta,
+        norm_placement=norm_placement,
+        position_encoding=position_encoding,
+        ffn=ffn,
     )
     block = TransformerBlock(config, device=in_features.device, dtype=in_features.dtype)
     block.load_state_dict(weights)
@@ -387,7 +409,9 @@ def run_feedforward(
     has ``w1.bias`` and ``w2.bias``."""
     # BEGIN SOLUTION
     bias = "w1.bias" in weights
-    ffn = FeedForward(d_model, d_ff, activation, bias=bias, device=in_features.device, dtype=in_features.dtype)
+    ffn = FeedForward(
+        d_model, d_ff, activation, bias=bias, device=in_features.device, dtype=in_features.dtype
+    )
     ffn.load_state_dict(weights)
     return ffn(in_features)
     # END SOLUTION
@@ -398,7 +422,9 @@ def run_sinusoidal_positions(
 ) -> Float[Tensor, " ... sequence_length d_model"]:
     """The original Transformer's sin/cos encoding of ``token_positions``."""
     # BEGIN SOLUTION
-    return SinusoidalPositionalEncoding(d_model, max_seq_len, device=token_positions.device)(token_positions)
+    return SinusoidalPositionalEncoding(d_model, max_seq_len, device=token_positions.device)(
+        token_positions
+    )
     # END SOLUTION
 
 
@@ -420,8 +446,14 @@ def run_grouped_query_attention(
     device, dtype = in_features.device, in_features.dtype
     rope = RotaryPositionalEmbedding(theta, d_model // num_heads, max_seq_len, device=device)
     attention = MultiHeadSelfAttention(
-        d_model, num_heads, rope=rope, device=device, dtype=dtype,
-        num_kv_heads=num_kv_heads, qk_norm=qk_norm, norm_eps=eps,
+        d_model,
+        num_heads,
+        rope=rope,
+        device=device,
+        dtype=dtype,
+        num_kv_heads=num_kv_heads,
+        qk_norm=qk_norm,
+        norm_eps=eps,
     )
     attention.load_state_dict(weights)
     return attention(in_features, token_positions)
@@ -439,7 +471,9 @@ def run_multihead_latent_attention(
     ``attention="mla"``). With ``use_latent_cache`` the input is fed through an empty latent KV
     cache, which runs the folded (absorbed-projection) path."""
     # BEGIN SOLUTION
-    layer = MultiHeadLatentAttention(ModelConfig(**config), device=in_features.device, dtype=in_features.dtype)
+    layer = MultiHeadLatentAttention(
+        ModelConfig(**config), device=in_features.device, dtype=in_features.dtype
+    )
     layer.load_state_dict(weights)
     return layer(in_features, token_positions, LatentKVCache() if use_latent_cache else None)
     # END SOLUTION
@@ -459,8 +493,14 @@ def run_mixture_of_experts(
     ``experts.{e}.{w1,w2,w3}.weight``. Returns the output and the load-balancing loss."""
     # BEGIN SOLUTION
     moe = MixtureOfExperts(
-        d_model, d_ff, num_experts, top_k, normalize_topk, capacity_factor,
-        device=in_features.device, dtype=in_features.dtype,
+        d_model,
+        d_ff,
+        num_experts,
+        top_k,
+        normalize_topk,
+        capacity_factor,
+        device=in_features.device,
+        dtype=in_features.dtype,
     )
     moe.load_state_dict(weights)
     output = moe(in_features)
@@ -491,7 +531,9 @@ def run_encoder_layer(
 ) -> Float[Tensor, " ... source d_model"]:
     """Post-LN Transformer encoder layer (bidirectional self-attention, GELU MLP, biases)."""
     # BEGIN SOLUTION
-    layer = EncoderLayer(d_model, num_heads, d_ff, eps, device=in_features.device, dtype=in_features.dtype)
+    layer = EncoderLayer(
+        d_model, num_heads, d_ff, eps, device=in_features.device, dtype=in_features.dtype
+    )
     layer.load_state_dict(weights)
     return layer(in_features)
     # END SOLUTION
@@ -509,7 +551,9 @@ def run_decoder_layer(
     """Post-LN Transformer decoder layer: causal self-attention, cross-attention to
     ``memory``, GELU MLP."""
     # BEGIN SOLUTION
-    layer = DecoderLayer(d_model, num_heads, d_ff, eps, device=in_features.device, dtype=in_features.dtype)
+    layer = DecoderLayer(
+        d_model, num_heads, d_ff, eps, device=in_features.device, dtype=in_features.dtype
+    )
     layer.load_state_dict(weights)
     return layer(in_features, memory)
     # END SOLUTION

@@ -8,7 +8,9 @@ from collections.abc import Callable
 import torch
 
 
-def matching_hints(actual: object, mistakes: dict[str, object], same: Callable[[object, object], bool]) -> str:
+def matching_hints(
+    actual: object, mistakes: dict[str, object], same: Callable[[object, object], bool]
+) -> str:
     """``"\\nhint: ..."`` lines for every mistake whose outcome ``same``-matches ``actual``."""
     return "".join(f"\nhint: {hint}" for hint, outcome in mistakes.items() if same(actual, outcome))
 
@@ -18,9 +20,12 @@ def close(a: object, b: object, tolerance: float = 1e-6) -> bool:
     return a.shape == b.shape and bool(torch.allclose(a, b, rtol=tolerance, atol=tolerance))
 
 
-def assert_close_or_hint(actual: object, expected: object, mistakes: dict[str, object], tolerance: float = 1e-6) -> None:
+def assert_close_or_hint(
+    actual: object, expected: object, mistakes: dict[str, object], tolerance: float = 1e-6
+) -> None:
     """Like ``torch.testing.assert_close``, naming the matching mistake on failure."""
     if not close(actual, expected, tolerance):
         raise AssertionError(
-            f"got {actual}, expected {expected}" + matching_hints(actual, mistakes, lambda a, b: close(a, b, tolerance))
+            f"got {actual}, expected {expected}"
+            + matching_hints(actual, mistakes, lambda a, b: close(a, b, tolerance))
         )

@@ -41,7 +41,10 @@ class Snapshot:
             )
         with np.load(path, allow_pickle=False) as data:
             hints = {
-                key.removeprefix("wrong."): (str(data["hint." + key.removeprefix("wrong.")]), data[key])
+                key.removeprefix("wrong."): (
+                    str(data["hint." + key.removeprefix("wrong.")]),
+                    data[key],
+                )
                 for key in data.files
                 if key.startswith("wrong.")
             }

@@ -22,13 +22,24 @@ from cs336_basics.model import TransformerLM
 
 BASE = dict(vocab_size=100, context_length=16, d_model=32, num_layers=2, num_heads=4, d_ff=48)
 VARIANTS = [
-    {}, {"num_kv_heads": 2}, {"num_kv_heads": 1}, {"bias": True}, {"qk_norm": True},
-    {"tie_embeddings": True}, {"ffn": "gelu", "bias": True}, {"ffn": "silu"}, {"norm": "layernorm"},
-    {"position_encoding": "learned"}, {"norm_placement": "post"}, {"norm_placement": "none"},
+    {},
+    {"num_kv_heads": 2},
+    {"num_kv_heads": 1},
+    {"bias": True},
+    {"qk_norm": True},
+    {"tie_embeddings": True},
+    {"ffn": "gelu", "bias": True},
+    {"ffn": "silu"},
+    {"norm": "layernorm"},
+    {"position_encoding": "learned"},
+    {"norm_placement": "post"},
+    {"norm_placement": "none"},
 ]
 
 
-@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: ",".join(f"{k}={x}" for k, x in v.items()) or "base")
+@pytest.mark.parametrize(
+    "variant", VARIANTS, ids=lambda v: ",".join(f"{k}={x}" for k, x in v.items()) or "base"
+)
 def test_accounting_parameter_count_matches_model(variant):
     config = ModelConfig(**BASE, **variant)
     model = TransformerLM(config)
@@ -56,10 +67,15 @@ def test_accounting_matmul_flops_match_flop_counter(variant):
     assert predicted["lm_head"] == by_module["TransformerLM.lm_head"]
     assert predicted["ffn"] == sum(by_module[f"TransformerLM.layers.{i}.ffn"] for i in layers)
     for projection in ("q_proj", "k_proj", "v_proj", "output_proj"):
-        assert predicted[projection] == sum(by_module[f"TransformerLM.layers.{i}.attn.{projection}"] for i in layers)
+        assert predicted[projection] == sum(
+            by_module[f"TransformerLM.layers.{i}.attn.{projection}"] for i in layers
+        )
     attention_matmuls = sum(
         by_module[f"TransformerLM.layers.{i}.attn"]
-        - sum(by_module[f"TransformerLM.layers.{i}.attn.{p}"] for p in ("q_proj", "k_proj", "v_proj", "output_proj"))
+        - sum(
+            by_module[f"TransformerLM.layers.{i}.attn.{p}"]
+            for p in ("q_proj", "k_proj", "v_proj", "output_proj")
+        )
         for i in layers
     )
     assert predicted["attention_scores"] + predicted["attention_values"] == attention_matmuls
@@ -70,7 +86,9 @@ def test_accounting_training_flops_and_mfu():
     per_token = training_flops_per_token(config)
     assert per_token == 3 * sum(forward_flops(config, 1).values()) / config.context_length
     # 6N is the usual rule of thumb (N non-embedding parameters); attention adds a little on top
-    non_embedding = sum(parameter_counts(config).values()) - parameter_counts(config)["token_embeddings"]
+    non_embedding = (
+        sum(parameter_counts(config).values()) - parameter_counts(config)["token_embeddings"]
+    )
     assert 6 * non_embedding < per_token < 1.5 * 6 * non_embedding
     assert model_flops_utilization(config, 1000.0, per_token * 4000.0) == pytest.approx(0.25)
 
@@ -85,7 +103,9 @@ def test_accounting_memory_estimate():
     in_bf16 = training_memory(config, 1, bytes_per_value=2)
     assert 2 * in_bf16.total == one.total
     fits = max_batch_size(config, 80 * 2**30)
-    assert training_memory(config, fits).total <= 80 * 2**30 < training_memory(config, fits + 1).total
+    assert (
+        training_memory(config, fits).total <= 80 * 2**30 < training_memory(config, fits + 1).total
+    )
 
 
 def test_accounting_cli(capsys, tmp_path):
@@ -95,8 +115,20 @@ def test_accounting_cli(capsys, tmp_path):
     result = json.loads(capsys.readouterr().out)
     assert result["total_parameters"] == 2_127_057_600
     (tmp_path / "model.json").write_text(ModelConfig(**BASE).to_json())
-    assert main(["accounting", "--config", str(tmp_path / "model.json"), "--tokens-per-second", "1e4",
-                 "--peak-tflops", "1"]) == 0
+    assert (
+        main(
+            [
+                "accounting",
+                "--config",
+                str(tmp_path / "model.json"),
+                "--tokens-per-second",
+                "1e4",
+                "--peak-tflops",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert "MFU" in capsys.readouterr().out
     assert main(["accounting", "--all-presets"]) == 0
     assert "gpt2-large" in capsys.readouterr().out
@@ -109,8 +141,27 @@ def test_accounting_measured_mfu(capsys, tmp_path):
     from cs336_basics.cli import main
 
     (tmp_path / "model.json").write_text(ModelConfig(**BASE).to_json())
-    assert main(["accounting", "--config", str(tmp_path / "model.json"), "--batch-size", "2", "--measure", "1",
-                 "--device", "cpu", "--peak-tflops", "1", "--json"]) == 0
+    assert (
+        main(
+            [
+                "accounting",
+                "--config",
+                str(tmp_path / "model.json"),
+                "--batch-size",
+                "2",
+                "--measure",
+                "1",
+                "--device",
+                "cpu",
+                "--peak-tflops",
+                "1",
+                "--json",
+            ]
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     assert result["tokens_per_second"] > 0
-    assert result["mfu"] == pytest.approx(result["tokens_per_second"] * result["training_flops_per_token"] / 1e12)
+    assert result["mfu"] == pytest.approx(
+        result["tokens_per_second"] * result["training_flops_per_token"] / 1e12
+    )

@@ -26,7 +26,9 @@ def test_scaled_dot_product_attention(snapshot, inputs):
 
 def test_scaled_dot_product_attention_without_mask_and_with_extra_dims(inputs):
     q, k, v = (inputs[n].reshape(2, 2, *inputs[n].shape[1:]) for n in ("q", "k", "v"))
-    torch.testing.assert_close(run_scaled_dot_product_attention(q, k, v), F.scaled_dot_product_attention(q, k, v))
+    torch.testing.assert_close(
+        run_scaled_dot_product_attention(q, k, v), F.scaled_dot_product_attention(q, k, v)
+    )
 
 
 def test_scaled_dot_product_attention_broadcasts_a_2d_mask(inputs):
@@ -43,7 +45,9 @@ def test_scaled_dot_product_attention_names_mismatched_dimension(inputs):
 
 def test_multihead_self_attention(snapshot, inputs, state_dict, model_config):
     d_model, num_heads = model_config["d_model"], model_config["num_heads"]
-    out = run_multihead_self_attention(d_model, num_heads, *attention_weights(state_dict), inputs["in_embeddings"])
+    out = run_multihead_self_attention(
+        d_model, num_heads, *attention_weights(state_dict), inputs["in_embeddings"]
+    )
     snapshot.assert_match(out, "multihead_self_attention")
 
 
@@ -64,7 +68,9 @@ def test_multihead_self_attention_with_rope_default_positions(inputs, state_dict
     explicit = torch.arange(x.shape[1]).expand(x.shape[0], -1)
     torch.testing.assert_close(
         run_multihead_self_attention_with_rope(d_model, num_heads, MAX_SEQ_LEN, THETA, *weights, x),
-        run_multihead_self_attention_with_rope(d_model, num_heads, MAX_SEQ_LEN, THETA, *weights, x, explicit),
+        run_multihead_self_attention_with_rope(
+            d_model, num_heads, MAX_SEQ_LEN, THETA, *weights, x, explicit
+        ),
     )
 
 
@@ -76,7 +82,9 @@ def test_multihead_self_attention_is_causal(inputs, state_dict, model_config, ro
 
     def attend(x: torch.Tensor) -> torch.Tensor:
         if rope:
-            return run_multihead_self_attention_with_rope(d_model, num_heads, MAX_SEQ_LEN, THETA, *weights, x)
+            return run_multihead_self_attention_with_rope(
+                d_model, num_heads, MAX_SEQ_LEN, THETA, *weights, x
+            )
         return run_multihead_self_attention(d_model, num_heads, *weights, x)
 
     x = inputs["in_embeddings"]
@@ -94,14 +102,18 @@ def test_multihead_self_attention_any_leading_dims(inputs, state_dict, model_con
     x = inputs["in_embeddings"]
     stacked = x.reshape(2, 2, *x.shape[1:])
     out = run_multihead_self_attention(d_model, num_heads, *weights, stacked)
-    torch.testing.assert_close(out.reshape(x.shape), run_multihead_self_attention(d_model, num_heads, *weights, x))
+    torch.testing.assert_close(
+        out.reshape(x.shape), run_multihead_self_attention(d_model, num_heads, *weights, x)
+    )
 
 
 def test_multihead_self_attention_bfloat16(inputs, state_dict, model_config):
     d_model, num_heads = model_config["d_model"], model_config["num_heads"]
     weights = attention_weights(state_dict)
     x = inputs["in_embeddings"]
-    out = run_multihead_self_attention(d_model, num_heads, *(w.bfloat16() for w in weights), x.bfloat16())
+    out = run_multihead_self_attention(
+        d_model, num_heads, *(w.bfloat16() for w in weights), x.bfloat16()
+    )
     assert out.dtype == torch.bfloat16
     reference = run_multihead_self_attention(d_model, num_heads, *weights, x)
     torch.testing.assert_close(out.float(), reference, atol=0.1, rtol=0.05)

@@ -17,7 +17,9 @@ def test_rmsnorm_float16_squares_do_not_overflow() -> None:
     x = (300 * torch.randn(4, d_model, generator=torch.Generator().manual_seed(0))).half()
     gain = torch.linspace(0.5, 1.5, d_model).half()
     out = run_rmsnorm(d_model, 1e-5, gain, x)
-    assert out.dtype == torch.float16, f"RMSNorm should return the input dtype float16, got {out.dtype}"
+    assert out.dtype == torch.float16, (
+        f"RMSNorm should return the input dtype float16, got {out.dtype}"
+    )
     expected = F.rms_norm(x.double(), (d_model,), gain.double(), eps=1e-5)
     assert torch.isfinite(out).all() and out.abs().amax() > 0.1, (
         "hint: RMSNorm in float16 lost its values: 300^2 overflows float16, so compute the mean "

@@ -21,7 +21,9 @@ def test_get_batch_shapes_targets_and_every_start():
         assert x.shape == y.shape == (batch_size, context_length)
         assert x.dtype == torch.long and x.device.type == "cpu"
         # The dataset is arange, so windows are consecutive and each target is its input + 1.
-        assert torch.equal(y, x + 1), "hint: targets are the inputs shifted by one position (y[i] = data[start + i + 1])"
+        assert torch.equal(y, x + 1), (
+            "hint: targets are the inputs shifted by one position (y[i] = data[start + i + 1])"
+        )
         assert torch.equal(x - x[:, :1], torch.arange(context_length).expand_as(x))
         starts.update(x[:, 0].tolist())
     valid = set(range(len(dataset) - context_length))  # last start 92: inputs 92..98, target 99
@@ -29,7 +31,8 @@ def test_get_batch_shapes_targets_and_every_start():
     assert not missing, f"window starts {missing} were never sampled" + (
         "\nhint: the last valid start is len(dataset) - context_length - 1, and randint's upper "
         "bound is exclusive: draw from randint(0, len(dataset) - context_length)"
-        if missing == [max(valid)] else ""
+        if missing == [max(valid)]
+        else ""
     )
     assert set(starts) == valid, f"invalid window starts {sorted(set(starts) - valid)}"
     expected = 100 * batch_size / len(valid)  # 3200 draws over 93 starts, about 34 each
@@ -42,7 +45,7 @@ def test_get_batch_from_memmap(tmp_path):
     tokens.tofile(path)
     dataset = np.memmap(path, dtype=np.uint16, mode="r")
     x, y = run_get_batch(dataset, 4, 16, "cpu")
-    for row_x, row_y in zip(x.tolist(), y.tolist()):
+    for row_x, row_y in zip(x.tolist(), y.tolist(), strict=False):
         start = next(i for i in range(len(tokens) - 16) if tokens[i : i + 16].tolist() == row_x)
         assert tokens[start + 1 : start + 17].tolist() == row_y
 

@@ -19,9 +19,24 @@ from pathlib import Path
 
 import pytest
 
-from course.grade import Limits, UnsafeArchive, grade, load_rubric, namespaces_available, safe_extract
+from course.grade import (
+    Limits,
+    UnsafeArchive,
+    grade,
+    load_rubric,
+    namespaces_available,
+    safe_extract,
+)
 
-LIMITS = Limits(timeout_s=4, cpu_s=20, memory_gib=1, file_size_mib=8, max_files=50, max_bytes=1 << 20, max_ratio=50)
+LIMITS = Limits(
+    timeout_s=4,
+    cpu_s=20,
+    memory_gib=1,
+    file_size_mib=8,
+    max_files=50,
+    max_bytes=1 << 20,
+    max_ratio=50,
+)
 
 RUBRIC = """
 [[component]]
@@ -42,8 +57,8 @@ def call(name, *args):
 """
 COURSE_TESTS = {
     "test_honest.py": "from tests.adapters import call\n\ndef test_honest_square():\n    assert call('honest', 3) == 9\n\n"
-                      "def test_honest_fixture():\n    from pathlib import Path\n"
-                      "    assert Path('fixtures/data.txt').read_text() == 'pristine'\n",
+    "def test_honest_fixture():\n    from pathlib import Path\n"
+    "    assert Path('fixtures/data.txt').read_text() == 'pristine'\n",
     **{
         f"test_{name}.py": f"from tests.adapters import call\n\ndef test_{name}():\n    assert call('{name}') == 'ok'\n"
         for name in ("hang", "hog", "network", "segfault", "syntax", "tamper")
@@ -57,7 +72,9 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("course")
     (root / "tests").mkdir()
     (root / "tests" / "__init__.py").write_text("")
-    (root / "tests" / "adapters.py").write_text("def call(name, *args):\n    raise NotImplementedError\n")
+    (root / "tests" / "adapters.py").write_text(
+        "def call(name, *args):\n    raise NotImplementedError\n"
+    )
     for name, text in COURSE_TESTS.items():
         (root / "tests" / name).write_text(text)
     (root / "fixtures").mkdir()
@@ -76,7 +93,9 @@ def make_zip(path: Path, files: dict[str, str | bytes]) -> Path:
 
 def submission(modules: dict[str, str]) -> dict[str, str]:
     files = {"cs336_basics/__init__.py": "", "tests/adapters.py": ADAPTERS}
-    files.update({f"cs336_basics/{name}.py": textwrap.dedent(code) for name, code in modules.items()})
+    files.update(
+        {f"cs336_basics/{name}.py": textwrap.dedent(code) for name, code in modules.items()}
+    )
     return files
 
 
@@ -94,19 +113,20 @@ def test_hostile_components_are_contained(course: Path, tmp_path: Path) -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     listener.setblocking(False)
     port = listener.getsockname()[1]
-    hostile = submission({
-        "honest": HONEST,
-        "hang": "def hang():\n    while True:\n        pass\n",
-        "hog": "def hog():\n    table = bytearray(4 << 30)  # 4 GiB, over the 1 GiB limit\n    return 'ok'\n",
-        "network": f"""
+    hostile = submission(
+        {
+            "honest": HONEST,
+            "hang": "def hang():\n    while True:\n        pass\n",
+            "hog": "def hog():\n    table = bytearray(4 << 30)  # 4 GiB, over the 1 GiB limit\n    return 'ok'\n",
+            "network": f"""
             import socket
             def network():
                 socket.create_connection(("127.0.0.1", {port}), timeout=2).sendall(b"leak")
                 return "ok"
             """,
-        "segfault": "import ctypes\n\ndef segfault():\n    return ctypes.string_at(0)\n",
-        "syntax": "def syntax(:\n    return 'ok'\n",
-        "tamper": f"""
+            "segfault": "import ctypes\n\ndef segfault():\n    return ctypes.string_at(0)\n",
+            "syntax": "def syntax(:\n    return 'ok'\n",
+            "tamper": f"""
             from pathlib import Path
             def tamper():
                 Path("tests/test_tamper.py").write_text("def test_tamper():\\n    pass\\n")
@@ -117,19 +137,35 @@ def test_hostile_components_are_contained(course: Path, tmp_path: Path) -> None:
                     pass
                 return "ok"
             """,
-    })
+        }
+    )
     zip_path = make_zip(tmp_path / "hostile.zip", hostile)
     try:
-        report = grade(zip_path, tmp_path / "out", rubric=course / "rubric.toml", instructor_root=course,
-                       jobs=2, limits=LIMITS, quiet=True, plugin_autoload=False)
+        report = grade(
+            zip_path,
+            tmp_path / "out",
+            rubric=course / "rubric.toml",
+            instructor_root=course,
+            jobs=2,
+            limits=LIMITS,
+            quiet=True,
+            plugin_autoload=False,
+        )
         with pytest.raises(BlockingIOError):
             listener.accept()  # nobody ever connected
     finally:
         listener.close()
     written = json.loads((tmp_path / "out" / "results.json").read_text())
     assert written == report
-    assert scores(report) == {"honest": 2.0, "hang": 0.0, "hog": 0.0, "network": 0.0, "segfault": 0.0,
-                              "syntax": 0.0, "tamper": 0.0}
+    assert scores(report) == {
+        "honest": 2.0,
+        "hang": 0.0,
+        "hog": 0.0,
+        "network": 0.0,
+        "segfault": 0.0,
+        "syntax": 0.0,
+        "tamper": 0.0,
+    }
     assert report["score"] == 2.0
     text = outputs(report)
     assert "time limit" in text["hang"]
@@ -158,8 +194,17 @@ def test_network_is_blocked_without_namespaces(course: Path, tmp_path: Path) -> 
     rubric = tmp_path / "rubric.toml"
     rubric.write_text('[[component]]\nname = "network"\npoints = 1\nselect = "network"\n')
     try:
-        report = grade(zip_path, tmp_path / "out", rubric=rubric, instructor_root=course, jobs=1,
-                       sandbox=False, limits=LIMITS, quiet=True, plugin_autoload=False)
+        report = grade(
+            zip_path,
+            tmp_path / "out",
+            rubric=rubric,
+            instructor_root=course,
+            jobs=1,
+            sandbox=False,
+            limits=LIMITS,
+            quiet=True,
+            plugin_autoload=False,
+        )
         with pytest.raises(BlockingIOError):
             listener.accept()
     finally:
@@ -185,7 +230,15 @@ def link_entry(name: str, target: str) -> zipfile.ZipInfo:
         ({f"cs336_basics/m{i}.py": "" for i in range(60)}, "entries"),
         ({"big.txt": random.Random(0).randbytes(1 << 20)}, "bytes unpacked"),
     ],
-    ids=["dotdot", "nested-dotdot", "absolute", "backslash", "bomb", "too-many-files", "too-many-bytes"],
+    ids=[
+        "dotdot",
+        "nested-dotdot",
+        "absolute",
+        "backslash",
+        "bomb",
+        "too-many-files",
+        "too-many-bytes",
+    ],
 )
 def test_unsafe_archives_are_refused(
     course: Path, tmp_path: Path, entries: dict[str, str | bytes], reason: str
@@ -195,8 +248,15 @@ def test_unsafe_archives_are_refused(
     with pytest.raises(UnsafeArchive, match=reason):
         safe_extract(zip_path, tmp_path / "unpacked", LIMITS)
     assert not (tmp_path / "escape.py").exists() and not Path("/tmp/cs336-absolute.py").exists()
-    report = grade(zip_path, tmp_path / "out", rubric=course / "rubric.toml", instructor_root=course,
-                   limits=LIMITS, quiet=True, plugin_autoload=False)
+    report = grade(
+        zip_path,
+        tmp_path / "out",
+        rubric=course / "rubric.toml",
+        instructor_root=course,
+        limits=LIMITS,
+        quiet=True,
+        plugin_autoload=False,
+    )
     assert report["score"] == 0.0
     assert all("Submission refused" in test["output"] for test in report["tests"])
     assert len(report["tests"]) == len(load_rubric(course / "rubric.toml")[0])
@@ -217,8 +277,15 @@ def test_not_a_zip_and_missing_package_still_write_results(course: Path, tmp_pat
     empty = make_zip(tmp_path / "empty.zip", {"notes.txt": "hello"})
     for zip_path, message in ((garbage, "not a readable zip"), (empty, "no cs336_basics/")):
         out = tmp_path / zip_path.stem
-        grade(zip_path, out, rubric=course / "rubric.toml", instructor_root=course, limits=LIMITS, quiet=True,
-              plugin_autoload=False)
+        grade(
+            zip_path,
+            out,
+            rubric=course / "rubric.toml",
+            instructor_root=course,
+            limits=LIMITS,
+            quiet=True,
+            plugin_autoload=False,
+        )
         report = json.loads((out / "results.json").read_text())
         assert report["score"] == 0.0 and message in report["tests"][0]["output"]
 
@@ -232,7 +299,14 @@ def test_batch_mode_writes_a_csv(course: Path, tmp_path: Path) -> None:
     make_zip(folder / "bob.zip", {"notes.txt": "no code"})
     rubric = tmp_path / "rubric.toml"
     rubric.write_text('[[component]]\nname = "honest"\npoints = 2\nselect = "honest"\n')
-    csv_path = grade_batch(folder, tmp_path / "grades", jobs=2, rubric=rubric, instructor_root=course, limits=LIMITS,
-                           plugin_autoload=False)
+    csv_path = grade_batch(
+        folder,
+        tmp_path / "grades",
+        jobs=2,
+        rubric=rubric,
+        instructor_root=course,
+        limits=LIMITS,
+        plugin_autoload=False,
+    )
     rows = csv_path.read_text().splitlines()
     assert rows == ["submission,total,honest", "alice.zip,2.0,2.0", "bob.zip,0.0,0.0"]

@@ -86,18 +86,18 @@ def fake_repo(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
     files = {
         "pyproject.toml": '[project]\nname = "x"\nversion = "1.2.3"\n\n[project.scripts]\n'
-                          'cs336 = "cs336_basics.cli:main"\ncs336-grade = "course.grade:main"\n\n'
-                          '[tool.hatch.build.targets.wheel]\npackages = ["cs336_basics", "course"]\n',
+        'cs336 = "cs336_basics.cli:main"\ncs336-grade = "course.grade:main"\n\n'
+        '[tool.hatch.build.targets.wheel]\npackages = ["cs336_basics", "course"]\n',
         "README.md": "instructor readme",
         "Makefile": "grade:\n\tsecret\n",
         "cs336_basics/__init__.py": "",
-        "cs336_basics/layer.py": f"def double(x: int) -> int:\n    \"\"\"Twice x.\"\"\"\n    {BEGIN}\n"
-                                 f"    return 2 * x\n    {END}\n",
+        "cs336_basics/layer.py": f'def double(x: int) -> int:\n    """Twice x."""\n    {BEGIN}\n'
+        f"    return 2 * x\n    {END}\n",
         "tests/__init__.py": "",
         "tests/adapters.py": f"from cs336_basics.layer import double\n\ndef run_double(x):\n    {BEGIN}\n"
-                             f"    return double(x)\n    {END}\n",
+        f"    return double(x)\n    {END}\n",
         "tests/test_layer.py": "from tests.adapters import run_double\n\ndef test_double():\n"
-                               "    assert run_double(2) == 4\n",
+        "    assert run_double(2) == 4\n",
         "tests/test_tooling.py": "from course.handout import build\n",
         "tests/test_given_code.py": "import pytest\n\npytestmark = pytest.mark.instructor\n",
         "tests/conftest.py": "def lazy():\n    from course.fixtures import write\n",
@@ -115,27 +115,48 @@ def fake_repo(tmp_path: Path) -> Path:
     return root
 
 
-def test_build_strips_leaves_out_instructor_files_and_stamps(fake_repo: Path, tmp_path: Path) -> None:
+def test_build_strips_leaves_out_instructor_files_and_stamps(
+    fake_repo: Path, tmp_path: Path
+) -> None:
     handout = build(tmp_path / "dist", root=fake_repo)
-    shipped = sorted(p.relative_to(handout.directory).as_posix() for p in handout.directory.rglob("*") if p.is_file())
+    shipped = sorted(
+        p.relative_to(handout.directory).as_posix()
+        for p in handout.directory.rglob("*")
+        if p.is_file()
+    )
     assert shipped == [
-        "HANDOUT_VERSION", "Makefile", "README.md", "cs336_basics/__init__.py", "cs336_basics/layer.py",
-        "fixtures/MANIFEST.sha256", "fixtures/data.txt", "make_submission.py", "pyproject.toml",
-        "tests/__init__.py", "tests/adapters.py", "tests/conftest.py", "tests/test_layer.py",
+        "HANDOUT_VERSION",
+        "Makefile",
+        "README.md",
+        "cs336_basics/__init__.py",
+        "cs336_basics/layer.py",
+        "fixtures/MANIFEST.sha256",
+        "fixtures/data.txt",
+        "make_submission.py",
+        "pyproject.toml",
+        "tests/__init__.py",
+        "tests/adapters.py",
+        "tests/conftest.py",
+        "tests/test_layer.py",
     ]
     manifest = (handout.directory / "fixtures" / "MANIFEST.sha256").read_text()
     assert [line.split("  ")[1] for line in manifest.splitlines()] == [
-        "fixtures/data.txt", "tests/__init__.py", "tests/conftest.py", "tests/test_layer.py",
+        "fixtures/data.txt",
+        "tests/__init__.py",
+        "tests/conftest.py",
+        "tests/test_layer.py",
     ]
     assert handout.regions == 2
     layer = (handout.directory / "cs336_basics" / "layer.py").read_text()
-    assert layer == f"def double(x: int) -> int:\n    \"\"\"Twice x.\"\"\"\n    {STUB}\n"
+    assert layer == f'def double(x: int) -> int:\n    """Twice x."""\n    {STUB}\n'
     assert STUB in (handout.directory / "tests" / "adapters.py").read_text()
     pyproject = (handout.directory / "pyproject.toml").read_text()
     assert "cs336-grade" not in pyproject and 'packages = ["cs336_basics"]' in pyproject
     assert (handout.directory / "HANDOUT_VERSION").read_text().startswith("1.2.3 ")
     readme = (handout.directory / "README.md").read_text()
-    assert "1.2.3" in readme and "Fixed the RoPE docstring." in readme and "make submission" in readme
+    assert (
+        "1.2.3" in readme and "Fixed the RoPE docstring." in readme and "make submission" in readme
+    )
     assert "submission:" in (handout.directory / "Makefile").read_text()
     assert static_problems(handout.directory) == []
     with zipfile.ZipFile(handout.zip_path) as archive:
@@ -160,12 +181,27 @@ def test_static_check_catches_leftover_markers_and_course_imports(tmp_path: Path
 
 def test_verifier_accepts_only_not_implemented_failures() -> None:
     outcomes = {
-        "tests/test_a.py::test_ok": {"outcome": "failed", "exceptions": ["NotImplementedError"], "message": ""},
-        "tests/test_a.py::test_wrapped": {"outcome": "error", "exceptions": ["RuntimeError", "NotImplementedError"],
-                                          "message": ""},
+        "tests/test_a.py::test_ok": {
+            "outcome": "failed",
+            "exceptions": ["NotImplementedError"],
+            "message": "",
+        },
+        "tests/test_a.py::test_wrapped": {
+            "outcome": "error",
+            "exceptions": ["RuntimeError", "NotImplementedError"],
+            "message": "",
+        },
         "tests/test_a.py::test_free": {"outcome": "passed", "exceptions": [], "message": ""},
-        "tests/test_a.py::test_typo": {"outcome": "failed", "exceptions": ["NameError"], "message": "E NameError: x"},
-        "tests/test_b.py": {"outcome": "collect_error", "exceptions": [], "message": "E ImportError: nope"},
+        "tests/test_a.py::test_typo": {
+            "outcome": "failed",
+            "exceptions": ["NameError"],
+            "message": "E NameError: x",
+        },
+        "tests/test_b.py": {
+            "outcome": "collect_error",
+            "exceptions": [],
+            "message": "E ImportError: nope",
+        },
     }
     problems = handout_test_problems(outcomes)
     assert len(problems) == 3

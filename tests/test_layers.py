@@ -40,7 +40,9 @@ def test_embedding_rejects_ids_outside_vocabulary(state_dict, bad_id):
 
 def test_rmsnorm(snapshot, inputs, state_dict):
     gain = state_dict["layers.0.ln1.weight"]
-    snapshot.assert_match(run_rmsnorm(gain.shape[0], 1e-5, gain, inputs["in_embeddings"]), "rmsnorm")
+    snapshot.assert_match(
+        run_rmsnorm(gain.shape[0], 1e-5, gain, inputs["in_embeddings"]), "rmsnorm"
+    )
 
 
 def test_rmsnorm_bfloat16_is_computed_in_float32(state_dict):

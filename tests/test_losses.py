@@ -16,7 +16,9 @@ def test_cross_entropy_matches_torch():
     targets = torch.randint(0, 5, (8,), generator=generator)
     expected = F.cross_entropy(logits, targets)
     mistakes = {
-        "the loss is summed over positions; average it over every leading position": F.cross_entropy(logits, targets, reduction="sum"),
+        "the loss is summed over positions; average it over every leading position": F.cross_entropy(
+            logits, targets, reduction="sum"
+        ),
         "this is the probability's log without the minus sign": -expected,
     }
     assert_close_or_hint(run_cross_entropy(logits, targets), expected, mistakes, tolerance=1e-5)

@@ -48,10 +48,10 @@ def test_adamw_tracks_torch_adamw_over_many_steps(weight_decay):
     hyperparameters = {**HYPERPARAMETERS, "weight_decay": weight_decay}
     ours = _train(get_adamw_cls(), 200, **hyperparameters)
     theirs = _train(torch.optim.AdamW, 200, **hyperparameters)
-    for a, b in zip(ours, theirs):
+    for a, b in zip(ours, theirs, strict=False):
         torch.testing.assert_close(a, b, rtol=1e-3, atol=5e-4)
     untrained = [p.detach() for p in _problem()[0].parameters()]
-    assert max((a - u).abs().max().item() for a, u in zip(ours, untrained)) > 0.1
+    assert max((a - u).abs().max().item() for a, u in zip(ours, untrained, strict=False)) > 0.1
 
 
 LR, BETAS, EPS, DECAY = 0.05, (0.8, 0.9), 1e-6, 0.2
@@ -75,7 +75,7 @@ def handout_adamw(
     for t in range(1, steps + 1):
         grads = _gradients(t)
         if coupled_l2:
-            grads = [g + DECAY * p for g, p in zip(grads, theta)]
+            grads = [g + DECAY * p for g, p in zip(grads, theta, strict=False)]
         alpha = LR * math.sqrt(1 - beta2**t) / (1 - beta1**t) if bias_correction else LR
         for i, g in enumerate(grads):
             m[i] = beta1 * m[i] + (1 - beta1) * g
@@ -93,18 +93,28 @@ def test_adamw_matches_the_handout_formula_exactly():
     optimizer = get_adamw_cls()([parameter], lr=LR, betas=BETAS, eps=EPS, weight_decay=DECAY)
     expected = handout_adamw(20)
     mistakes = {
-        "no bias correction: the step size is lr * sqrt(1 - beta2^t) / (1 - beta1^t)": handout_adamw(20, bias_correction=False),
-        "weight decay is added to the gradient (L2, coupled); AdamW decays the parameters directly: theta -= lr * lambda * theta": handout_adamw(20, coupled_l2=True),
-        "eps goes outside the square root: m / (sqrt(v) + eps)": handout_adamw(20, eps_inside_sqrt=True),
-        "the decay uses the bias-corrected step size; it is theta -= lr * lambda * theta with the plain lr": handout_adamw(20, decay_with_step_size=True),
+        "no bias correction: the step size is lr * sqrt(1 - beta2^t) / (1 - beta1^t)": handout_adamw(
+            20, bias_correction=False
+        ),
+        "weight decay is added to the gradient (L2, coupled); AdamW decays the parameters directly: theta -= lr * lambda * theta": handout_adamw(
+            20, coupled_l2=True
+        ),
+        "eps goes outside the square root: m / (sqrt(v) + eps)": handout_adamw(
+            20, eps_inside_sqrt=True
+        ),
+        "the decay uses the bias-corrected step size; it is theta -= lr * lambda * theta with the plain lr": handout_adamw(
+            20, decay_with_step_size=True
+        ),
     }
     for t in range(20):
         parameter.grad = torch.tensor(_gradients(t + 1), dtype=torch.float64)
         optimizer.step()
         actual = parameter.detach().tolist()
         if actual != pytest.approx(expected[t], rel=1e-12, abs=1e-12):
-            same = lambda a, b: a == pytest.approx(b[t], rel=1e-9, abs=1e-9)  # noqa: E731
-            raise AssertionError(f"step {t + 1}: parameters {actual}, expected {expected[t]}{matching_hints(actual, mistakes, same)}")
+            same = lambda a, b, t=t: a == pytest.approx(b[t], rel=1e-9, abs=1e-9)  # noqa: E731
+            raise AssertionError(
+                f"step {t + 1}: parameters {actual}, expected {expected[t]}{matching_hints(actual, mistakes, same)}"
+            )
 
 
 def test_adamw_param_groups_and_state_dict_round_trip():
@@ -136,7 +146,7 @@ def test_adamw_param_groups_and_state_dict_round_trip():
     restored.load_state_dict(saved_state)
     assert restored.param_groups[1]["lr"] == 1e-3
     step(restored, model)
-    for a, b in zip(model.parameters(), continued):
+    for a, b in zip(model.parameters(), continued, strict=False):
         assert torch.equal(a.detach(), b)
 
 

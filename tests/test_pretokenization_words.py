@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -25,9 +24,18 @@ def test_pretokens_of_words_are_pretokens_of_text(text: str) -> None:
     assert "".join(words) == text
     assert all(words)
     # Compare with the pattern applied to the whole text, independently of the word split.
-    assert [p for word in words for p in GPT2_PRETOKENIZER.findall(word)] == GPT2_PRETOKENIZER.findall(text)
+    assert [
+        p for word in words for p in GPT2_PRETOKENIZER.findall(word)
+    ] == GPT2_PRETOKENIZER.findall(text)
 
 
 def test_words_are_whitespace_then_non_whitespace() -> None:
-    assert split_words("Once upon\n\na time,  there ") == ["Once", " upon", "\n\na", " time,", "  there", " "]
+    assert split_words("Once upon\n\na time,  there ") == [
+        "Once",
+        " upon",
+        "\n\na",
+        " time,",
+        "  there",
+        " ",
+    ]
     assert split_words("héllo\u3000wörld") == ["héllo", "\u3000wörld"]

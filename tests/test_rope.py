@@ -35,7 +35,9 @@ def test_rope_scores_depend_only_on_relative_position():
     for offset in (0, 1, 3, 7):
         scores = torch.stack([score(m + offset, m) for m in range(MAX_SEQ_LEN - offset)])
         torch.testing.assert_close(scores, scores[0].expand_as(scores), atol=1e-4, rtol=1e-4)
-    assert not torch.allclose(score(3, 0), score(0, 3)), "RoPE scores must depend on the sign of m - n"
+    assert not torch.allclose(score(3, 0), score(0, 3)), (
+        "RoPE scores must depend on the sign of m - n"
+    )
 
 
 def test_rope_position_zero_is_identity(inputs):
@@ -50,7 +52,9 @@ def test_rope_broadcasts_positions_over_leading_dims(inputs):
     positions = torch.arange(x.shape[1])
     out = run_rope(x.shape[-1], THETA, MAX_SEQ_LEN, heads, positions)
     assert out.shape == heads.shape
-    torch.testing.assert_close(out[:, 1], run_rope(x.shape[-1], THETA, MAX_SEQ_LEN, x, positions.expand(2, -1)))
+    torch.testing.assert_close(
+        out[:, 1], run_rope(x.shape[-1], THETA, MAX_SEQ_LEN, x, positions.expand(2, -1))
+    )
 
 
 def test_rope_bfloat16_in_bfloat16_out(inputs):
@@ -58,7 +62,9 @@ def test_rope_bfloat16_in_bfloat16_out(inputs):
     positions = inputs["token_positions"]
     out = run_rope(x.shape[-1], THETA, MAX_SEQ_LEN, x.bfloat16(), positions)
     assert out.dtype == torch.bfloat16
-    torch.testing.assert_close(out.float(), run_rope(x.shape[-1], THETA, MAX_SEQ_LEN, x, positions), atol=0.05, rtol=0.02)
+    torch.testing.assert_close(
+        out.float(), run_rope(x.shape[-1], THETA, MAX_SEQ_LEN, x, positions), atol=0.05, rtol=0.02
+    )
 
 
 def test_rope_rejects_odd_d_k():

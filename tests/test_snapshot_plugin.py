@@ -38,19 +38,25 @@ def test_snapshot_exact_mode_rejects_a_one_ulp_change(rope_snapshot):
     actual = rope_snapshot.reference_float32.copy()
     actual.flat[0] = np.nextafter(actual.flat[0], np.float32(np.inf))
     assert describe_mismatch("rope", actual.astype(np.float64), rope_snapshot, exact=False) is None
-    assert describe_mismatch("rope", actual.astype(np.float64), rope_snapshot, exact=True) is not None
+    assert (
+        describe_mismatch("rope", actual.astype(np.float64), rope_snapshot, exact=True) is not None
+    )
 
 
 def test_snapshot_hint_names_a_matching_mistake(rope_snapshot):
     hint, wrong = rope_snapshot.hints["rotate_half"]
-    message = describe_mismatch("rope", wrong.astype(np.float32).astype(np.float64), rope_snapshot, exact=False)
+    message = describe_mismatch(
+        "rope", wrong.astype(np.float32).astype(np.float64), rope_snapshot, exact=False
+    )
     assert hint in message
     unrelated = describe_mismatch("rope", rope_snapshot.expected * 1.5, rope_snapshot, exact=False)
     assert "hint" not in unrelated
 
 
 def test_snapshot_reports_shape_and_non_finite_values(rope_snapshot):
-    assert "shape" in describe_mismatch("rope", rope_snapshot.expected[:1], rope_snapshot, exact=False)
+    assert "shape" in describe_mismatch(
+        "rope", rope_snapshot.expected[:1], rope_snapshot, exact=False
+    )
     broken = rope_snapshot.expected.copy()
     broken[0, 0, 0] = np.nan
     assert "nan" in describe_mismatch("rope", broken, rope_snapshot, exact=False)

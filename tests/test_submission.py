@@ -46,14 +46,22 @@ def test_pack_takes_code_adapters_and_writeup_only(student: Path, tmp_path: Path
         names = sorted(archive.namelist())
         manifest = json.loads(archive.read(MANIFEST))
         model = archive.read("cs336_basics/model.py")
-    assert names == sorted([
-        "MANIFEST.json", "cs336_basics/__init__.py", "cs336_basics/model.py", "cs336_basics/notes.md",
-        "tests/adapters.py", "writeup.pdf",
-    ])
+    assert names == sorted(
+        [
+            "MANIFEST.json",
+            "cs336_basics/__init__.py",
+            "cs336_basics/model.py",
+            "cs336_basics/notes.md",
+            "tests/adapters.py",
+            "writeup.pdf",
+        ]
+    )
     assert "cs336_basics/weights.pt (data, checkpoint or build output)" in skipped
     assert manifest["handout_version"] == "1.2.3 (commit abc, 2025-01-01)"
     assert manifest["files"]["cs336_basics/model.py"] == {
-        "bytes": len(model), "sha256": hashlib.sha256(b"x = 1\n").hexdigest()}
+        "bytes": len(model),
+        "sha256": hashlib.sha256(b"x = 1\n").hexdigest(),
+    }
     assert set(manifest["files"]) == set(names) - {MANIFEST}
 
 
@@ -63,7 +71,9 @@ def test_pack_is_deterministic(student: Path, tmp_path: Path) -> None:
     assert (tmp_path / "a.zip").read_bytes() == (tmp_path / "b.zip").read_bytes()
 
 
-def test_missing_package_or_adapters_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_missing_package_or_adapters_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     assert main(["--root", str(tmp_path), "--out", str(tmp_path / "s.zip")]) == 1
     assert "no cs336_basics/ folder" in capsys.readouterr().err
     (tmp_path / "cs336_basics").mkdir()
@@ -71,14 +81,21 @@ def test_missing_package_or_adapters_is_a_clear_error(tmp_path: Path, capsys: py
     assert "missing" in capsys.readouterr().err and not (tmp_path / "s.zip").exists()
 
 
-def test_writeup_must_be_a_pdf(student: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_writeup_must_be_a_pdf(
+    student: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     notes = tmp_path / "notes.docx"
     notes.write_bytes(b"x")
-    assert main(["--root", str(student), "--out", str(tmp_path / "s.zip"), "--writeup", str(notes)]) == 1
+    assert (
+        main(["--root", str(student), "--out", str(tmp_path / "s.zip"), "--writeup", str(notes)])
+        == 1
+    )
     assert "must be a PDF" in capsys.readouterr().err
 
 
-def test_size_limit_warns_but_still_writes(student: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_size_limit_warns_but_still_writes(
+    student: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     (student / "cs336_basics" / "huge_log.txt").write_bytes(random.Random(0).randbytes(64 << 10))
     out = tmp_path / "s.zip"
     assert main(["--root", str(student), "--out", str(out), "--size-limit-mb", "0.01"]) == 0
@@ -89,7 +106,11 @@ def test_size_limit_warns_but_still_writes(student: Path, tmp_path: Path, capsys
 def test_handout_script_runs_standalone(student: Path, tmp_path: Path) -> None:
     """Inside the handout it runs as ``python make_submission.py`` without ``course/``."""
     script = student / "make_submission.py"
-    script.write_text((Path(__file__).resolve().parent.parent / "course" / "submission.py").read_text())
-    result = subprocess.run([sys.executable, "-S", str(script)], cwd=student, capture_output=True, text=True)
+    script.write_text(
+        (Path(__file__).resolve().parent.parent / "course" / "submission.py").read_text()
+    )
+    result = subprocess.run(
+        [sys.executable, "-S", str(script)], cwd=student, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
     assert (student / "submission.zip").is_file()

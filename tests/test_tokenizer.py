@@ -39,7 +39,10 @@ def gpt2_bytes_to_unicode() -> dict[int, str]:
 
 def load_fixture_vocab_and_merges() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     decode = {c: b for b, c in gpt2_bytes_to_unicode().items()}
-    to_bytes = lambda s: bytes(decode[c] for c in s)
+
+    def to_bytes(s):
+        return bytes(decode[c] for c in s)
+
     strings = json.loads((TOKENIZER_DIR / "vocab.json").read_text(encoding="utf-8"))
     vocab = {i: to_bytes(s) for s, i in strings.items()}
     lines = (TOKENIZER_DIR / "merges.txt").read_text(encoding="utf-8").split("\n")
@@ -125,7 +128,9 @@ def test_tokenizer_adds_missing_special_tokens_to_vocab(vocab_and_merges):
     assert len(ids) == 3
     assert ids[1] not in vocab  # a fresh id
     assert tok.decode(ids) == "a<|pad|>b"
-    assert len(vocab) == len(load_fixture_vocab_and_merges()[0])  # the caller's dict is not modified
+    assert len(vocab) == len(
+        load_fixture_vocab_and_merges()[0]
+    )  # the caller's dict is not modified
 
 
 def test_tokenizer_overlapping_special_tokens_longest_first(vocab_and_merges):
@@ -174,7 +179,7 @@ def test_tokenizer_rejects_merge_outside_vocab(vocab_and_merges):
 
 def split_at(text: str, cuts: list[int]) -> list[str]:
     points = sorted({min(c, len(text)) for c in cuts})
-    return [text[a:b] for a, b in zip([0, *points], [*points, len(text)])]
+    return [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=False)]
 
 
 @pytest.mark.parametrize("chunk_size", [1, 2, 3, 7, 64, 1000])
@@ -190,9 +195,16 @@ def test_tokenizer_encode_iterable_reads_files(tokenizer):
     assert ids == tokenizer.encode(read_text(FIXTURES / "samples" / "special_tokens.txt"))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
-    pieces=st.lists(st.sampled_from(["a", "b", " ", "  ", "\n", "'", "s", "ll", "1", "é", "🙂", EOT, "<|", "|>", "\t"]), max_size=40),
+    pieces=st.lists(
+        st.sampled_from(
+            ["a", "b", " ", "  ", "\n", "'", "s", "ll", "1", "é", "🙂", EOT, "<|", "|>", "\t"]
+        ),
+        max_size=40,
+    ),
     cuts=st.lists(st.integers(0, 200), max_size=12),
 )
 def test_tokenizer_encode_iterable_any_chunking(vocab_and_merges, pieces, cuts):
@@ -251,9 +263,13 @@ def streams_within_budget(tmp_path, tokenizer, streaming: bool) -> tuple[bool, s
             )
             assert script != _MEMORY_SCRIPT
         pickled = tmp_path / "tokenizer.pkl"
-        pickled.write_bytes(pickle.dumps(tokenizer))  # your Tokenizer must be picklable for this test
+        pickled.write_bytes(
+            pickle.dumps(tokenizer)
+        )  # your Tokenizer must be picklable for this test
         args = [str(ROOT), str(pickled), str(CORPUS), str(MEMORY_BUDGET_MB), str(STREAM_CHARS)]
-        result = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120
+        )
         fitted = result.returncode == 0 and int(result.stdout.strip()) > STREAM_CHARS // 8
         return fitted, result.stderr[-2000:]
 
@@ -261,10 +277,18 @@ def streams_within_budget(tmp_path, tokenizer, streaming: bool) -> tuple[bool, s
 
     story = read_text(CORPUS)[:100_000]
     tokenizer.encode(story)  # warm the cache
-    chunks = (story[i : i + 4093] for _ in range(STREAM_CHARS // len(story) // 2) for i in range(0, len(story), 4093))
+    chunks = (
+        story[i : i + 4093]
+        for _ in range(STREAM_CHARS // len(story) // 2)
+        for i in range(0, len(story), 4093)
+    )
     tracemalloc.start()
     try:
-        count = sum(1 for _ in tokenizer.encode_iterable(chunks)) if streaming else len(tokenizer.encode("".join(chunks)))
+        count = (
+            sum(1 for _ in tokenizer.encode_iterable(chunks))
+            if streaming
+            else len(tokenizer.encode("".join(chunks)))
+        )
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

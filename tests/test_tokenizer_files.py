@@ -38,9 +38,14 @@ def test_tokenizer_files_load_hugging_face_files(tmp_path):
     hf = HFTokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     trainer = trainers.BpeTrainer(
-        vocab_size=700, special_tokens=[EOT], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+        vocab_size=700,
+        special_tokens=[EOT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
     )
-    text = CORPUS.read_bytes().decode("utf-8")[:100_000] + "".join(p.read_bytes().decode("utf-8") for p in SAMPLES)
+    text = CORPUS.read_bytes().decode("utf-8")[:100_000] + "".join(
+        p.read_bytes().decode("utf-8") for p in SAMPLES
+    )
     hf.train_from_iterator([text], trainer)
     hf.model.save(str(tmp_path))
     ours = Tokenizer.from_files(tmp_path / "vocab.json", tmp_path / "merges.txt", [EOT])
@@ -84,10 +89,38 @@ def test_tokenizer_cli_train_bpe_then_encode(tmp_path, capsys):
     corpus = tmp_path / "corpus.txt"
     corpus.write_bytes(CORPUS.read_bytes()[:60_000].rsplit(b"\n", 1)[0])
     out_dir = tmp_path / "tok"
-    assert cs336(["train-bpe", str(corpus), "--vocab-size", "300", "--out-dir", str(out_dir), "--no-progress"]) == 0
+    assert (
+        cs336(
+            [
+                "train-bpe",
+                str(corpus),
+                "--vocab-size",
+                "300",
+                "--out-dir",
+                str(out_dir),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert json.loads((out_dir / "special_tokens.json").read_text()) == [EOT]
-    assert cs336(["encode", str(corpus), "--tokenizer", str(out_dir), "--out", str(tmp_path / "ids.npy"), "--no-progress"]) == 0
+    assert (
+        cs336(
+            [
+                "encode",
+                str(corpus),
+                "--tokenizer",
+                str(out_dir),
+                "--out",
+                str(tmp_path / "ids.npy"),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert "tokens" in capsys.readouterr().out
     trained = Tokenizer.from_files(out_dir / "vocab.json", out_dir / "merges.txt", [EOT])
     assert len(trained.vocab) == 300
-    assert np.load(tmp_path / "ids.npy").tolist() == trained.encode(corpus.read_text(encoding="utf-8"))
+    assert np.load(tmp_path / "ids.npy").tolist() == trained.encode(
+        corpus.read_text(encoding="utf-8")
+    )

@@ -26,8 +26,15 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 def test_tokenizer_fixtures_regenerate_identically(tmp_path):
     shutil.copytree(FIXTURES / "samples", tmp_path / "samples")
     write_tokenizer_fixtures(tmp_path)
-    for relative in ["corpora/stories-400k.txt", "tokenizer/vocab.json", "tokenizer/merges.txt", "tokenizer/special_tokens.json"]:
-        assert filecmp.cmp(tmp_path / relative, FIXTURES / relative, shallow=False), f"fixtures/{relative} is stale"
+    for relative in [
+        "corpora/stories-400k.txt",
+        "tokenizer/vocab.json",
+        "tokenizer/merges.txt",
+        "tokenizer/special_tokens.json",
+    ]:
+        assert filecmp.cmp(tmp_path / relative, FIXTURES / relative, shallow=False), (
+            f"fixtures/{relative} is stale"
+        )
 
 
 # --- the story generator -------------------------------------------------------------------
@@ -54,7 +61,9 @@ def test_stories_are_varied():
     assert len(set(stories)) == len(stories) > 100
     assert len(set(regex.findall(r"named (\w+)", text))) > 100
     assert len(set(regex.findall(r"\w+", text))) > 1000
-    assert regex.search(r'"[^"]+" \w+ (said|asked|shouted|whispered|cried|laughed|replied|called)\.', text)
+    assert regex.search(
+        r'"[^"]+" \w+ (said|asked|shouted|whispered|cried|laughed|replied|called)\.', text
+    )
     assert regex.search(r"\b\d{2,}\b", text) and "'ll" in text and "'re" in text
 
 
@@ -73,13 +82,26 @@ def test_stories_file_equals_text(tmp_path):
 def test_tokenizer_files_byte_map_is_gpt2s():
     table = bytes_to_unicode()
     assert len(set(table.values())) == 256
-    assert table[ord(" ")] == "Ġ" and table[ord("\n")] == "Ċ" and table[ord("A")] == "A" and table[0] == "Ā"
+    assert (
+        table[ord(" ")] == "Ġ"
+        and table[ord("\n")] == "Ċ"
+        and table[ord("A")] == "A"
+        and table[0] == "Ā"
+    )
     assert all(not c.isspace() and c.isprintable() for c in table.values())
 
 
 def test_tokenizer_files_round_trip_awkward_tokens(tmp_path):
     vocab = {i: bytes([i]) for i in range(256)}
-    extra = [b" \n", b"\x00\xff", "é🙂".encode(), b"a b", b"<|end of text|>", b"\r\n\t", b"\xe2\x82"]
+    extra = [
+        b" \n",
+        b"\x00\xff",
+        "é🙂".encode(),
+        b"a b",
+        b"<|end of text|>",
+        b"\r\n\t",
+        b"\xe2\x82",
+    ]
     for token in extra:
         vocab[len(vocab)] = token
     merges = [(b" ", b"\n"), (b"\x00", b"\xff"), (b"a", b" "), (b"\xe2", b"\x82")]

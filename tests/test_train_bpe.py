@@ -18,10 +18,14 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CORPUS = FIXTURES / "corpora" / "stories-400k.txt"
 EOT = "<|endoftext|>"
 # Written out here rather than imported, so a wrong pattern in the code under test is caught.
-GPT2_PATTERN = regex.compile(r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+GPT2_PATTERN = regex.compile(
+    r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+)
 
 
-def naive_train_bpe(text: str, vocab_size: int, special_tokens: list[str], mistake: str | None = None):
+def naive_train_bpe(
+    text: str, vocab_size: int, special_tokens: list[str], mistake: str | None = None
+):
     """The handout's algorithm, slowly: recount every pair over every pre-token at each step.
 
     ``mistake`` reproduces a common error: "ties_to_smaller" (ties go to the smaller pair) or
@@ -31,7 +35,9 @@ def naive_train_bpe(text: str, vocab_size: int, special_tokens: list[str], mista
         vocab[len(vocab)] = token.encode("utf-8")
     pieces = [text]
     if special_tokens and mistake != "no_special_split":
-        pieces = regex.split("|".join(regex.escape(t) for t in sorted(special_tokens, key=len, reverse=True)), text)
+        pieces = regex.split(
+            "|".join(regex.escape(t) for t in sorted(special_tokens, key=len, reverse=True)), text
+        )
     words: Counter[tuple[bytes, ...]] = Counter()
     for piece in pieces:
         for pretoken in GPT2_PATTERN.findall(piece):
@@ -40,7 +46,7 @@ def naive_train_bpe(text: str, vocab_size: int, special_tokens: list[str], mista
     while len(vocab) < vocab_size:
         pairs: Counter[tuple[bytes, bytes]] = Counter()
         for word, count in words.items():
-            for pair in zip(word, word[1:]):
+            for pair in zip(word, word[1:], strict=False):
                 pairs[pair] += count
         if not pairs:
             break
@@ -77,7 +83,14 @@ def test_train_bpe_handout_example(tmp_path):
     words = ["low"] * 5 + ["lower"] * 2 + ["widest"] * 3 + ["newest"] * 6
     path = write(tmp_path, EOT.join(words))
     vocab, merges = run_train_bpe(path, 256 + 1 + 6, [EOT])
-    assert merges == [(b"s", b"t"), (b"e", b"st"), (b"o", b"w"), (b"l", b"ow"), (b"w", b"est"), (b"n", b"e")]
+    assert merges == [
+        (b"s", b"t"),
+        (b"e", b"st"),
+        (b"o", b"w"),
+        (b"l", b"ow"),
+        (b"w", b"est"),
+        (b"n", b"e"),
+    ]
     assert set(vocab.values()) >= {b"st", b"est", b"ow", b"low", b"west", b"ne", EOT.encode()}
     assert len(vocab) == 263
 
@@ -92,10 +105,14 @@ def test_train_bpe_vocab_layout(tmp_path):
 
 
 # Small alphabets make repeated pairs and exact ties common; the specials split the text.
-_ALPHABET = st.sampled_from(["a", "b", "c", " ", "  ", "\n", "'s", "é", "🙂", "1", "2", ".", "ab", "ba", EOT])
+_ALPHABET = st.sampled_from(
+    ["a", "b", "c", " ", "  ", "\n", "'s", "é", "🙂", "1", "2", ".", "ab", "ba", EOT]
+)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(pieces=st.lists(_ALPHABET, max_size=60), extra=st.integers(0, 40))
 @example(pieces=["a"] * 9, extra=10)  # overlapping pairs: "aaaa..."
 @example(pieces=["ab", "ba"] * 6, extra=10)  # every pair tied
@@ -120,13 +137,19 @@ def test_train_bpe_matches_naive_trainer_on_stories(tmp_path):
     vocab, merges = run_train_bpe(path, 400, [EOT], num_workers=1)
     expected_vocab, expected_merges = naive_train_bpe(text, 400, [EOT])
     if merges != expected_merges:
-        first = next(i for i, (a, b) in enumerate(zip(merges, expected_merges)) if a != b)
+        first = next(
+            i for i, (a, b) in enumerate(zip(merges, expected_merges, strict=False)) if a != b
+        )
         mistakes = {
             "break frequency ties toward the lexicographically GREATER pair of bytes": "ties_to_smaller",
             "split the text on special tokens before pre-tokenizing, so no merge crosses them": "no_special_split",
         }
-        hints = matching_hints(merges, mistakes, lambda ours, m: ours == naive_train_bpe(text, 400, [EOT], m)[1])
-        raise AssertionError(f"merge {first} is {merges[first]}, the naive trainer's is {expected_merges[first]}{hints}")
+        hints = matching_hints(
+            merges, mistakes, lambda ours, m: ours == naive_train_bpe(text, 400, [EOT], m)[1]
+        )
+        raise AssertionError(
+            f"merge {first} is {merges[first]}, the naive trainer's is {expected_merges[first]}{hints}"
+        )
     assert vocab == expected_vocab
 
 
@@ -142,7 +165,9 @@ def test_train_bpe_speed():
     vocab, _ = run_train_bpe(CORPUS, 500, [EOT])
     elapsed = time.perf_counter() - start
     assert len(vocab) == 500
-    assert elapsed < 1.5, f"train_bpe took {elapsed:.2f}s on {CORPUS.name} at vocab 500 (limit 1.5s)"
+    assert elapsed < 1.5, (
+        f"train_bpe took {elapsed:.2f}s on {CORPUS.name} at vocab 500 (limit 1.5s)"
+    )
 
 
 def test_train_bpe_chunk_boundaries_preserve_pretoken_counts():
@@ -152,17 +177,26 @@ def test_train_bpe_chunk_boundaries_preserve_pretoken_counts():
     whole = count_pretokens(data.decode("utf-8"), [EOT])
     for num_chunks in (2, 7, 64):
         boundaries = find_chunk_boundaries(CORPUS, num_chunks, [EOT])
-        assert boundaries[0] == 0 and boundaries[-1] == len(data) and boundaries == sorted(set(boundaries))
+        assert (
+            boundaries[0] == 0
+            and boundaries[-1] == len(data)
+            and boundaries == sorted(set(boundaries))
+        )
         assert len(boundaries) > num_chunks // 2
         total: Counter[bytes] = Counter()
-        for start, end in zip(boundaries, boundaries[1:]):
+        for start, end in zip(boundaries, boundaries[1:], strict=False):
             total += count_pretokens(data[start:end].decode("utf-8"), [EOT])
         assert total == whole
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
-    pieces=st.lists(st.sampled_from(list("ab '\n\t.é") + ["<|x|>", "<|x", "|>", "<|x|><|y|>", "<|y|>"]), max_size=80),
+    pieces=st.lists(
+        st.sampled_from(list("ab '\n\t.é") + ["<|x|>", "<|x", "|>", "<|x|><|y|>", "<|y|>"]),
+        max_size=80,
+    ),
     num_chunks=st.integers(2, 50),
 )
 def test_train_bpe_chunk_boundaries_with_nested_specials(tmp_path, pieces, num_chunks):
@@ -174,7 +208,7 @@ def test_train_bpe_chunk_boundaries_with_nested_specials(tmp_path, pieces, num_c
     data = path.read_bytes()
     boundaries = find_chunk_boundaries(path, num_chunks, specials)
     total: Counter[bytes] = Counter()
-    for start, end in zip(boundaries, boundaries[1:]):
+    for start, end in zip(boundaries, boundaries[1:], strict=False):
         total += count_pretokens(data[start:end].decode("utf-8"), specials)
     assert total == count_pretokens(text, specials)
 
@@ -208,7 +242,9 @@ def test_train_bpe_directory_is_not_a_corpus(tmp_path):
         run_train_bpe(tmp_path, 300, [EOT])
 
 
-@pytest.mark.parametrize(("vocab_size", "specials"), [(255, []), (256, [EOT]), (257, [EOT, "<|pad|>"]), (0, [])])
+@pytest.mark.parametrize(
+    ("vocab_size", "specials"), [(255, []), (256, [EOT]), (257, [EOT, "<|pad|>"]), (0, [])]
+)
 def test_train_bpe_vocab_too_small(tmp_path, vocab_size, specials):
     path = write(tmp_path, "some text")
     with pytest.raises(ValueError, match="vocab_size"):

@@ -15,16 +15,32 @@ def block_weights(state_dict: dict[str, torch.Tensor], layer: int = 0) -> dict[s
 
 
 def lm_args(config: dict) -> tuple:
-    keys = ("vocab_size", "context_length", "d_model", "num_layers", "num_heads", "d_ff", "rope_theta")
+    keys = (
+        "vocab_size",
+        "context_length",
+        "d_model",
+        "num_layers",
+        "num_heads",
+        "d_ff",
+        "rope_theta",
+    )
     return tuple(config[k] for k in keys)
 
 
 def block_args(config: dict) -> tuple:
-    return config["d_model"], config["num_heads"], config["d_ff"], config["context_length"], config["rope_theta"]
+    return (
+        config["d_model"],
+        config["num_heads"],
+        config["d_ff"],
+        config["context_length"],
+        config["rope_theta"],
+    )
 
 
 def test_transformer_block(snapshot, inputs, state_dict, model_config):
-    out = run_transformer_block(*block_args(model_config), block_weights(state_dict), inputs["in_embeddings"])
+    out = run_transformer_block(
+        *block_args(model_config), block_weights(state_dict), inputs["in_embeddings"]
+    )
     snapshot.assert_match(out, "transformer_block")
 
 
@@ -35,7 +51,9 @@ def test_transformer_lm(snapshot, inputs, state_dict, model_config):
 
 def test_transformer_lm_truncated_input(snapshot, inputs, state_dict, model_config):
     ids = inputs["in_indices"][:, : model_config["context_length"] // 4]
-    snapshot.assert_match(run_transformer_lm(*lm_args(model_config), state_dict, ids), "transformer_lm_truncated")
+    snapshot.assert_match(
+        run_transformer_lm(*lm_args(model_config), state_dict, ids), "transformer_lm_truncated"
+    )
 
 
 def test_transformer_lm_prefix_logits_match_full_sequence(inputs, state_dict, model_config):
@@ -88,9 +106,13 @@ def test_transformer_lm_state_dict_errors_name_the_key(inputs, state_dict, model
         ("silu_ffn", dict(ffn="silu"), ("ffn.w3.weight",)),
     ],
 )
-def test_transformer_block_ablations(snapshot, inputs, state_dict, model_config, name, switches, absent):
+def test_transformer_block_ablations(
+    snapshot, inputs, state_dict, model_config, name, switches, absent
+):
     """Each ablation against its snapshot, an independent float64 block built from
     ``torch.nn.functional`` (no norm and the SiLU feed-forward have no ln / w3 weights)."""
     w = {k: v for k, v in block_weights(state_dict).items() if k not in absent}
-    out = run_transformer_block_ablation(*block_args(model_config), w, inputs["in_embeddings"], **switches)
+    out = run_transformer_block_ablation(
+        *block_args(model_config), w, inputs["in_embeddings"], **switches
+    )
     snapshot.assert_match(out, f"transformer_block_{name}")

@@ -20,18 +20,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from cs336_basics.accounting import PRESETS
 
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--preset", choices=sorted(PRESETS), default="tinystories", help="(default: tinystories)")
-    source.add_argument("--config", help="a ModelConfig JSON, or a training config (JSON/TOML) with a model table")
-    source.add_argument("--all-presets", action="store_true", help="compare every preset in one table")
+    source.add_argument(
+        "--preset", choices=sorted(PRESETS), default="tinystories", help="(default: tinystories)"
+    )
+    source.add_argument(
+        "--config", help="a ModelConfig JSON, or a training config (JSON/TOML) with a model table"
+    )
+    source.add_argument(
+        "--all-presets", action="store_true", help="compare every preset in one table"
+    )
     parser.add_argument("--batch-size", type=int, default=1, help="sequences per step (default: 1)")
-    parser.add_argument("--seq-len", type=int, default=None, help="tokens per sequence (default: context length)")
-    parser.add_argument("--bytes-per-value", type=int, default=4, help="4 for float32, 2 for bf16 (default: 4)")
-    parser.add_argument("--tokens-per-second", type=float, help="measured training throughput, for MFU")
-    parser.add_argument("--measure", type=int, metavar="STEPS",
-                        help="measure the throughput here: time STEPS training steps of a random model")
+    parser.add_argument(
+        "--seq-len", type=int, default=None, help="tokens per sequence (default: context length)"
+    )
+    parser.add_argument(
+        "--bytes-per-value", type=int, default=4, help="4 for float32, 2 for bf16 (default: 4)"
+    )
+    parser.add_argument(
+        "--tokens-per-second", type=float, help="measured training throughput, for MFU"
+    )
+    parser.add_argument(
+        "--measure",
+        type=int,
+        metavar="STEPS",
+        help="measure the throughput here: time STEPS training steps of a random model",
+    )
     parser.add_argument("--device", default="auto", help="device for --measure (default: auto)")
     parser.add_argument("--peak-tflops", type=float, help="the accelerator's peak TFLOP/s, for MFU")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object instead of tables"
+    )
 
 
 def _load_model_config(path: str):
@@ -42,8 +60,14 @@ def _load_model_config(path: str):
     return ModelConfig.from_dict(settings.get("model", settings))
 
 
-def report(config, batch_size: int, seq_len: int | None, bytes_per_value: int,
-           tokens_per_second: float | None = None, peak_tflops: float | None = None) -> dict:
+def report(
+    config,
+    batch_size: int,
+    seq_len: int | None,
+    bytes_per_value: int,
+    tokens_per_second: float | None = None,
+    peak_tflops: float | None = None,
+) -> dict:
     from cs336_basics import accounting
 
     flops = accounting.forward_flops(config, batch_size, seq_len)
@@ -66,14 +90,18 @@ def report(config, batch_size: int, seq_len: int | None, bytes_per_value: int,
         result["tokens_per_second"] = tokens_per_second
         result["achieved_flops_per_second"] = tokens_per_second * result["training_flops_per_token"]
     if tokens_per_second and peak_tflops:
-        result["mfu"] = accounting.model_flops_utilization(config, tokens_per_second, peak_tflops * 1e12, seq_len)
+        result["mfu"] = accounting.model_flops_utilization(
+            config, tokens_per_second, peak_tflops * 1e12, seq_len
+        )
     return result
 
 
 def _print_report(name: str, result: dict) -> None:
     total = result["total_parameters"]
-    print(f"{name}: {total:,} parameters ({total / 1e6:.1f}M), batch {result['batch_size']} x "
-          f"{result['seq_len']} tokens")
+    print(
+        f"{name}: {total:,} parameters ({total / 1e6:.1f}M), batch {result['batch_size']} x "
+        f"{result['seq_len']} tokens"
+    )
     for component, count in result["parameters"].items():
         if count:
             print(f"  params  {component:<20} {count:>15,}  {100 * count / total:5.1f}%")
@@ -81,14 +109,22 @@ def _print_report(name: str, result: dict) -> None:
         print(f"  memory  {component:<20} {value / 2**30:>12.3f} GiB")
     flops_total = result["total_forward_flops"]
     for component, value in result["forward_flops"].items():
-        print(f"  forward {component:<20} {value / 1e9:>12.2f} GFLOPs  {100 * value / flops_total:5.1f}%")
-    print(f"  forward total {flops_total / 1e12:.3f} TFLOPs; training step {result['training_flops_per_step'] / 1e12:.3f} "
-          f"TFLOPs ({result['training_flops_per_token'] / 1e9:.3f} GFLOPs/token)")
-    print(f"  kv cache {result['kv_cache_bytes_per_token']:,} bytes/token; "
-          f"{result['kv_cache_bytes'] / 2**20:.2f} MiB for the batch")
+        print(
+            f"  forward {component:<20} {value / 1e9:>12.2f} GFLOPs  {100 * value / flops_total:5.1f}%"
+        )
+    print(
+        f"  forward total {flops_total / 1e12:.3f} TFLOPs; training step {result['training_flops_per_step'] / 1e12:.3f} "
+        f"TFLOPs ({result['training_flops_per_token'] / 1e9:.3f} GFLOPs/token)"
+    )
+    print(
+        f"  kv cache {result['kv_cache_bytes_per_token']:,} bytes/token; "
+        f"{result['kv_cache_bytes'] / 2**20:.2f} MiB for the batch"
+    )
     if "tokens_per_second" in result:
-        print(f"  throughput {result['tokens_per_second']:,.0f} tokens/s = "
-              f"{result['achieved_flops_per_second'] / 1e12:.3f} TFLOP/s")
+        print(
+            f"  throughput {result['tokens_per_second']:,.0f} tokens/s = "
+            f"{result['achieved_flops_per_second'] / 1e12:.3f} TFLOP/s"
+        )
     if "mfu" in result:
         print(f"  MFU {100 * result['mfu']:.1f}%")
 
@@ -111,9 +147,17 @@ def run(args: argparse.Namespace) -> int:
                 from cs336_basics.training import auto_device
 
                 device = auto_device() if args.device == "auto" else args.device
-                tokens_per_second = measure_training_throughput(config, args.batch_size, args.measure, device, args.seq_len)
-            results[name] = report(config, args.batch_size, args.seq_len, args.bytes_per_value,
-                                   tokens_per_second, args.peak_tflops)
+                tokens_per_second = measure_training_throughput(
+                    config, args.batch_size, args.measure, device, args.seq_len
+                )
+            results[name] = report(
+                config,
+                args.batch_size,
+                args.seq_len,
+                args.bytes_per_value,
+                tokens_per_second,
+                args.peak_tflops,
+            )
     except (ValueError, FileNotFoundError) as error:
         print(f"cs336 accounting: {error}", file=sys.stderr)
         return 2

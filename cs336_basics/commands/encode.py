@@ -19,13 +19,25 @@ from cs336_basics.tokenizer import Tokenizer
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", help="UTF-8 text file to encode")
-    parser.add_argument("--tokenizer", required=True, metavar="DIR", help="directory with vocab.json and merges.txt")
-    parser.add_argument("--out", required=True, help="output .npy file (uint16, or uint32 for vocabularies over 65536)")
     parser.add_argument(
-        "--special-token", dest="special_tokens", action="append", default=None, metavar="TOKEN",
+        "--tokenizer", required=True, metavar="DIR", help="directory with vocab.json and merges.txt"
+    )
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="output .npy file (uint16, or uint32 for vocabularies over 65536)",
+    )
+    parser.add_argument(
+        "--special-token",
+        dest="special_tokens",
+        action="append",
+        default=None,
+        metavar="TOKEN",
         help="a special token; repeat for several (default: those saved by train-bpe, else <|endoftext|>)",
     )
-    parser.add_argument("--workers", type=int, default=None, help="encoding processes (default: all cores)")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="encoding processes (default: all cores)"
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -39,10 +51,14 @@ def run(args: argparse.Namespace) -> int:
         else:
             special_tokens = ["<|endoftext|>"]
     tokenizer = Tokenizer.from_files(
-        os.path.join(args.tokenizer, "vocab.json"), os.path.join(args.tokenizer, "merges.txt"), special_tokens
+        os.path.join(args.tokenizer, "vocab.json"),
+        os.path.join(args.tokenizer, "merges.txt"),
+        special_tokens,
     )
     started = time.perf_counter()
-    count = encode_file(tokenizer, args.input, args.out, num_workers=args.workers, progress=not args.no_progress)
+    count = encode_file(
+        tokenizer, args.input, args.out, num_workers=args.workers, progress=not args.no_progress
+    )
     seconds = time.perf_counter() - started
     size = os.path.getsize(args.input)
     print(

@@ -18,13 +18,25 @@ from cs336_basics.tokenizer_files import save_merges, save_vocab
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", help="UTF-8 text file to train on")
-    parser.add_argument("--vocab-size", type=int, default=10_000, help="final vocabulary size (default: 10000)")
     parser.add_argument(
-        "--special-token", dest="special_tokens", action="append", default=None, metavar="TOKEN",
+        "--vocab-size", type=int, default=10_000, help="final vocabulary size (default: 10000)"
+    )
+    parser.add_argument(
+        "--special-token",
+        dest="special_tokens",
+        action="append",
+        default=None,
+        metavar="TOKEN",
         help="a special token; repeat for several (default: <|endoftext|>)",
     )
-    parser.add_argument("--out-dir", default="tokenizer", help="where vocab.json and merges.txt go (default: ./tokenizer)")
-    parser.add_argument("--workers", type=int, default=None, help="pre-tokenization processes (default: all cores)")
+    parser.add_argument(
+        "--out-dir",
+        default="tokenizer",
+        help="where vocab.json and merges.txt go (default: ./tokenizer)",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=None, help="pre-tokenization processes (default: all cores)"
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
 
 
@@ -32,8 +44,12 @@ def run(args: argparse.Namespace) -> int:
     special_tokens = args.special_tokens if args.special_tokens is not None else ["<|endoftext|>"]
     timings: dict[str, float] = {}
     vocab, merges = train_bpe(
-        args.input, args.vocab_size, special_tokens,
-        num_workers=args.workers, progress=not args.no_progress, timings=timings,
+        args.input,
+        args.vocab_size,
+        special_tokens,
+        num_workers=args.workers,
+        progress=not args.no_progress,
+        timings=timings,
     )
     os.makedirs(args.out_dir, exist_ok=True)
     vocab_path = os.path.join(args.out_dir, "vocab.json")
