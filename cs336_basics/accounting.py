@@ -11,21 +11,16 @@ Conventions:
   the handout's itemisation of what the backward pass needs per layer; a real autograd graph
   saves somewhat different tensors, so treat it as an estimate.
 
-The handout's architecture is covered with its common variants (norm placement and kind,
-GQA/MQA, QK-norm, biases, tied embeddings, two-matrix MLPs, learned positions). Mixtures of
-experts and latent attention are accounted for as a dense model whose ``ffn`` / attention
-entries are then replaced: an MoE layer costs the router plus ``top_k`` experts per token
-(assuming none is dropped) but holds all ``num_experts``; MLA is counted along its training
-path, which expands keys and values from the latent (cached decoding folds them instead).
+The functions account for the handout's architecture. A ``VariantConfig`` (GQA, MoE, MLA, ...)
+is accounted for by ``cs336_basics.variants.accounting``, to which they hand it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
+from types import ModuleType
 
 from cs336_basics.config import ModelConfig
-from cs336_basics.kv_cache import kv_cache_elements_per_token
 
 PRESETS: dict[str, ModelConfig] = {
     # GPT-2 shapes with the handout's architecture (SwiGLU, d_ff = 4 d_model), vocab 50,257.
@@ -38,136 +33,28 @@ PRESETS: dict[str, ModelConfig] = {
 }
 
 
-def _is_variant(config: ModelConfig) -> bool:
-    return config.ffn == "moe" or config.attention == "mla"
+def variant_accounting(config: ModelConfig) -> ModuleType | None:
+    """The variants' accounting module for a ``VariantConfig``; ``None`` for the handout's."""
+    if type(config) is ModelConfig:
+        return None
+    from cs336_basics.variants import accounting
 
-
-def _dense_mha(config: ModelConfig) -> ModelConfig:
-    """The same model with one dense SwiGLU per layer and plain attention: the base whose
-    accounting the MoE and MLA entries then replace."""
-    return dataclasses.replace(
-        config,
-        ffn="swiglu" if config.ffn == "moe" else config.ffn,
-        attention="mha",
-        position_encoding="none" if config.attention == "mla" else config.position_encoding,
-    )
-
-
-def _mla_query_width(config: ModelConfig) -> int:
-    return config.num_heads * (config.mla_nope_dim + config.qk_rope_head_dim)
-
-
-def _mla_projection_sizes(config: ModelConfig) -> dict[str, int]:
-    """Weight count of each MLA projection (each weight is used once per token)."""
-    d, h, r = config.d_model, config.num_heads, config.kv_lora_rank
-    q = _mla_query_width(config)
-    sizes = (
-        {"q_proj": d * q}
-        if config.q_lora_rank is None
-        else {"q_down_proj": d * config.q_lora_rank, "q_up_proj": config.q_lora_rank * q}
-    )
-    return sizes | {
-        "kv_down_proj": d * r,
-        "k_rope_proj": d * config.qk_rope_head_dim,
-        "k_up_proj": r * h * config.mla_nope_dim,
-        "v_up_proj": r * h * config.mla_v_dim,
-        "output_proj": h * config.mla_v_dim * d,
-    }
-
-
-def _variant_parameter_counts(config: ModelConfig) -> dict[str, int]:
-    counts = parameter_counts(_dense_mha(config))
-    layers, d = config.num_layers, config.d_model
-    if config.attention == "mla":
-        norms = config.kv_lora_rank + (config.q_lora_rank or 0)  # kv_norm and q_norm gains
-        counts["attention"] = layers * (sum(_mla_projection_sizes(config).values()) + norms)
-    if config.ffn == "moe":
-        counts["ffn"] = layers * config.num_experts * 3 * d * config.d_ff
-        counts["router"] = layers * config.num_experts * d
-    return counts
-
-
-def _variant_forward_flops(config: ModelConfig, batch_size: int, seq_len: int) -> dict[str, int]:
-    flops = forward_flops(_dense_mha(config), batch_size, seq_len)
-    layers, tokens, d = config.num_layers, batch_size * seq_len, config.d_model
-    if config.attention == "mla":
-        for name in (
-            "q_proj",
-            "k_proj",
-            "v_proj",
-            "output_proj",
-            "attention_scores",
-            "attention_values",
-        ):
-            del flops[name]
-        per_layer = {
-            name: 2 * tokens * size for name, size in _mla_projection_sizes(config).items()
-        }
-        pairs = batch_size * seq_len * seq_len * config.num_heads
-        per_layer["attention_scores"] = 2 * pairs * (config.mla_nope_dim + config.qk_rope_head_dim)
-        per_layer["attention_values"] = 2 * pairs * config.mla_v_dim
-        flops |= {name: layers * value for name, value in per_layer.items()}
-    if config.ffn == "moe":
-        flops["ffn"] = layers * 2 * tokens * config.top_k * 3 * d * config.d_ff
-        flops["router"] = layers * 2 * tokens * d * config.num_experts
-    return flops
-
-
-def _variant_activation_counts(
-    config: ModelConfig, batch_size: int, seq_len: int
-) -> dict[str, int]:
-    counts = activation_counts(_dense_mha(config), batch_size, seq_len)
-    layers, tokens = config.num_layers, batch_size * seq_len
-    if config.attention == "mla":
-        h = config.num_heads
-        latents = config.kv_lora_rank + config.qk_rope_head_dim + (config.q_lora_rank or 0)
-        expanded = _mla_query_width(config) + h * (config.mla_nope_dim + config.mla_v_dim)
-        counts["qkv_projections"] = layers * tokens * (latents + expanded)
-        counts["attention_values"] = layers * tokens * h * config.mla_v_dim
-    if config.ffn == "moe":
-        routed = tokens * config.top_k
-        counts["ffn"] = layers * (
-            routed * (4 * config.d_ff + config.d_model) + tokens * config.num_experts
-        )
-    return counts
-
-
-def _ffn_matrices(config: ModelConfig) -> int:
-    return 3 if config.ffn == "swiglu" else 2
-
-
-def _kv_width(config: ModelConfig) -> int:
-    """Output width of the key (and of the value) projection."""
-    return config.kv_heads * config.d_head
+    return accounting
 
 
 def parameter_counts(config: ModelConfig) -> dict[str, int]:
     """Trainable parameters by component; ``sum(...)`` equals ``model.num_parameters()``."""
-    if _is_variant(config):
-        return _variant_parameter_counts(config)
+    if variants := variant_accounting(config):
+        return variants.parameter_counts(config)
     # BEGIN SOLUTION
-    d, d_ff, kv = config.d_model, config.d_ff, _kv_width(config)
-    norm_size = d * (2 if config.norm == "layernorm" else 1)  # gain, plus a bias for LayerNorm
-    layer_norms = 0 if config.norm_placement == "none" else 2 * norm_size
-    attention = d * d + 2 * d * kv + d * d
-    ffn = _ffn_matrices(config) * d * d_ff
-    if config.bias:  # attention projections and the two-matrix MLPs (SwiGLU stays bias-free)
-        attention += d + 2 * kv + d
-        ffn += 0 if config.ffn == "swiglu" else d_ff + d
-    if config.qk_norm:
-        attention += 2 * config.d_head
-    counts = {
+    d, d_ff = config.d_model, config.d_ff
+    return {
         "token_embeddings": config.vocab_size * d,
-        "position_embeddings": config.context_length * d
-        if config.position_encoding == "learned"
-        else 0,
-        "attention": config.num_layers * attention,
-        "ffn": config.num_layers * ffn,
-        "norms": config.num_layers * layer_norms
-        + (norm_size if config.norm_placement == "pre" else 0),
-        "lm_head": 0 if config.tie_embeddings else d * config.vocab_size,
+        "attention": config.num_layers * 4 * d * d,
+        "ffn": config.num_layers * 3 * d * d_ff,
+        "norms": config.num_layers * 2 * d + d,  # ln1 and ln2 per layer, then ln_final
+        "lm_head": d * config.vocab_size,
     }
-    return counts
     # END SOLUTION
 
 
@@ -177,19 +64,19 @@ def forward_flops(
     """Matmul FLOPs of one forward pass over ``batch_size`` sequences of ``seq_len`` tokens,
     by component (summed over layers)."""
     T = config.context_length if seq_len is None else seq_len
-    if _is_variant(config):
-        return _variant_forward_flops(config, batch_size, T)
+    if variants := variant_accounting(config):
+        return variants.forward_flops(config, batch_size, T)
     tokens = batch_size * T
     d, layers = config.d_model, config.num_layers
     # BEGIN SOLUTION
     flops = {
         "q_proj": 2 * tokens * d * d,
-        "k_proj": 2 * tokens * d * _kv_width(config),
-        "v_proj": 2 * tokens * d * _kv_width(config),
+        "k_proj": 2 * tokens * d * d,
+        "v_proj": 2 * tokens * d * d,
         "output_proj": 2 * tokens * d * d,
         "attention_scores": 2 * batch_size * T * T * d,  # Q K^T: every head, every (query, key)
         "attention_values": 2 * batch_size * T * T * d,  # softmax(...) V
-        "ffn": 2 * tokens * d * config.d_ff * _ffn_matrices(config),
+        "ffn": 2 * tokens * d * config.d_ff * 3,
     }
     flops = {name: layers * value for name, value in flops.items()}
     flops["lm_head"] = 2 * tokens * d * config.vocab_size
@@ -208,22 +95,21 @@ def activation_counts(
 ) -> dict[str, int]:
     """Values kept for the backward pass, by component, after the handout's itemisation."""
     T = config.context_length if seq_len is None else seq_len
-    if _is_variant(config):
-        return _variant_activation_counts(config, batch_size, T)
+    if variants := variant_accounting(config):
+        return variants.activation_counts(config, batch_size, T)
     tokens, d, h, d_ff = batch_size * T, config.d_model, config.num_heads, config.d_ff
-    gated = config.ffn == "swiglu"
     per_layer = {
-        "norms": 0 if config.norm_placement == "none" else 2 * tokens * d,
-        "qkv_projections": tokens * (d + 2 * _kv_width(config)),
+        "norms": 2 * tokens * d,
+        "qkv_projections": tokens * 3 * d,
         "attention_scores": batch_size * h * T * T,
         "attention_softmax": batch_size * h * T * T,
         "attention_values": tokens * d,
         "output_proj": tokens * d,
-        # W1 x and its activation, W3 x and the gate product when gated, then W2's output
-        "ffn": tokens * d_ff * (4 if gated else 2) + tokens * d,
+        # W1 x and its SiLU, W3 x and the gate product, then W2's output
+        "ffn": tokens * d_ff * 4 + tokens * d,
     }
     counts = {name: config.num_layers * value for name, value in per_layer.items()}
-    counts["final_norm"] = tokens * d if config.norm_placement == "pre" else 0
+    counts["final_norm"] = tokens * d
     counts["logits"] = tokens * config.vocab_size
     counts["cross_entropy"] = tokens * config.vocab_size  # the softmax over the logits
     return counts
@@ -260,7 +146,11 @@ def kv_cache_bytes(
     """Bytes a KV cache holds for ``batch_size`` sequences of ``seq_len`` tokens: MHA keeps a
     key and a value per head, GQA/MQA per shared head, MLA one latent plus one RoPE key."""
     T = config.context_length if seq_len is None else seq_len
-    return batch_size * T * kv_cache_elements_per_token(config) * bytes_per_value
+    if variants := variant_accounting(config):
+        per_token = variants.kv_cache_elements_per_token(config)
+    else:
+        per_token = config.num_layers * 2 * config.d_model  # a key and a value per head
+    return batch_size * T * per_token * bytes_per_value
 
 
 def max_batch_size(config: ModelConfig, memory_bytes: float, bytes_per_value: int = 4) -> int:
@@ -296,11 +186,11 @@ def measure_training_throughput(
     import torch
 
     from cs336_basics.adamw import AdamW
+    from cs336_basics.builder import build_model
     from cs336_basics.losses import cross_entropy
-    from cs336_basics.model import TransformerLM
 
     T = config.context_length if seq_len is None else seq_len
-    model = TransformerLM(config, device=device)
+    model = build_model(config, device=device)
     optimizer = AdamW(model.parameters())
     tokens = torch.randint(0, config.vocab_size, (batch_size, T + 1), device=device)
 

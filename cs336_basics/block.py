@@ -1,4 +1,4 @@
-"""The Transformer block: attention and feed-forward sublayers with residual connections."""
+"""The pre-norm Transformer block: attention and feed-forward sublayers with residual connections."""
 
 from __future__ import annotations
 
@@ -7,108 +7,53 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from cs336_basics.attention import MultiHeadSelfAttention
-from cs336_basics.config import ModelConfig
-from cs336_basics.feedforward import FeedForward, SwiGLU
-from cs336_basics.kv_cache import LatentKVCache, LayerKVCache
-from cs336_basics.layernorm import LayerNorm
-from cs336_basics.mla import MultiHeadLatentAttention
-from cs336_basics.moe import MixtureOfExperts
+from cs336_basics.feedforward import SwiGLU
 from cs336_basics.rmsnorm import RMSNorm
 from cs336_basics.rope import RotaryPositionalEmbedding
 
 
 class TransformerBlock(nn.Module):
-    """One decoder layer: ``attn`` (causal MHSA), ``ffn``, and the norms ``ln1`` and ``ln2``.
+    """``h = x + attn(ln1(x), token_positions)``, then ``h + ffn(ln2(h))``.
 
-    Pre-norm (the default): ``h = x + attn(ln1(x))``, then ``h + ffn(ln2(h))``.
-    Post-norm: ``h = ln1(x + attn(x))``, then ``ln2(h + ffn(h))``.
-    No norm: ``h = x + attn(x)``, then ``h + ffn(h)`` (``ln1``/``ln2`` do not exist).
-
-    The config picks each sublayer's variant: ``attn`` is multi-head (also grouped-query,
-    multi-query, QK-norm) or latent attention, ``ffn`` a SwiGLU, an ungated MLP or a mixture of
-    experts, and the norms RMSNorm or LayerNorm.
+    The block is given its sublayers, so the same block runs the handout's RMSNorm, causal
+    multi-head attention and SwiGLU (``transformer_block``) or any other parts with the same
+    call signatures: ``attn(x, token_positions)``, ``ffn(x)``, ``ln1(x)``, ``ln2(x)``.
     """
 
-    def __init__(
-        self,
-        config: ModelConfig,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
+    def __init__(self, attn: nn.Module, ffn: nn.Module, ln1: nn.Module, ln2: nn.Module) -> None:
         super().__init__()
-        self.norm_placement = config.norm_placement
-        self.attn = attention_layer(config, device=device, dtype=dtype)
-        self.ffn = feed_forward_layer(config, device=device, dtype=dtype)
-        if config.norm_placement != "none":
-            self.ln1 = norm_layer(config, device=device, dtype=dtype)
-            self.ln2 = norm_layer(config, device=device, dtype=dtype)
+        self.attn = attn
+        self.ffn = ffn
+        self.ln1 = ln1
+        self.ln2 = ln2
 
     def forward(
         self,
         x: Float[Tensor, "... seq d_model"],
         token_positions: Int[Tensor, "... seq"] | None = None,
-        kv_cache: LayerKVCache | LatentKVCache | None = None,
     ) -> Float[Tensor, "... seq d_model"]:
         # BEGIN SOLUTION
-        if self.norm_placement == "pre":
-            x = x + self.attn(self.ln1(x), token_positions, kv_cache)
-            return x + self.ffn(self.ln2(x))
-        if self.norm_placement == "post":
-            x = self.ln1(x + self.attn(x, token_positions, kv_cache))
-            return self.ln2(x + self.ffn(x))
-        x = x + self.attn(x, token_positions, kv_cache)
-        return x + self.ffn(x)
+        x = x + self.attn(self.ln1(x), token_positions)
+        return x + self.ffn(self.ln2(x))
         # END SOLUTION
 
 
-def norm_layer(
-    config: ModelConfig, device: torch.device | str | None = None, dtype: torch.dtype | None = None
-) -> RMSNorm | LayerNorm:
-    """The ``d_model``-wide norm the config asks for."""
-    norm_class = {"rmsnorm": RMSNorm, "layernorm": LayerNorm}[config.norm]
-    return norm_class(config.d_model, config.norm_eps, device=device, dtype=dtype)
-
-
-def attention_layer(
-    config: ModelConfig, device: torch.device | str | None = None, dtype: torch.dtype | None = None
-) -> MultiHeadSelfAttention | MultiHeadLatentAttention:
-    if config.attention == "mla":
-        return MultiHeadLatentAttention(config, device=device, dtype=dtype)
-    rope = None
-    if config.position_encoding == "rope":
-        rope = RotaryPositionalEmbedding(
-            config.rope_theta, config.d_head, config.context_length, device=device
-        )
-    return MultiHeadSelfAttention(
-        config.d_model,
-        config.num_heads,
-        rope=rope,
-        device=device,
-        dtype=dtype,
-        num_kv_heads=config.num_kv_heads,
-        qk_norm=config.qk_norm,
-        norm_eps=config.norm_eps,
-        bias=config.bias,
-        fused=config.fused_attention,
+def transformer_block(
+    d_model: int,
+    num_heads: int,
+    d_ff: int,
+    rope: RotaryPositionalEmbedding | None = None,
+    norm_eps: float = 1e-5,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
+) -> TransformerBlock:
+    """The handout's block: ``ln1``/``ln2`` RMSNorms, causal multi-head self-attention ``attn``
+    (with ``rope`` on queries and keys) and a SwiGLU ``ffn``."""
+    # BEGIN SOLUTION
+    return TransformerBlock(
+        attn=MultiHeadSelfAttention(d_model, num_heads, rope, device=device, dtype=dtype),
+        ffn=SwiGLU(d_model, d_ff, device=device, dtype=dtype),
+        ln1=RMSNorm(d_model, norm_eps, device=device, dtype=dtype),
+        ln2=RMSNorm(d_model, norm_eps, device=device, dtype=dtype),
     )
-
-
-def feed_forward_layer(
-    config: ModelConfig, device: torch.device | str | None = None, dtype: torch.dtype | None = None
-) -> nn.Module:
-    if config.ffn == "swiglu":
-        return SwiGLU(config.d_model, config.d_ff, device=device, dtype=dtype)
-    if config.ffn == "moe":
-        return MixtureOfExperts(
-            config.d_model,
-            config.d_ff,
-            config.num_experts,
-            config.top_k,
-            config.normalize_topk,
-            config.capacity_factor,
-            device=device,
-            dtype=dtype,
-        )
-    return FeedForward(
-        config.d_model, config.d_ff, config.ffn, config.bias, device=device, dtype=dtype
-    )
+    # END SOLUTION

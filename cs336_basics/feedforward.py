@@ -1,15 +1,13 @@
-"""Position-wise feed-forward networks."""
+"""The position-wise feed-forward network of the handout: SwiGLU."""
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from cs336_basics.functional import gelu, relu, silu
-from cs336_basics.linear import Linear, linear_layer
+from cs336_basics.functional import silu
+from cs336_basics.linear import Linear
 
 
 def default_d_ff(d_model: int, multiple_of: int = 64) -> int:
@@ -45,54 +43,3 @@ class SwiGLU(nn.Module):
         # BEGIN SOLUTION
         return self.w2(silu(self.w1(x)) * self.w3(x))
         # END SOLUTION
-
-
-ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"silu": silu, "gelu": gelu, "relu": relu}
-
-
-class FeedForward(nn.Module):
-    """Ungated two-matrix MLP: ``w2(activation(w1 x))``, the original Transformer's and GPT-2's.
-
-    ``activation`` is ``"silu"``, ``"gelu"`` (exact, erf-based) or ``"relu"``; ``bias`` adds a
-    bias to both projections. Use ``d_ff = 4 * d_model`` to match SwiGLU's parameter count.
-    """
-
-    def __init__(
-        self,
-        d_model: int,
-        d_ff: int,
-        activation: str = "silu",
-        bias: bool = False,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__()
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}; got {activation!r}")
-        self.activation = activation
-        self.w1 = linear_layer(d_model, d_ff, bias, device=device, dtype=dtype)
-        self.w2 = linear_layer(d_ff, d_model, bias, device=device, dtype=dtype)
-
-    def forward(self, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
-        # BEGIN SOLUTION
-        return self.w2(ACTIVATIONS[self.activation](self.w1(x)))
-        # END SOLUTION
-
-    def extra_repr(self) -> str:
-        return f"activation={self.activation}"
-
-
-class SiLUFeedForward(FeedForward):
-    """Ungated feed-forward for the handout's ablation: ``w2(silu(w1 x))``.
-
-    Use ``d_ff = 4 * d_model`` to match SwiGLU's parameter count.
-    """
-
-    def __init__(
-        self,
-        d_model: int,
-        d_ff: int,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__(d_model, d_ff, "silu", device=device, dtype=dtype)

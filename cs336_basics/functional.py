@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 from jaxtyping import Float
 from torch import Tensor
@@ -28,13 +26,3 @@ def softmax(x: Float[Tensor, ...], dim: int = -1) -> Float[Tensor, ...]:
     exps = torch.exp(shifted)
     return exps / exps.sum(dim=dim, keepdim=True)
     # END SOLUTION
-
-
-def gelu(x: Float[Tensor, ...]) -> Float[Tensor, ...]:
-    """Exact GELU, ``x * Phi(x)`` with the standard normal CDF ``Phi`` (not the tanh fit)."""
-    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
-
-
-def relu(x: Float[Tensor, ...]) -> Float[Tensor, ...]:
-    """ReLU: ``max(x, 0)``, elementwise."""
-    return x.clamp(min=0)

@@ -1,12 +1,13 @@
 """Decoding: sample a continuation from a language model, one token at a time.
 
 Each step turns the last position's logits into a distribution (temperature, then nucleus /
-top-p truncation) and samples from it; temperature 0 means greedy ``argmax``. With the KV
-cache (the default) the prompt is run once and every later step feeds only the newest token,
-so a step costs one position instead of the whole sequence.
+top-p truncation) and samples from it; temperature 0 means greedy ``argmax``. (Decoding with
+a KV cache, one position per step, is a variant: ``cs336_basics.variants.generation``.)
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from jaxtyping import Float
@@ -58,43 +59,46 @@ def generate(
     top_p: float = 1.0,
     eos_id: int | None = None,
     generator: torch.Generator | None = None,
-    use_kv_cache: bool = True,
 ) -> list[int]:
     """The new token ids continuing ``prompt_ids`` (the prompt itself is not included).
 
-    Stops after ``max_new_tokens``, after emitting ``eos_id`` (which is included), or when the
-    sequence fills the model's context window. A prompt longer than the window keeps only
-    its last ``context_length - 1`` tokens. Seed ``generator`` for reproducible samples.
+    Every step runs the model over the whole sequence so far and samples from the last
+    position's logits. Stops after ``max_new_tokens``, after emitting ``eos_id`` (which is
+    included), or when the sequence fills the model's context window. A prompt longer than the
+    window keeps only its last ``context_length - 1`` tokens. Seed ``generator`` for
+    reproducible samples.
     """
-    if not prompt_ids:
-        raise ValueError("the prompt must hold at least one token (e.g. the end-of-text token)")
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be non-negative; got {max_new_tokens}")
-    context_length = model.config.context_length
-    sequence = (
-        list(prompt_ids[-(context_length - 1) :]) if context_length > 1 else list(prompt_ids[-1:])
-    )
+    sequence, budget = decoding_window(model, prompt_ids, max_new_tokens)
     device = next(model.parameters()).device
-    budget = min(max_new_tokens, context_length - len(sequence))
     was_training = model.training
     model.eval()
     # BEGIN SOLUTION
     new_tokens: list[int] = []
-    cache = model.new_kv_cache() if use_kv_cache else None
-    pending = sequence
     for _ in range(budget):
-        if cache is None:
-            pending = sequence  # without a cache, every step re-reads the whole sequence
-        logits = model(torch.tensor([pending], device=device), kv_cache=cache)[0, -1]
+        logits = model(torch.tensor([sequence], device=device))[0, -1]
         token = sample_next_token(logits, temperature, top_p, generator)
         new_tokens.append(token)
         sequence = sequence + [token]
-        pending = [token]
         if token == eos_id:
             break
     # END SOLUTION
     model.train(was_training)
     return new_tokens
+
+
+def decoding_window(
+    model: TransformerLM, prompt_ids: list[int], max_new_tokens: int
+) -> tuple[list[int], int]:
+    """The prompt cut to fit ``model.context_length`` with room for one new token, and how many
+    tokens may follow it."""
+    if not prompt_ids:
+        raise ValueError("the prompt must hold at least one token (e.g. the end-of-text token)")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be non-negative; got {max_new_tokens}")
+    context_length = model.context_length
+    keep = max(context_length - 1, 1)
+    sequence = list(prompt_ids[-keep:])
+    return sequence, min(max_new_tokens, context_length - len(sequence))
 
 
 def complete_prompts(
@@ -106,11 +110,12 @@ def complete_prompts(
     top_p: float = 1.0,
     seed: int = 0,
     end_token: str = "<|endoftext|>",
-    use_kv_cache: bool = True,
+    generate_fn: Callable[..., list[int]] = generate,
 ) -> list[str]:
     """Each text prompt followed by its sampled continuation (up to and including ``end_token``).
 
-    An empty prompt starts a fresh document: it is the end-of-text token alone.
+    An empty prompt starts a fresh document: it is the end-of-text token alone. ``generate_fn``
+    is the decoding loop (``generate``, or a cached one with the same parameters).
     """
     eos_id = tokenizer.special_ids.get(end_token)
     generator = torch.Generator().manual_seed(seed)
@@ -123,8 +128,8 @@ def complete_prompts(
                     f"an empty prompt needs the end token {end_token!r} in the tokenizer"
                 )
             prompt_ids = [eos_id]
-        new_ids = generate(
-            model, prompt_ids, max_new_tokens, temperature, top_p, eos_id, generator, use_kv_cache
+        new_ids = generate_fn(
+            model, prompt_ids, max_new_tokens, temperature, top_p, eos_id, generator
         )
         completions.append(prompt + tokenizer.decode(new_ids))
     return completions

@@ -76,3 +76,11 @@ def check_positions(token_positions: Tensor, max_seq_len: int) -> None:
     if low < 0 or high >= max_seq_len:
         bad = low if low < 0 else high
         raise IndexError(f"token position {bad} is outside [0, max_seq_len={max_seq_len})")
+
+
+def default_positions(
+    seq_len: int, offset: int = 0, device: torch.device | str | None = None
+) -> Int[Tensor, " seq"]:
+    """``offset, offset + 1, ..., offset + seq_len - 1``: the positions of a sequence whose
+    caller gave none (``offset`` is the number of tokens before it, e.g. in a KV cache)."""
+    return torch.arange(offset, offset + seq_len, device=device)

@@ -16,17 +16,20 @@ from einops import rearrange
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from cs336_basics.attention import MultiHeadSelfAttention, scaled_dot_product_attention
+from cs336_basics.attention import scaled_dot_product_attention
 from cs336_basics.embedding import Embedding
-from cs336_basics.feedforward import FeedForward
-from cs336_basics.layernorm import LayerNorm
-from cs336_basics.linear import Linear, LinearWithBias
-from cs336_basics.positional import SinusoidalPositionalEncoding
+from cs336_basics.linear import Linear
+from cs336_basics.rope import default_positions
+from cs336_basics.variants.attention import GroupedQueryAttention
+from cs336_basics.variants.feedforward import FeedForward
+from cs336_basics.variants.layernorm import LayerNorm
+from cs336_basics.variants.linear import LinearWithBias
+from cs336_basics.variants.positional import SinusoidalPositionalEncoding
 
 
 class CrossAttention(nn.Module):
     """Multi-head attention from decoder positions (queries) to every encoder position
-    (keys and values), unmasked; projections as in ``MultiHeadSelfAttention``, with biases."""
+    (keys and values), unmasked; projections as in ``GroupedQueryAttention``, with biases."""
 
     def __init__(
         self,
@@ -69,7 +72,7 @@ class EncoderLayer(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.self_attn = MultiHeadSelfAttention(
+        self.self_attn = GroupedQueryAttention(
             d_model, num_heads, device=device, dtype=dtype, bias=True, causal=False
         )
         self.ffn = FeedForward(d_model, d_ff, "gelu", bias=True, device=device, dtype=dtype)
@@ -97,7 +100,7 @@ class DecoderLayer(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.self_attn = MultiHeadSelfAttention(
+        self.self_attn = GroupedQueryAttention(
             d_model, num_heads, device=device, dtype=dtype, bias=True
         )
         self.cross_attn = CrossAttention(d_model, num_heads, device=device, dtype=dtype)
@@ -179,7 +182,7 @@ class Seq2SeqTransformer(nn.Module):
         self.lm_head = Linear(config.d_model, config.vocab_size, device=device, dtype=dtype)
 
     def embed(self, token_ids: Int[Tensor, "... seq"]) -> Float[Tensor, "... seq d_model"]:
-        positions = torch.arange(token_ids.shape[-1], device=token_ids.device)
+        positions = default_positions(token_ids.shape[-1], device=token_ids.device)
         scaled = self.token_embeddings(token_ids) * math.sqrt(self.config.d_model)
         return scaled + self.positions(positions).to(scaled.dtype)
 

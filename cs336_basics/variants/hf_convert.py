@@ -17,7 +17,7 @@ MoE experts as stacked ``gate_up_proj`` / ``down_proj`` tensors). Nothing here i
 ``transformers``: pass in its config object (``config_from_hf``) or state dict, e.g.::
 
     config = config_from_hf(hf_model.config)
-    model = TransformerLM(config)
+    model = build_model(config)
     model.load_state_dict(from_hf(hf_model.state_dict(), config))
     hf_model.load_state_dict(to_hf(model.state_dict(), config, hf_model.config.model_type))
 
@@ -41,7 +41,7 @@ import torch
 from einops import rearrange
 from torch import Tensor
 
-from cs336_basics.config import ModelConfig
+from cs336_basics.variants.config import VariantConfig
 
 FAMILIES = ("llama", "qwen3", "qwen3_moe", "mixtral", "deepseek_v2", "deepseek_v3", "gpt2")
 MLA_FAMILIES = ("deepseek_v2", "deepseek_v3")
@@ -61,7 +61,7 @@ def half_to_interleaved(weight: Tensor, head_dim: int) -> Tensor:
     )
 
 
-def to_hf(state_dict: dict[str, Tensor], config: ModelConfig, family: str) -> dict[str, Tensor]:
+def to_hf(state_dict: dict[str, Tensor], config: VariantConfig, family: str) -> dict[str, Tensor]:
     """Our ``TransformerLM`` state dict as the state dict of the HF ``family`` model."""
     _check_family(config, family)
     if family == "gpt2":
@@ -83,7 +83,7 @@ def to_hf(state_dict: dict[str, Tensor], config: ModelConfig, family: str) -> di
 
 
 def from_hf(
-    hf_state_dict: dict[str, Tensor], config: ModelConfig, family: str
+    hf_state_dict: dict[str, Tensor], config: VariantConfig, family: str
 ) -> dict[str, Tensor]:
     """The HF ``family`` model's state dict as our ``TransformerLM`` state dict."""
     _check_family(config, family)
@@ -104,7 +104,7 @@ def from_hf(
     return ours
 
 
-def _layer_to_hf(ours: dict[str, Tensor], config: ModelConfig, family: str) -> dict[str, Tensor]:
+def _layer_to_hf(ours: dict[str, Tensor], config: VariantConfig, family: str) -> dict[str, Tensor]:
     hf = {
         "input_layernorm.weight": ours["ln1.weight"],
         "post_attention_layernorm.weight": ours["ln2.weight"],
@@ -139,7 +139,7 @@ def _layer_to_hf(ours: dict[str, Tensor], config: ModelConfig, family: str) -> d
     return hf
 
 
-def _layer_from_hf(hf: dict[str, Tensor], config: ModelConfig, family: str) -> dict[str, Tensor]:
+def _layer_from_hf(hf: dict[str, Tensor], config: VariantConfig, family: str) -> dict[str, Tensor]:
     ours = {
         "ln1.weight": hf["input_layernorm.weight"],
         "ln2.weight": hf["post_attention_layernorm.weight"],
@@ -169,7 +169,7 @@ def _layer_from_hf(hf: dict[str, Tensor], config: ModelConfig, family: str) -> d
     return ours
 
 
-def _mla_to_hf(ours: dict[str, Tensor], config: ModelConfig) -> dict[str, Tensor]:
+def _mla_to_hf(ours: dict[str, Tensor], config: VariantConfig) -> dict[str, Tensor]:
     if config.q_lora_rank is None:
         hf = {"self_attn.q_proj.weight": ours["attn.q_proj.weight"]}
     else:
@@ -194,7 +194,7 @@ def _mla_to_hf(ours: dict[str, Tensor], config: ModelConfig) -> dict[str, Tensor
     return hf
 
 
-def _mla_from_hf(hf: dict[str, Tensor], config: ModelConfig) -> dict[str, Tensor]:
+def _mla_from_hf(hf: dict[str, Tensor], config: VariantConfig) -> dict[str, Tensor]:
     if config.q_lora_rank is None:
         ours = {"attn.q_proj.weight": hf["self_attn.q_proj.weight"]}
     else:
@@ -227,7 +227,7 @@ _GPT2_RENAMES = {  # ours -> HF, inside each block; Conv1D weights are stored tr
 }
 
 
-def _gpt2_to_hf(ours: dict[str, Tensor], config: ModelConfig) -> dict[str, Tensor]:
+def _gpt2_to_hf(ours: dict[str, Tensor], config: VariantConfig) -> dict[str, Tensor]:
     hf = {
         "transformer.wte.weight": ours["token_embeddings.weight"],
         "transformer.wpe.weight": ours["position_embeddings.weight"],
@@ -250,7 +250,7 @@ def _gpt2_to_hf(ours: dict[str, Tensor], config: ModelConfig) -> dict[str, Tenso
     return hf
 
 
-def _gpt2_from_hf(hf: dict[str, Tensor], config: ModelConfig) -> dict[str, Tensor]:
+def _gpt2_from_hf(hf: dict[str, Tensor], config: VariantConfig) -> dict[str, Tensor]:
     ours = {
         "token_embeddings.weight": hf["transformer.wte.weight"],
         "position_embeddings.weight": hf["transformer.wpe.weight"][: config.context_length],
@@ -275,8 +275,8 @@ def _gpt2_from_hf(hf: dict[str, Tensor], config: ModelConfig) -> dict[str, Tenso
     return ours
 
 
-def config_from_hf(hf_config: Any, context_length: int | None = None) -> ModelConfig:
-    """The ``ModelConfig`` of an HF config object of a supported family.
+def config_from_hf(hf_config: Any, context_length: int | None = None) -> VariantConfig:
+    """The ``VariantConfig`` of an HF config object of a supported family.
 
     Raises ``ValueError`` for settings this package cannot represent (biases in Llama-style
     attention, a head size other than ``hidden_size / num_heads``, a non-SiLU MLP, dense and
@@ -286,26 +286,58 @@ def config_from_hf(hf_config: Any, context_length: int | None = None) -> ModelCo
     if family not in FAMILIES:
         raise ValueError(f"unsupported model_type {family!r}; expected one of {FAMILIES}")
     if family == "gpt2":
-        if hf_config.activation_function != "gelu":
-            raise ValueError(
-                f"GPT-2 activation {hf_config.activation_function!r} is not supported; "
-                "use 'gelu' (exact)"
-            )
-        return ModelConfig(
-            vocab_size=hf_config.vocab_size,
-            context_length=context_length or hf_config.n_positions,
-            d_model=hf_config.n_embd,
-            num_layers=hf_config.n_layer,
-            num_heads=hf_config.n_head,
-            d_ff=hf_config.n_inner or 4 * hf_config.n_embd,
-            norm_eps=hf_config.layer_norm_epsilon,
-            norm="layernorm",
-            position_encoding="learned",
-            ffn="gelu",
-            bias=True,
-            tie_embeddings=True,
+        return _gpt2_config(hf_config, context_length)
+    shape = _llama_like_shape(hf_config, context_length)
+    if family in MLA_FAMILIES:
+        return _deepseek_config(hf_config, shape)
+    shape |= _attention_heads(hf_config, family)
+    if family == "qwen3_moe":
+        shape |= _qwen3_moe_experts(hf_config)
+    if family == "mixtral":
+        shape |= dict(
+            ffn="moe",
+            num_experts=hf_config.num_local_experts,
+            top_k=hf_config.num_experts_per_tok,
+            normalize_topk=True,
+            aux_loss_coef=hf_config.router_aux_loss_coef,
         )
-    shape = dict(
+    return VariantConfig(**shape)
+
+
+def _gpt2_config(hf_config: Any, context_length: int | None) -> VariantConfig:
+    if hf_config.activation_function != "gelu":
+        raise ValueError(
+            f"GPT-2 activation {hf_config.activation_function!r} is not supported; "
+            "use 'gelu' (exact)"
+        )
+    return VariantConfig(
+        vocab_size=hf_config.vocab_size,
+        context_length=context_length or hf_config.n_positions,
+        d_model=hf_config.n_embd,
+        num_layers=hf_config.n_layer,
+        num_heads=hf_config.n_head,
+        d_ff=hf_config.n_inner or 4 * hf_config.n_embd,
+        norm_eps=hf_config.layer_norm_epsilon,
+        norm="layernorm",
+        position_encoding="learned",
+        ffn="gelu",
+        bias=True,
+        tie_embeddings=True,
+    )
+
+
+def _llama_like_shape(hf_config: Any, context_length: int | None) -> dict[str, Any]:
+    """The fields every RMSNorm + RoPE + SiLU family shares, after checking what we cannot
+    represent."""
+    _require(
+        hf_config.hidden_act == "silu",
+        f"hidden_act={hf_config.hidden_act!r}; only 'silu' is supported",
+    )
+    _require(
+        not getattr(hf_config, "attention_bias", False), "attention_bias=True is not supported"
+    )
+    _require(not getattr(hf_config, "mlp_bias", False), "mlp_bias=True is not supported")
+    return dict(
         vocab_size=hf_config.vocab_size,
         context_length=context_length or hf_config.max_position_embeddings,
         d_model=hf_config.hidden_size,
@@ -316,32 +348,29 @@ def config_from_hf(hf_config: Any, context_length: int | None = None) -> ModelCo
         norm_eps=hf_config.rms_norm_eps,
         tie_embeddings=bool(hf_config.tie_word_embeddings),
     )
+
+
+def _deepseek_config(hf_config: Any, shape: dict[str, Any]) -> VariantConfig:
     _require(
-        hf_config.hidden_act == "silu",
-        f"hidden_act={hf_config.hidden_act!r}; only 'silu' is supported",
+        hf_config.model_type == "deepseek_v2" or hf_config.rope_interleave,
+        "DeepSeek-V3 with rope_interleave=False (rotate-half RoPE) is not supported",
     )
     _require(
-        not getattr(hf_config, "attention_bias", False), "attention_bias=True is not supported"
+        hf_config.first_k_dense_replace >= hf_config.num_hidden_layers,
+        "DeepSeek MoE layers are not supported: set first_k_dense_replace >= num_hidden_layers",
     )
-    _require(not getattr(hf_config, "mlp_bias", False), "mlp_bias=True is not supported")
-    if family in MLA_FAMILIES:
-        _require(
-            family == "deepseek_v2" or hf_config.rope_interleave,
-            "DeepSeek-V3 with rope_interleave=False (rotate-half RoPE) is not supported",
-        )
-        _require(
-            hf_config.first_k_dense_replace >= hf_config.num_hidden_layers,
-            "DeepSeek MoE layers are not supported: set first_k_dense_replace >= num_hidden_layers",
-        )
-        return ModelConfig(
-            **shape,
-            attention="mla",
-            q_lora_rank=hf_config.q_lora_rank,
-            kv_lora_rank=hf_config.kv_lora_rank,
-            qk_rope_head_dim=hf_config.qk_rope_head_dim,
-            qk_nope_head_dim=hf_config.qk_nope_head_dim,
-            v_head_dim=hf_config.v_head_dim,
-        )
+    return VariantConfig(
+        **shape,
+        attention="mla",
+        q_lora_rank=hf_config.q_lora_rank,
+        kv_lora_rank=hf_config.kv_lora_rank,
+        qk_rope_head_dim=hf_config.qk_rope_head_dim,
+        qk_nope_head_dim=hf_config.qk_nope_head_dim,
+        v_head_dim=hf_config.v_head_dim,
+    )
+
+
+def _attention_heads(hf_config: Any, family: str) -> dict[str, Any]:
     head_dim = (
         getattr(hf_config, "head_dim", None)
         or hf_config.hidden_size // hf_config.num_attention_heads
@@ -351,30 +380,24 @@ def config_from_hf(hf_config: Any, context_length: int | None = None) -> ModelCo
         f"head_dim={head_dim} times num_attention_heads must equal "
         f"hidden_size={hf_config.hidden_size}",
     )
-    shape["num_kv_heads"] = hf_config.num_key_value_heads
-    shape["qk_norm"] = family in ("qwen3", "qwen3_moe")
-    if family == "qwen3_moe":
-        _require(
-            not hf_config.mlp_only_layers and hf_config.decoder_sparse_step == 1,
-            "Qwen3-MoE with dense layers (mlp_only_layers, decoder_sparse_step) is not supported",
-        )
-        shape.update(
-            ffn="moe",
-            d_ff=hf_config.moe_intermediate_size,
-            num_experts=hf_config.num_experts,
-            top_k=hf_config.num_experts_per_tok,
-            normalize_topk=bool(hf_config.norm_topk_prob),
-            aux_loss_coef=hf_config.router_aux_loss_coef,
-        )
-    if family == "mixtral":
-        shape.update(
-            ffn="moe",
-            num_experts=hf_config.num_local_experts,
-            top_k=hf_config.num_experts_per_tok,
-            normalize_topk=True,
-            aux_loss_coef=hf_config.router_aux_loss_coef,
-        )
-    return ModelConfig(**shape)
+    return dict(
+        num_kv_heads=hf_config.num_key_value_heads, qk_norm=family in ("qwen3", "qwen3_moe")
+    )
+
+
+def _qwen3_moe_experts(hf_config: Any) -> dict[str, Any]:
+    _require(
+        not hf_config.mlp_only_layers and hf_config.decoder_sparse_step == 1,
+        "Qwen3-MoE with dense layers (mlp_only_layers, decoder_sparse_step) is not supported",
+    )
+    return dict(
+        ffn="moe",
+        d_ff=hf_config.moe_intermediate_size,
+        num_experts=hf_config.num_experts,
+        top_k=hf_config.num_experts_per_tok,
+        normalize_topk=bool(hf_config.norm_topk_prob),
+        aux_loss_coef=hf_config.router_aux_loss_coef,
+    )
 
 
 def _rope_theta(hf_config: Any) -> float:
@@ -384,7 +407,7 @@ def _rope_theta(hf_config: Any) -> float:
     return float(parameters.get("rope_theta", getattr(hf_config, "rope_theta", 10000.0)))
 
 
-def _check_family(config: ModelConfig, family: str) -> None:
+def _check_family(config: VariantConfig, family: str) -> None:
     if family not in FAMILIES:
         raise ValueError(f"unsupported family {family!r}; expected one of {FAMILIES}")
     expected = {
@@ -399,7 +422,7 @@ def _check_family(config: ModelConfig, family: str) -> None:
         "mixtral": config.ffn == "moe" and not config.qk_norm and config.normalize_topk,
     }[family]
     if not expected or config.norm_placement != "pre":
-        raise ValueError(f"this ModelConfig does not describe a {family!r} model: {config}")
+        raise ValueError(f"this VariantConfig does not describe a {family!r} model: {config}")
 
 
 def _require(condition: bool, message: str) -> None:

@@ -1,14 +1,21 @@
-"""Key-value cache for incremental decoding."""
+"""Key-value caches for incremental decoding, kept as state of the attention modules.
+
+As in torchtune, a cache lives in the attention layer that fills it: inside ``with
+kv_caches(model):`` every cache-capable attention layer (a ``CachingAttention``) keeps the keys
+and values it has computed, so each later call feeds only the new tokens, whose positions
+continue from ``cached_length(model)``. Outside the block the caches are gone and the model is
+the plain function of its whole input again.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 from jaxtyping import Float
-from torch import Tensor
-
-from cs336_basics.config import ModelConfig
+from torch import Tensor, nn
 
 
 @dataclass
@@ -65,45 +72,53 @@ class LatentKVCache:
         return self.latents, self.rope_keys
 
 
-@dataclass
-class KVCache:
-    """One ``LayerKVCache`` (or ``LatentKVCache``) per layer; pass it to ``TransformerLM.forward``.
+class CachingAttention(nn.Module):
+    """Base of the attention layers that can keep a KV cache: ``kv_cache`` is ``None`` (no
+    caching, the default) or the layer's cache, which ``kv_caches`` sets and removes. The cache
+    is plain state, never a buffer, so it stays out of state dicts."""
 
-    Each forward call with a cache feeds only the new tokens: positions continue from
-    ``length``, and each new query attends to every cached key plus the causal prefix of the
-    new ones.
-    """
-
-    layers: list[LayerKVCache | LatentKVCache] = field(default_factory=list)
-
-    @classmethod
-    def empty(cls, num_layers: int, latent: bool = False) -> KVCache:
-        layer_class = LatentKVCache if latent else LayerKVCache
-        return cls([layer_class() for _ in range(num_layers)])
+    cache_class: type[LayerKVCache] | type[LatentKVCache] = LayerKVCache
+    kv_cache: LayerKVCache | LatentKVCache | None = None
 
     @property
-    def length(self) -> int:
-        return self.layers[0].length if self.layers else 0
+    def cached_length(self) -> int:
+        return 0 if self.kv_cache is None else self.kv_cache.length
 
-    def num_bytes(self) -> int:
-        """Memory held by the cached tensors."""
-        return sum(
-            t.numel() * t.element_size()
-            for layer in self.layers
-            for t in layer.tensors()
-            if t is not None
+
+def caching_layers(model: nn.Module) -> list[CachingAttention]:
+    return [module for module in model.modules() if isinstance(module, CachingAttention)]
+
+
+@contextmanager
+def kv_caches(model: nn.Module) -> Iterator[nn.Module]:
+    """Give every cache-capable attention layer of ``model`` an empty cache for the block."""
+    layers = caching_layers(model)
+    if not layers:
+        raise ValueError(
+            "this model has no cache-capable attention; build it from a VariantConfig "
+            "(cs336_basics.variants) to decode with a KV cache"
         )
+    for layer in layers:
+        layer.kv_cache = layer.cache_class()
+    try:
+        yield model
+    finally:
+        for layer in layers:
+            layer.kv_cache = None
 
 
-def kv_cache_elements_per_token(config: ModelConfig) -> int:
-    """Numbers cached per token over all layers: ``bytes = elements * bytes_per_element``.
+def cached_length(model: nn.Module) -> int:
+    """Tokens already in ``model``'s KV caches (0 outside ``kv_caches``)."""
+    layers = caching_layers(model)
+    return layers[0].cached_length if layers else 0
 
-    MHA stores a key and a value per head, ``2 * num_heads * d_head`` per layer; GQA and MQA
-    only their shared heads, ``2 * num_kv_heads * d_head``; MLA one latent and one RoPE key,
-    ``kv_lora_rank + qk_rope_head_dim``, whatever the number of heads.
-    """
-    if config.attention == "mla":
-        per_layer = config.kv_lora_rank + config.qk_rope_head_dim
-    else:
-        per_layer = 2 * config.kv_heads * config.d_head
-    return config.num_layers * per_layer
+
+def kv_cache_num_bytes(model: nn.Module) -> int:
+    """Memory held by the tensors in ``model``'s KV caches."""
+    return sum(
+        t.numel() * t.element_size()
+        for layer in caching_layers(model)
+        if layer.kv_cache is not None
+        for t in layer.kv_cache.tensors()
+        if t is not None
+    )

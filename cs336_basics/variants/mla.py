@@ -7,17 +7,18 @@ import math
 import torch
 from einops import einsum, rearrange
 from jaxtyping import Float, Int
-from torch import Tensor, nn
+from torch import Tensor
 
-from cs336_basics.attention import causal_mask, scaled_dot_product_attention
-from cs336_basics.config import ModelConfig
-from cs336_basics.kv_cache import LatentKVCache
+from cs336_basics.attention import scaled_dot_product_attention
 from cs336_basics.linear import Linear
 from cs336_basics.rmsnorm import RMSNorm
-from cs336_basics.rope import RotaryPositionalEmbedding
+from cs336_basics.rope import RotaryPositionalEmbedding, default_positions
+from cs336_basics.variants.attention import causal_mask
+from cs336_basics.variants.config import VariantConfig
+from cs336_basics.variants.kv_cache import CachingAttention, LatentKVCache
 
 
-class MultiHeadLatentAttention(nn.Module):
+class MultiHeadLatentAttention(CachingAttention):
     """Causal attention whose keys and values are decompressed from a small per-token latent.
 
     Per token, ``kv_down_proj`` compresses ``x`` to a ``kv_lora_rank`` latent ``c`` (then
@@ -28,16 +29,18 @@ class MultiHeadLatentAttention(nn.Module):
     ``q_up_proj(q_norm(q_down_proj(x)))``; each head's query is ``[nope dims | rope dims]``.
     Scores are scaled by ``1/sqrt(qk_nope_head_dim + qk_rope_head_dim)``.
 
-    Without a cache the keys and values are expanded explicitly. With a cache, only ``c`` and
+    Without a cache the keys and values are expanded explicitly. Inside ``kv_caches``, only ``c`` and
     the RoPE key are stored per token and attention runs in latent space: ``k_up_proj`` is folded
     into the queries (``q_nope . (W_uk c) = (W_uk^T q_nope) . c``) and ``v_up_proj`` into
     ``output_proj`` (attend over ``c``, then one ``heads * rank -> d_model`` map). Both paths
     compute the same function.
     """
 
+    cache_class = LatentKVCache
+
     def __init__(
         self,
-        config: ModelConfig,
+        config: VariantConfig,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -69,19 +72,17 @@ class MultiHeadLatentAttention(nn.Module):
         self,
         x: Float[Tensor, "... seq d_model"],
         token_positions: Int[Tensor, "... seq"] | None = None,
-        kv_cache: LatentKVCache | None = None,
     ) -> Float[Tensor, "... seq d_model"]:
-        past = 0 if kv_cache is None else kv_cache.length
         if token_positions is None:
-            token_positions = torch.arange(past, past + x.shape[-2], device=x.device)
+            token_positions = default_positions(x.shape[-2], self.cached_length, x.device)
         q = rearrange(self.queries(x), "... seq (heads d) -> ... heads seq d", heads=self.num_heads)
         q_nope, q_rope = q.split([self.nope_dim, self.rope_dim], dim=-1)
         q_rope = self.rope(q_rope, rearrange(token_positions, "... seq -> ... 1 seq"))
         latents = self.kv_norm(self.kv_down_proj(x))
         k_rope = self.rope(self.k_rope_proj(x), token_positions)
-        if kv_cache is None:
+        if self.kv_cache is None:
             return self.attend_expanded(q_nope, q_rope, latents, k_rope)
-        latents, k_rope = kv_cache.append(latents, k_rope)
+        latents, k_rope = self.kv_cache.append(latents, k_rope)
         return self.attend_folded(q_nope, q_rope, latents, k_rope)
 
     def queries(self, x: Float[Tensor, "... seq d_model"]) -> Float[Tensor, "... seq q_dim"]:

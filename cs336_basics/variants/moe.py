@@ -28,13 +28,11 @@ class MixtureOfExperts(nn.Module):
     output, so in a residual block it passes through unchanged. Capacity is per call: with a KV
     cache (a few new tokens per call) fewer tokens compete, so fewer are dropped.
 
-    After each forward, ``aux_loss`` holds the load-balancing loss of Switch Transformer,
+    After each forward, ``aux_loss()`` returns that call's load-balancing loss of Switch Transformer,
     ``num_experts * sum_i f_i * P_i``, where ``f_i`` is the fraction of tokens that chose expert
     ``i`` among their top k (before dropping) and ``P_i`` the mean router probability of ``i``.
     It is ``top_k`` when routing is perfectly balanced and grows as it concentrates.
     """
-
-    aux_loss: Tensor
 
     def __init__(
         self,
@@ -58,7 +56,7 @@ class MixtureOfExperts(nn.Module):
         self.experts = nn.ModuleList(
             SwiGLU(d_model, d_ff, device=device, dtype=dtype) for _ in range(num_experts)
         )
-        self.aux_loss = torch.zeros(())
+        self.routing: tuple[Tensor, Tensor] | None = None  # the last call's, for aux_loss()
 
     def forward(self, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
         tokens = rearrange(x, "... d_model -> (...) d_model")
@@ -68,7 +66,7 @@ class MixtureOfExperts(nn.Module):
             weights = weights / weights.sum(dim=-1, keepdim=True)
         if self.capacity_factor is not None:
             weights = weights * self.within_capacity(experts)
-        self.aux_loss = self.load_balancing_loss(probabilities, experts)
+        self.routing = (probabilities, experts)
 
         output = torch.zeros_like(tokens)
         for expert_id, expert in enumerate(self.experts):
@@ -92,9 +90,11 @@ class MixtureOfExperts(nn.Module):
         )
         return fits.float()
 
-    def load_balancing_loss(
-        self, probabilities: Float[Tensor, "tokens experts"], experts: Int[Tensor, "tokens top_k"]
-    ) -> Float[Tensor, ""]:
+    def aux_loss(self) -> Float[Tensor, ""]:
+        """The load-balancing loss of the last forward call, connected to its graph."""
+        if self.routing is None:
+            raise RuntimeError("aux_loss() needs a forward call first")
+        probabilities, experts = self.routing
         chosen = torch.nn.functional.one_hot(experts, self.num_experts).sum(dim=1).float()
         token_fraction = chosen.mean(dim=0)
         mean_probability = probabilities.mean(dim=0)

@@ -1,0 +1,136 @@
+"""``build_variant_model``: the core ``TransformerLM`` assembled with the variant parts a
+``VariantConfig`` asks for (as torchtune's builders assemble ``TransformerDecoder``).
+
+Every part keeps the handout's state-dict names (``layers.{i}.attn.q_proj.weight``, ...), and
+parts are created in the handout model's order, so a seed gives the same initial weights.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from cs336_basics.block import TransformerBlock
+from cs336_basics.embedding import Embedding
+from cs336_basics.feedforward import SwiGLU
+from cs336_basics.linear import Linear
+from cs336_basics.rmsnorm import RMSNorm
+from cs336_basics.rope import RotaryPositionalEmbedding
+from cs336_basics.variants.attention import GroupedQueryAttention
+from cs336_basics.variants.block import PostNormBlock
+from cs336_basics.variants.config import VariantConfig
+from cs336_basics.variants.feedforward import FeedForward
+from cs336_basics.variants.layernorm import LayerNorm
+from cs336_basics.variants.mla import MultiHeadLatentAttention
+from cs336_basics.variants.model import VariantTransformerLM
+from cs336_basics.variants.moe import MixtureOfExperts
+from cs336_basics.variants.positional import SinusoidalPositionalEncoding
+
+Device = torch.device | str | None
+
+
+def build_variant_model(
+    config: VariantConfig, device: Device = None, dtype: torch.dtype | None = None
+) -> VariantTransformerLM:
+    """The decoder-only LM ``config`` describes, on ``device``."""
+    token_embeddings = Embedding(config.vocab_size, config.d_model, device=device, dtype=dtype)
+    position_embeddings = position_embedding(config, device, dtype)
+    rope = None
+    if config.position_encoding == "rope" and config.attention == "mha":
+        rope = RotaryPositionalEmbedding(
+            config.rope_theta, config.d_head, config.context_length, device=device
+        )
+    layers = [variant_block(config, rope, device, dtype) for _ in range(config.num_layers)]
+    ln_final = norm(config, device, dtype) if config.norm_placement == "pre" else nn.Identity()
+    lm_head = Linear(config.d_model, config.vocab_size, device=device, dtype=dtype)
+    if config.tie_embeddings:
+        lm_head.weight = token_embeddings.weight
+    return VariantTransformerLM(
+        token_embeddings,
+        layers,
+        ln_final,
+        lm_head,
+        config.context_length,
+        position_embeddings,
+        config.aux_loss_coef,
+    )
+
+
+def variant_block(
+    config: VariantConfig,
+    rope: RotaryPositionalEmbedding | None,
+    device: Device = None,
+    dtype: torch.dtype | None = None,
+) -> TransformerBlock:
+    """One decoder layer: pre-norm (the core block), post-norm, or without norms (the core
+    block with identity norms, so ``ln1``/``ln2`` hold no weights)."""
+    attn = attention(config, rope, device, dtype)
+    ffn = feed_forward(config, device, dtype)
+    if config.norm_placement == "none":
+        return TransformerBlock(attn, ffn, nn.Identity(), nn.Identity())
+    block_class = PostNormBlock if config.norm_placement == "post" else TransformerBlock
+    return block_class(attn, ffn, norm(config, device, dtype), norm(config, device, dtype))
+
+
+def norm(
+    config: VariantConfig, device: Device = None, dtype: torch.dtype | None = None
+) -> nn.Module:
+    """The ``d_model``-wide norm the config asks for: RMSNorm or LayerNorm."""
+    norm_class = {"rmsnorm": RMSNorm, "layernorm": LayerNorm}[config.norm]
+    return norm_class(config.d_model, config.norm_eps, device=device, dtype=dtype)
+
+
+def attention(
+    config: VariantConfig,
+    rope: RotaryPositionalEmbedding | None,
+    device: Device = None,
+    dtype: torch.dtype | None = None,
+) -> nn.Module:
+    """Latent attention, or (grouped-query) multi-head attention with the config's options."""
+    if config.attention == "mla":
+        return MultiHeadLatentAttention(config, device=device, dtype=dtype)
+    return GroupedQueryAttention(
+        config.d_model,
+        config.num_heads,
+        config.kv_heads,
+        rope,
+        device=device,
+        dtype=dtype,
+        qk_norm=config.qk_norm,
+        norm_eps=config.norm_eps,
+        bias=config.bias,
+        fused=config.fused_attention,
+    )
+
+
+def feed_forward(
+    config: VariantConfig, device: Device = None, dtype: torch.dtype | None = None
+) -> nn.Module:
+    """SwiGLU, an ungated two-matrix MLP, or a mixture of SwiGLU experts."""
+    if config.ffn == "swiglu":
+        return SwiGLU(config.d_model, config.d_ff, device=device, dtype=dtype)
+    if config.ffn == "moe":
+        return MixtureOfExperts(
+            config.d_model,
+            config.d_ff,
+            config.num_experts,
+            config.top_k,
+            config.normalize_topk,
+            config.capacity_factor,
+            device=device,
+            dtype=dtype,
+        )
+    return FeedForward(
+        config.d_model, config.d_ff, config.ffn, config.bias, device=device, dtype=dtype
+    )
+
+
+def position_embedding(
+    config: VariantConfig, device: Device = None, dtype: torch.dtype | None = None
+) -> nn.Module | None:
+    """Absolute positions added to the token embeddings: learned, sinusoidal, or none."""
+    if config.position_encoding == "learned":
+        return Embedding(config.context_length, config.d_model, device=device, dtype=dtype)
+    if config.position_encoding == "sinusoidal":
+        return SinusoidalPositionalEncoding(config.d_model, config.context_length, device=device)
+    return None

@@ -1,0 +1,154 @@
+"""``VariantConfig``: a ``ModelConfig`` plus the switches of the architecture variants.
+
+Validation happens here, once, for every variant field (``ModelConfig`` checks the shared ones);
+``build_model`` then trusts the config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from cs336_basics.config import ModelConfig, check_positive
+
+NormPlacement = Literal["pre", "post", "none"]
+NormKind = Literal["rmsnorm", "layernorm"]
+PositionEncoding = Literal["rope", "none", "learned", "sinusoidal"]
+FeedForwardKind = Literal["swiglu", "silu", "gelu", "relu", "moe"]
+AttentionKind = Literal["mha", "mla"]
+
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "norm_placement": ("pre", "post", "none"),
+    "norm": ("rmsnorm", "layernorm"),
+    "position_encoding": ("rope", "none", "learned", "sinusoidal"),
+    "ffn": ("swiglu", "silu", "gelu", "relu", "moe"),
+    "attention": ("mha", "mla"),
+}
+_FLAGS = ("qk_norm", "bias", "tie_embeddings", "normalize_topk", "fused_attention")
+
+
+@dataclass(frozen=True)
+class VariantConfig(ModelConfig):
+    """The handout's model with modern (and older) LLM variants; the defaults are the handout's.
+
+    - ``norm_placement``: ``"pre"`` (``x + f(norm(x))``), ``"post"`` (``norm(x + f(x))``, the
+      original Transformer) or ``"none"`` (no norm anywhere). ``norm``: ``"rmsnorm"`` or
+      ``"layernorm"`` (mean-centred, with a bias; GPT-2).
+    - ``position_encoding``: ``"rope"``, ``"none"`` (NoPE: the causal mask alone tells the model
+      about order), ``"learned"`` (a trained table of ``context_length`` vectors added to the token
+      embeddings; GPT-2) or ``"sinusoidal"`` (the original Transformer's fixed table).
+    - ``ffn``: ``"swiglu"``; ``"silu"``, ``"gelu"``, ``"relu"`` (two-matrix MLPs, use
+      ``d_ff = 4 d_model``); or ``"moe"``: ``num_experts`` SwiGLU experts of width ``d_ff``, each
+      token going to its ``top_k`` by router softmax (renormalised over the top k when
+      ``normalize_topk``); ``capacity_factor`` (``None``: unlimited) caps the tokens per expert,
+      and the load-balancing loss is scaled by ``aux_loss_coef``.
+    - ``num_kv_heads``: key/value heads shared by groups of query heads (``None``: one per query
+      head; fewer: grouped-query attention; ``1``: multi-query). ``qk_norm``: RMSNorm on every
+      query and key head before RoPE (Qwen3). ``bias``: biases on the attention and two-matrix
+      MLP projections (GPT-2). ``tie_embeddings``: the LM head reuses the token embeddings.
+    - ``attention="mla"``: multi-head latent attention (DeepSeek-V2): keys and values from a
+      ``kv_lora_rank`` latent, queries from a ``q_lora_rank`` latent (``None``: full rank);
+      ``qk_nope_head_dim`` position-free plus ``qk_rope_head_dim`` rotated query/key dims per
+      head and ``v_head_dim`` value dims (``None``: ``d_model / num_heads``).
+    - ``fused_attention``: PyTorch's fused ``F.scaled_dot_product_attention`` kernel instead of
+      the reference attention: the same function, faster (not for MLA).
+    """
+
+    norm_placement: NormPlacement = "pre"
+    position_encoding: PositionEncoding = "rope"
+    ffn: FeedForwardKind = "swiglu"
+    norm: NormKind = "rmsnorm"
+    num_kv_heads: int | None = None
+    qk_norm: bool = False
+    bias: bool = False
+    tie_embeddings: bool = False
+    num_experts: int = 8
+    top_k: int = 2
+    normalize_topk: bool = True
+    capacity_factor: float | None = None
+    aux_loss_coef: float = 0.01
+    attention: AttentionKind = "mha"
+    q_lora_rank: int | None = None
+    kv_lora_rank: int = 32
+    qk_rope_head_dim: int = 8
+    qk_nope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    fused_attention: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name, choices in _CHOICES.items():
+            if getattr(self, name) not in choices:
+                raise ValueError(
+                    f"ModelConfig.{name} must be one of {choices}; got {getattr(self, name)!r}"
+                )
+        for name in _FLAGS:
+            if not isinstance(getattr(self, name), bool):
+                value = getattr(self, name)
+                raise ValueError(f"ModelConfig.{name} must be true or false; got {value!r}")
+        if self.position_encoding == "sinusoidal" and self.d_model % 2 != 0:
+            raise ValueError(f"sinusoidal positions need an even d_model; got {self.d_model}")
+        self._check_attention()
+        if self.attention == "mla":
+            self._check_mla()
+        if self.ffn == "moe":
+            self._check_moe()
+
+    def _check_attention(self) -> None:
+        if self.num_kv_heads is not None:
+            check_positive("num_kv_heads", self.num_kv_heads)
+            if self.num_heads % self.num_kv_heads != 0:
+                raise ValueError(
+                    f"num_heads={self.num_heads} must be a multiple of "
+                    f"num_kv_heads={self.num_kv_heads}"
+                )
+
+    def _check_mla(self) -> None:
+        if self.num_kv_heads not in (None, self.num_heads) or self.qk_norm or self.bias:
+            raise ValueError(
+                "attention='mla' has its own key/value compression and no biases: "
+                "leave num_kv_heads unset and qk_norm and bias off"
+            )
+        if self.fused_attention:
+            raise ValueError("attention='mla' has no fused kernel: leave fused_attention off")
+        if self.position_encoding != "rope":
+            raise ValueError(
+                "attention='mla' uses decoupled RoPE; "
+                f"got position_encoding={self.position_encoding!r}"
+            )
+        check_positive("kv_lora_rank", self.kv_lora_rank)
+        check_positive("qk_rope_head_dim", self.qk_rope_head_dim)
+        for name in ("q_lora_rank", "qk_nope_head_dim", "v_head_dim"):
+            if getattr(self, name) is not None:
+                check_positive(name, getattr(self, name))
+        if self.qk_rope_head_dim % 2 != 0:
+            raise ValueError(f"qk_rope_head_dim must be even for RoPE; got {self.qk_rope_head_dim}")
+
+    def _check_moe(self) -> None:
+        check_positive("num_experts", self.num_experts)
+        check_positive("top_k", self.top_k)
+        if self.top_k > self.num_experts:
+            raise ValueError(f"top_k={self.top_k} cannot exceed num_experts={self.num_experts}")
+        if self.capacity_factor is not None and not self.capacity_factor > 0:
+            raise ValueError(
+                f"capacity_factor must be positive or None; got {self.capacity_factor}"
+            )
+        if self.aux_loss_coef < 0:
+            raise ValueError(f"aux_loss_coef must be non-negative; got {self.aux_loss_coef}")
+
+    @property
+    def uses_rope_heads(self) -> bool:
+        return self.position_encoding == "rope" and self.attention == "mha"
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads: ``num_kv_heads``, or ``num_heads`` when unset."""
+        return self.num_heads if self.num_kv_heads is None else self.num_kv_heads
+
+    @property
+    def mla_nope_dim(self) -> int:
+        return self.d_head if self.qk_nope_head_dim is None else self.qk_nope_head_dim
+
+    @property
+    def mla_v_dim(self) -> int:
+        return self.d_head if self.v_head_dim is None else self.v_head_dim

@@ -1,0 +1,63 @@
+"""``VariantTransformerLM``: the core ``TransformerLM`` plus absolute positions, KV caches and
+the mixture-of-experts load-balancing loss."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+
+from cs336_basics.model import TransformerLM, check_length
+from cs336_basics.rope import default_positions
+from cs336_basics.variants.kv_cache import cached_length
+from cs336_basics.variants.moe import MixtureOfExperts
+
+
+class VariantTransformerLM(TransformerLM):
+    """A ``TransformerLM`` whose embeddings may add absolute ``position_embeddings`` (a learned
+    ``Embedding`` of ``context_length`` rows, GPT-2; or the fixed sinusoidal table), and whose
+    positions continue after the tokens in its KV caches (inside ``kv_caches``).
+
+    ``aux_loss()``: ``aux_loss_coef`` times the mean load-balancing loss of the MoE layers in
+    the last forward call (zero without MoE), connected to the graph. Training adds it::
+
+        loss = cross_entropy(model(x), y) + model.aux_loss()
+    """
+
+    def __init__(
+        self,
+        token_embeddings: nn.Module,
+        layers: Iterable[nn.Module],
+        ln_final: nn.Module,
+        lm_head: nn.Module,
+        context_length: int,
+        position_embeddings: nn.Module | None = None,
+        aux_loss_coef: float = 0.0,
+    ) -> None:
+        super().__init__(token_embeddings, layers, ln_final, lm_head, context_length)
+        self.position_embeddings = position_embeddings
+        self.aux_loss_coef = aux_loss_coef
+
+    def forward(
+        self,
+        token_ids: Int[Tensor, "... seq"],
+        token_positions: Int[Tensor, "... seq"] | None = None,
+    ) -> Float[Tensor, "... seq vocab_size"]:
+        past, seq_len = cached_length(self), token_ids.shape[-1]
+        check_length(past + seq_len, self.context_length)
+        if token_positions is None:
+            token_positions = default_positions(seq_len, past, token_ids.device)
+        x = self.token_embeddings(token_ids)
+        if self.position_embeddings is not None:
+            x = x + self.position_embeddings(token_positions).to(x.dtype)
+        for layer in self.layers:
+            x = layer(x, token_positions)
+        return self.lm_head(self.ln_final(x))
+
+    def aux_loss(self) -> Float[Tensor, ""]:
+        experts = [m for m in self.modules() if isinstance(m, MixtureOfExperts)]
+        if not experts:
+            return torch.zeros((), device=self.lm_head.weight.device)
+        return self.aux_loss_coef * torch.stack([moe.aux_loss() for moe in experts]).mean()
