@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from cs336_basics.atomic_write import atomic_writer
+from cs336_basics.builder import build_model
 from cs336_basics.config import ModelConfig
 from cs336_basics.model import TransformerLM
 
@@ -172,6 +173,6 @@ def model_from_checkpoint(
             "the checkpoint does not record a usable model config (save it with "
             f"config=...; cs336 train does): {error}"
         ) from error
-    model = TransformerLM(model_config, device=device)
+    model = build_model(model_config, device=device)
     model.load_state_dict(checkpoint["model"])
     return model

@@ -35,6 +35,7 @@ from torch import nn
 
 from cs336_basics.adamw import AdamW
 from cs336_basics.atomic_write import atomic_writer
+from cs336_basics.builder import build_model
 from cs336_basics.checkpoint import (
     read_checkpoint,
     restore_rng_states,
@@ -46,7 +47,6 @@ from cs336_basics.data import gather_windows, load_tokens, resolve_device, sampl
 from cs336_basics.gradient_clipping import clip_gradients
 from cs336_basics.loss_plot import plot_losses, read_metrics
 from cs336_basics.losses import cross_entropy
-from cs336_basics.model import TransformerLM
 from cs336_basics.schedule import get_lr_cosine_schedule
 
 Precision = Literal["auto", "fp32", "bf16"]
@@ -279,7 +279,7 @@ def language_model_loss(
     loss = cross_entropy(logits.float(), targets)
     aux_loss = getattr(unwrap_model(model), "aux_loss", None)
     if aux_loss is not None:
-        loss = loss + aux_loss
+        loss = loss + aux_loss()
     return loss
     # END SOLUTION
 
@@ -429,7 +429,7 @@ def train(config: TrainConfig, resume: str | os.PathLike | bool | None = None) -
     val_tokens = load_tokens(config.val_data, config.data_dtype) if config.val_data else None
 
     torch.manual_seed(config.seed)
-    model = TransformerLM(config.model, device=env.device)
+    model = build_model(config.model, device=env.device)
     optimizer = AdamW(
         model.parameters(),
         lr=config.lr_max,

@@ -61,6 +61,7 @@ def load_tokenizer_dir(directory: str | os.PathLike, special_tokens: list[str] |
 
 
 def run(args: argparse.Namespace) -> int:
+    from cs336_basics.builder import generate_function
     from cs336_basics.checkpoint import CheckpointError, model_from_checkpoint
     from cs336_basics.generation import complete_prompts
     from cs336_basics.training import auto_device
@@ -77,10 +78,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"cs336 generate: {error}", file=sys.stderr)
         return 2
     tokenizer = load_tokenizer_dir(args.tokenizer)
-    if len(tokenizer.vocab) > model.config.vocab_size:
+    if len(tokenizer.vocab) > model.lm_head.weight.shape[0]:
         print(
             f"cs336 generate: the tokenizer has {len(tokenizer.vocab)} tokens but the model only "
-            f"{model.config.vocab_size}; were they trained together?",
+            f"{model.lm_head.weight.shape[0]}; were they trained together?",
             file=sys.stderr,
         )
         return 2
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         args.top_p,
         args.seed,
         args.end_token,
-        not args.no_kv_cache,
+        generate_function(use_kv_cache=not args.no_kv_cache),
     )
     for index, text in enumerate(completions):
         print(f"--- sample {index + 1} ---\n{text}")
