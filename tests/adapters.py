@@ -19,7 +19,7 @@ from torch import Tensor
 
 from cs336_basics.adamw import AdamW
 from cs336_basics.attention import MultiHeadSelfAttention, scaled_dot_product_attention
-from cs336_basics.block import TransformerBlock
+from cs336_basics.block import transformer_block
 from cs336_basics.bpe import train_bpe
 from cs336_basics.checkpoint import load_checkpoint, save_checkpoint
 from cs336_basics.config import ModelConfig
@@ -30,7 +30,7 @@ from cs336_basics.functional import silu, softmax
 from cs336_basics.gradient_clipping import clip_gradients
 from cs336_basics.linear import Linear
 from cs336_basics.losses import cross_entropy
-from cs336_basics.model import TransformerLM
+from cs336_basics.model import transformer_lm
 from cs336_basics.rmsnorm import RMSNorm
 from cs336_basics.rope import RotaryPositionalEmbedding
 from cs336_basics.schedule import get_lr_cosine_schedule
@@ -170,9 +170,11 @@ def run_transformer_block(
     """A pre-norm Transformer block; ``weights`` uses the block's state-dict names
     (``attn.q_proj.weight``, ``ln1.weight``, ``ffn.w1.weight``, ...)."""
     # BEGIN SOLUTION
-    return run_transformer_block_ablation(
-        d_model, num_heads, d_ff, max_seq_len, theta, weights, in_features
-    )
+    device, dtype = in_features.device, in_features.dtype
+    rope = RotaryPositionalEmbedding(theta, d_model // num_heads, max_seq_len, device=device)
+    block = transformer_block(d_model, num_heads, d_ff, rope, device=device, dtype=dtype)
+    block.load_state_dict(weights)
+    return block(in_features)
     # END SOLUTION
 
 
@@ -199,43 +201,9 @@ def run_transformer_lm(
         rope_theta=rope_theta,
     )
     dtype = weights["token_embeddings.weight"].dtype
-    model = TransformerLM(config, device=in_indices.device, dtype=dtype)
+    model = transformer_lm(config, device=in_indices.device, dtype=dtype)
     model.load_state_dict(weights)
     return model(in_indices)
-    # END SOLUTION
-
-
-def run_transformer_block_ablation(
-    d_model: int,
-    num_heads: int,
-    d_ff: int,
-    max_seq_len: int,
-    theta: float,
-    weights: dict[str, Tensor],
-    in_features: Float[Tensor, " batch sequence_length d_model"],
-    norm_placement: str = "pre",
-    position_encoding: str = "rope",
-    ffn: str = "swiglu",
-) -> Float[Tensor, " batch sequence_length d_model"]:
-    """A Transformer block with the handout's ablation switches: ``norm_placement`` "pre",
-    "post" or "none"; ``position_encoding`` "rope" or "none" (NoPE); ``ffn`` "swiglu" or
-    "silu" (``w2(silu(w1 x))``, no ``w3``)."""
-    # BEGIN SOLUTION
-    config = ModelConfig(
-        vocab_size=1,
-        context_length=max_seq_len,
-        d_model=d_model,
-        num_layers=1,
-        num_heads=num_heads,
-        d_ff=d_ff,
-        rope_theta=theta,
-        norm_placement=norm_placement,
-        position_encoding=position_encoding,
-        ffn=ffn,
-    )
-    block = TransformerBlock(config, device=in_features.device, dtype=in_features.dtype)
-    block.load_state_dict(weights)
-    return block(in_features)
     # END SOLUTION
 
 
@@ -369,18 +337,61 @@ def run_train_bpe(
 # --- Architecture variants (issue 6): beyond the assignment ----------------------------------
 # Imported here rather than at the top so this section can be dropped as a unit.
 
-from cs336_basics.encoder_decoder import (  # noqa: E402
+from cs336_basics.accounting import forward_flops, kv_cache_bytes, parameter_counts  # noqa: E402
+from cs336_basics.generation import generate  # noqa: E402
+from cs336_basics.variants.accounting import kv_cache_elements_per_token  # noqa: E402
+from cs336_basics.variants.attention import GroupedQueryAttention  # noqa: E402
+from cs336_basics.variants.builders import build_variant_model  # noqa: E402
+from cs336_basics.variants.config import VariantConfig  # noqa: E402
+from cs336_basics.variants.encoder_decoder import (  # noqa: E402
     DecoderLayer,
     EncoderLayer,
     Seq2SeqConfig,
     Seq2SeqTransformer,
 )
-from cs336_basics.feedforward import FeedForward  # noqa: E402
-from cs336_basics.kv_cache import LatentKVCache  # noqa: E402
-from cs336_basics.layernorm import LayerNorm  # noqa: E402
-from cs336_basics.mla import MultiHeadLatentAttention  # noqa: E402
-from cs336_basics.moe import MixtureOfExperts  # noqa: E402
-from cs336_basics.positional import SinusoidalPositionalEncoding  # noqa: E402
+from cs336_basics.variants.feedforward import FeedForward  # noqa: E402
+from cs336_basics.variants.generation import generate_cached  # noqa: E402
+from cs336_basics.variants.hf_convert import config_from_hf, from_hf, to_hf  # noqa: E402
+from cs336_basics.variants.kv_cache import kv_cache_num_bytes, kv_caches  # noqa: E402
+from cs336_basics.variants.layernorm import LayerNorm  # noqa: E402
+from cs336_basics.variants.mla import MultiHeadLatentAttention  # noqa: E402
+from cs336_basics.variants.moe import MixtureOfExperts  # noqa: E402
+from cs336_basics.variants.positional import SinusoidalPositionalEncoding  # noqa: E402
+
+
+def run_transformer_block_ablation(
+    d_model: int,
+    num_heads: int,
+    d_ff: int,
+    max_seq_len: int,
+    theta: float,
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " batch sequence_length d_model"],
+    norm_placement: str = "pre",
+    position_encoding: str = "rope",
+    ffn: str = "swiglu",
+) -> Float[Tensor, " batch sequence_length d_model"]:
+    """A Transformer block with the handout's ablation switches: ``norm_placement`` "pre",
+    "post" or "none"; ``position_encoding`` "rope" or "none" (NoPE); ``ffn`` "swiglu" or
+    "silu" (``w2(silu(w1 x))``, no ``w3``)."""
+    # BEGIN SOLUTION
+    config = VariantConfig(
+        vocab_size=1,
+        context_length=max_seq_len,
+        d_model=d_model,
+        num_layers=1,
+        num_heads=num_heads,
+        d_ff=d_ff,
+        rope_theta=theta,
+        norm_placement=norm_placement,
+        position_encoding=position_encoding,
+        ffn=ffn,
+    )
+    model = build_variant_model(config, device=in_features.device, dtype=in_features.dtype)
+    block = model.layers[0]
+    block.load_state_dict(weights)
+    return block(in_features)
+    # END SOLUTION
 
 
 def run_layernorm(
@@ -445,13 +456,13 @@ def run_grouped_query_attention(
     # BEGIN SOLUTION
     device, dtype = in_features.device, in_features.dtype
     rope = RotaryPositionalEmbedding(theta, d_model // num_heads, max_seq_len, device=device)
-    attention = MultiHeadSelfAttention(
+    attention = GroupedQueryAttention(
         d_model,
         num_heads,
-        rope=rope,
+        num_kv_heads,
+        rope,
         device=device,
         dtype=dtype,
-        num_kv_heads=num_kv_heads,
         qk_norm=qk_norm,
         norm_eps=eps,
     )
@@ -467,15 +478,18 @@ def run_multihead_latent_attention(
     token_positions: Int[Tensor, " ... sequence_length"] | None = None,
     use_latent_cache: bool = False,
 ) -> Float[Tensor, " ... sequence_length d_model"]:
-    """DeepSeek-V2 multi-head latent attention built from ``ModelConfig(**config)`` (with
+    """DeepSeek-V2 multi-head latent attention built from ``VariantConfig(**config)`` (with
     ``attention="mla"``). With ``use_latent_cache`` the input is fed through an empty latent KV
     cache, which runs the folded (absorbed-projection) path."""
     # BEGIN SOLUTION
     layer = MultiHeadLatentAttention(
-        ModelConfig(**config), device=in_features.device, dtype=in_features.dtype
+        VariantConfig(**config), device=in_features.device, dtype=in_features.dtype
     )
     layer.load_state_dict(weights)
-    return layer(in_features, token_positions, LatentKVCache() if use_latent_cache else None)
+    if not use_latent_cache:
+        return layer(in_features, token_positions)
+    with kv_caches(layer):
+        return layer(in_features, token_positions)
     # END SOLUTION
 
 
@@ -504,7 +518,7 @@ def run_mixture_of_experts(
     )
     moe.load_state_dict(weights)
     output = moe(in_features)
-    return output, moe.aux_loss
+    return output, moe.aux_loss()
     # END SOLUTION
 
 
@@ -513,9 +527,9 @@ def run_transformer_lm_variant(
     weights: dict[str, Tensor],
     in_indices: Int[Tensor, " batch_size sequence_length"],
 ) -> Float[Tensor, " batch_size sequence_length vocab_size"]:
-    """Logits of a ``TransformerLM(ModelConfig(**config))`` loaded from ``weights``."""
+    """Logits of the variant LM ``VariantConfig(**config)`` describes, loaded from ``weights``."""
     # BEGIN SOLUTION
-    model = TransformerLM(ModelConfig(**config), device=in_indices.device)
+    model = build_variant_model(VariantConfig(**config), device=in_indices.device)
     model.load_state_dict(weights)
     return model(in_indices)
     # END SOLUTION
@@ -570,4 +584,108 @@ def run_seq2seq(
     model = Seq2SeqTransformer(Seq2SeqConfig(**config), device=source_ids.device)
     model.load_state_dict(weights)
     return model(source_ids, target_ids)
+    # END SOLUTION
+
+
+def get_variant_lm(config: dict[str, Any], seed: int = 0) -> torch.nn.Module:
+    """A freshly initialised (``torch.manual_seed(seed)``) variant LM for ``VariantConfig(**config)``,
+    in eval mode; ``model(token_ids)`` returns logits and ``model.state_dict()`` its weights."""
+    # BEGIN SOLUTION
+    torch.manual_seed(seed)
+    return build_variant_model(VariantConfig(**config)).eval()
+    # END SOLUTION
+
+
+def run_transformer_lm_variant_with_aux_loss(
+    config: dict[str, Any],
+    weights: dict[str, Tensor],
+    in_indices: Int[Tensor, " batch_size sequence_length"],
+) -> tuple[Float[Tensor, " batch_size sequence_length vocab_size"], Float[Tensor, ""]]:
+    """Logits of the variant LM and its auxiliary (MoE load-balancing) loss for that forward
+    call: ``aux_loss_coef`` times the mean over MoE layers, zero without MoE, with gradients."""
+    # BEGIN SOLUTION
+    model = build_variant_model(VariantConfig(**config), device=in_indices.device)
+    model.load_state_dict(weights)
+    return model(in_indices), model.aux_loss()
+    # END SOLUTION
+
+
+def run_transformer_lm_variant_cached(
+    model: torch.nn.Module,
+    in_indices: Int[Tensor, " batch_size sequence_length"],
+    prefix_length: int,
+) -> tuple[Float[Tensor, " batch_size sequence_length vocab_size"], int]:
+    """Logits of ``model`` (from ``get_variant_lm``) decoded with a KV cache: the first
+    ``prefix_length`` tokens in one call, then one token per call. Returns the logits of every
+    position and the bytes the cache held at the end."""
+    # BEGIN SOLUTION
+    with torch.no_grad(), kv_caches(model):
+        pieces = [model(in_indices[:, :prefix_length])]
+        pieces += [
+            model(in_indices[:, t : t + 1]) for t in range(prefix_length, in_indices.shape[1])
+        ]
+        cache_bytes = kv_cache_num_bytes(model)
+    return torch.cat(pieces, dim=1), cache_bytes
+    # END SOLUTION
+
+
+def run_generate_variant(
+    model: torch.nn.Module,
+    prompt_ids: list[int],
+    max_new_tokens: int,
+    use_kv_cache: bool,
+    temperature: float = 0.0,
+) -> list[int]:
+    """New token ids continuing ``prompt_ids``, decoded with or without the KV cache."""
+    # BEGIN SOLUTION
+    decode = generate_cached if use_kv_cache else generate
+    return decode(model, prompt_ids, max_new_tokens, temperature)
+    # END SOLUTION
+
+
+def run_variant_accounting(
+    config: dict[str, Any], batch_size: int, seq_len: int, bytes_per_value: int = 4
+) -> dict[str, Any]:
+    """Paper accounting of ``VariantConfig(**config)``: ``parameters`` and ``forward_flops`` (dicts
+    by component), ``kv_cache_elements_per_token`` and ``kv_cache_bytes``."""
+    # BEGIN SOLUTION
+    variant = VariantConfig(**config)
+    return {
+        "parameters": parameter_counts(variant),
+        "forward_flops": forward_flops(variant, batch_size, seq_len),
+        "kv_cache_elements_per_token": kv_cache_elements_per_token(variant),
+        "kv_cache_bytes": kv_cache_bytes(variant, batch_size, seq_len, bytes_per_value),
+    }
+    # END SOLUTION
+
+
+def run_variant_config_json_round_trip(config: dict[str, Any]) -> dict[str, Any]:
+    """``VariantConfig(**config)`` written as JSON and read back, as a dict."""
+    # BEGIN SOLUTION
+    return ModelConfig.from_json(VariantConfig(**config).to_json()).to_dict()
+    # END SOLUTION
+
+
+def run_config_from_hf(hf_config: Any, context_length: int | None = None) -> dict[str, Any]:
+    """The variant config (as a dict) of a Hugging Face config object."""
+    # BEGIN SOLUTION
+    return config_from_hf(hf_config, context_length).to_dict()
+    # END SOLUTION
+
+
+def run_from_hf(
+    hf_state_dict: dict[str, Tensor], config: dict[str, Any], family: str
+) -> dict[str, Tensor]:
+    """An HF ``family`` model's state dict renamed and rearranged into ours."""
+    # BEGIN SOLUTION
+    return from_hf(hf_state_dict, VariantConfig(**config), family)
+    # END SOLUTION
+
+
+def run_to_hf(
+    state_dict: dict[str, Tensor], config: dict[str, Any], family: str
+) -> dict[str, Tensor]:
+    """Our state dict as the state dict of the HF ``family`` model."""
+    # BEGIN SOLUTION
+    return to_hf(state_dict, VariantConfig(**config), family)
     # END SOLUTION

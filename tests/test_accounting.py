@@ -17,8 +17,8 @@ from cs336_basics.accounting import (
     training_flops_per_token,
     training_memory,
 )
+from cs336_basics.builder import build_model
 from cs336_basics.config import ModelConfig
-from cs336_basics.model import TransformerLM
 
 BASE = dict(vocab_size=100, context_length=16, d_model=32, num_layers=2, num_heads=4, d_ff=48)
 VARIANTS = [
@@ -41,8 +41,8 @@ VARIANTS = [
     "variant", VARIANTS, ids=lambda v: ",".join(f"{k}={x}" for k, x in v.items()) or "base"
 )
 def test_accounting_parameter_count_matches_model(variant):
-    config = ModelConfig(**BASE, **variant)
-    model = TransformerLM(config)
+    config = ModelConfig.from_dict({**BASE, **variant})
+    model = build_model(config)
     assert sum(parameter_counts(config).values()) == sum(p.numel() for p in model.parameters())
 
 
@@ -55,8 +55,8 @@ def test_accounting_gpt2_xl_parameter_count():
 
 @pytest.mark.parametrize("variant", [{}, {"num_kv_heads": 2}, {"ffn": "relu"}])
 def test_accounting_matmul_flops_match_flop_counter(variant):
-    config = ModelConfig(**BASE, **variant)
-    model = TransformerLM(config)
+    config = ModelConfig.from_dict({**BASE, **variant})
+    model = build_model(config)
     batch_size, seq_len = 3, 12
     with FlopCounterMode(display=False) as counter:
         model(torch.randint(0, config.vocab_size, (batch_size, seq_len)))
@@ -64,16 +64,18 @@ def test_accounting_matmul_flops_match_flop_counter(variant):
     assert sum(predicted.values()) == counter.get_total_flops()
     by_module = {name: sum(ops.values()) for name, ops in counter.get_flop_counts().items()}
     layers = range(config.num_layers)
-    assert predicted["lm_head"] == by_module["TransformerLM.lm_head"]
-    assert predicted["ffn"] == sum(by_module[f"TransformerLM.layers.{i}.ffn"] for i in layers)
+    assert predicted["lm_head"] == by_module[f"{type(model).__name__}.lm_head"]
+    assert predicted["ffn"] == sum(
+        by_module[f"{type(model).__name__}.layers.{i}.ffn"] for i in layers
+    )
     for projection in ("q_proj", "k_proj", "v_proj", "output_proj"):
         assert predicted[projection] == sum(
-            by_module[f"TransformerLM.layers.{i}.attn.{projection}"] for i in layers
+            by_module[f"{type(model).__name__}.layers.{i}.attn.{projection}"] for i in layers
         )
     attention_matmuls = sum(
-        by_module[f"TransformerLM.layers.{i}.attn"]
+        by_module[f"{type(model).__name__}.layers.{i}.attn"]
         - sum(
-            by_module[f"TransformerLM.layers.{i}.attn.{p}"]
+            by_module[f"{type(model).__name__}.layers.{i}.attn.{p}"]
             for p in ("q_proj", "k_proj", "v_proj", "output_proj")
         )
         for i in layers

@@ -88,9 +88,9 @@ def test_ddp_two_processes_match_single_process(tmp_path):
         torch.testing.assert_close(ddp_weights[name], tensor, rtol=1e-4, atol=1e-5, msg=name)
     # the run actually trained: the weights moved away from the seed's initialisation
     torch.manual_seed(0)
-    from cs336_basics.model import TransformerLM
+    from cs336_basics.builder import build_model
 
-    initial = TransformerLM(MODEL).state_dict()
+    initial = build_model(MODEL).state_dict()
     assert any(not torch.allclose(initial[n], t, atol=1e-3) for n, t in single_weights.items())
 
 

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .adapters import run_decoder_layer, run_encoder_layer, run_seq2seq, run_sinusoidal_positions
+from ..adapters import run_decoder_layer, run_encoder_layer, run_seq2seq, run_sinusoidal_positions
 
 D_MODEL, HEADS, D_FF, EPS = 32, 4, 64, 1e-5
 

@@ -1,7 +1,7 @@
 """Parity of the architecture variants with Hugging Face ``transformers`` models, offline.
 
 Each test builds a tiny random HF model from a config object (never from the hub), converts its
-weights with ``cs336_basics.hf_convert`` and compares logits in float32. Conversions are checked
+weights with the HF converter (through the adapters) and compares logits in float32. Conversions are checked
 both ways: HF weights loaded into ours, our weights loaded into HF, and a lossless round trip.
 """
 
@@ -12,12 +12,15 @@ import torch
 import transformers
 from transformers.models.qwen3_moe.modeling_qwen3_moe import load_balancing_loss_func
 
-from cs336_basics import hf_convert
-from cs336_basics.config import ModelConfig
-from cs336_basics.hf_convert import config_from_hf, from_hf, to_hf
-from cs336_basics.model import TransformerLM
-
-from .adapters import run_transformer_lm_variant
+from ..adapters import (
+    get_variant_lm,
+    run_config_from_hf,
+    run_from_hf,
+    run_to_hf,
+    run_transformer_lm_variant,
+    run_transformer_lm_variant_cached,
+    run_transformer_lm_variant_with_aux_loss,
+)
 
 TOLERANCE = 2e-5  # max |logit difference|; the logits themselves are O(1)
 SHAPE = dict(
@@ -46,23 +49,20 @@ def token_ids(vocab_size: int = 97, seq: int = 12) -> torch.Tensor:
     return torch.randint(0, vocab_size, (2, seq), generator=torch.Generator().manual_seed(3))
 
 
-def max_logit_error(hf: torch.nn.Module, config: ModelConfig, family: str) -> float:
+def max_logit_error(hf: torch.nn.Module, config: dict, family: str) -> float:
     """Both directions: HF weights run by our model, then our random weights run by HF."""
-    ids = token_ids(config.vocab_size)
+    ids = token_ids(config["vocab_size"])
     with torch.no_grad():
-        ours = run_transformer_lm_variant(
-            config.to_dict(), from_hf(hf.state_dict(), config, family), ids
-        )
+        ours = run_transformer_lm_variant(config, run_from_hf(hf.state_dict(), config, family), ids)
         error = (ours - hf(ids).logits).abs().max().item()
-        torch.manual_seed(1)
-        model = TransformerLM(config).eval()
-        hf.load_state_dict(to_hf(model.state_dict(), config, family))
+        model = get_variant_lm(config, seed=1)
+        hf.load_state_dict(run_to_hf(model.state_dict(), config, family))
         return max(error, (model(ids) - hf(ids).logits).abs().max().item())
 
 
-def assert_round_trip(config: ModelConfig, family: str) -> None:
-    state = TransformerLM(config).state_dict()
-    back = from_hf(to_hf(state, config, family), config, family)
+def assert_round_trip(config: dict, family: str) -> None:
+    state = get_variant_lm(config).state_dict()
+    back = run_from_hf(run_to_hf(state, config, family), config, family)
     assert back.keys() == state.keys()
     for name, tensor in state.items():
         assert torch.equal(back[name], tensor), name
@@ -73,30 +73,38 @@ LLAMA = dict(SHAPE, intermediate_size=48, num_key_value_heads=2, rope_theta=500.
 
 def test_parity_gqa_rope_llama() -> None:
     hf = hf_model(transformers.LlamaConfig, **LLAMA)
-    config = config_from_hf(hf.config)
-    assert (config.num_kv_heads, config.rope_theta, config.qk_norm) == (2, 500.0, False)
+    config = run_config_from_hf(hf.config)
+    assert (config["num_kv_heads"], config["rope_theta"], config["qk_norm"]) == (2, 500.0, False)
     assert max_logit_error(hf, config, "llama") < TOLERANCE
     assert_round_trip(config, "llama")
 
 
-def test_parity_fails_when_rope_permutation_is_broken(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The Llama check has teeth: skipping the rotate-half <-> interleaved permutation fails it."""
+def test_parity_fails_when_rope_permutation_is_broken() -> None:
+    """The Llama check has teeth: query and key rows left in HF's rotate-half order (the
+    permutation to interleaved pairs undone) give logits far from HF's."""
     hf = hf_model(transformers.LlamaConfig, **LLAMA)
-    config = config_from_hf(hf.config)
-    monkeypatch.setattr(hf_convert, "half_to_interleaved", lambda weight, head_dim: weight)
-    monkeypatch.setattr(hf_convert, "interleaved_to_half", lambda weight, head_dim: weight)
-    assert max_logit_error(hf, config, "llama") > 1e-2
+    config = run_config_from_hf(hf.config)
+    ours = run_from_hf(hf.state_dict(), config, "llama")
+    for i in range(config["num_layers"]):
+        for name in ("q_proj", "k_proj"):
+            ours[f"layers.{i}.attn.{name}.weight"] = hf.state_dict()[
+                f"model.layers.{i}.self_attn.{name}.weight"
+            ]
+    ids = token_ids()
+    with torch.no_grad():
+        error = (run_transformer_lm_variant(config, ours, ids) - hf(ids).logits).abs().max()
+    assert error > 1e-2
 
 
 def test_parity_mqa_llama() -> None:
     hf = hf_model(transformers.LlamaConfig, **{**LLAMA, "num_key_value_heads": 1})
-    assert max_logit_error(hf, config_from_hf(hf.config), "llama") < TOLERANCE
+    assert max_logit_error(hf, run_config_from_hf(hf.config), "llama") < TOLERANCE
 
 
 def test_parity_qk_norm_qwen3() -> None:
     hf = hf_model(transformers.Qwen3Config, **LLAMA, head_dim=8)
-    config = config_from_hf(hf.config)
-    assert config.qk_norm
+    config = run_config_from_hf(hf.config)
+    assert config["qk_norm"]
     assert max_logit_error(hf, config, "qwen3") < TOLERANCE
     assert_round_trip(config, "qwen3")
 
@@ -113,26 +121,27 @@ def test_parity_moe_qwen3_moe(norm_topk_prob: bool) -> None:
         norm_topk_prob=norm_topk_prob,
         router_aux_loss_coef=0.02,
     )
-    config = config_from_hf(hf.config)
-    assert (config.ffn, config.num_experts, config.top_k, config.d_ff) == ("moe", 4, 2, 24)
+    config = run_config_from_hf(hf.config)
+    moe = (config["ffn"], config["num_experts"], config["top_k"], config["d_ff"])
+    assert moe == ("moe", 4, 2, 24)
     ids = token_ids()
-    model = TransformerLM(config).eval()
-    model.load_state_dict(from_hf(hf.state_dict(), config, "qwen3_moe"))
+    weights = run_from_hf(hf.state_dict(), config, "qwen3_moe")
     with torch.no_grad():
+        logits, aux_loss = run_transformer_lm_variant_with_aux_loss(config, weights, ids)
         reference = hf(ids, output_router_logits=True)
-        torch.testing.assert_close(model(ids), reference.logits, atol=TOLERANCE, rtol=0)
+        torch.testing.assert_close(logits, reference.logits, atol=TOLERANCE, rtol=0)
     # HF pools all layers into one balance statistic; ours averages per-layer losses, so
     # compare against HF's function applied to each layer separately.
     per_layer = [load_balancing_loss_func((logits,), 4, 2) for logits in reference.router_logits]
-    torch.testing.assert_close(model.aux_loss, 0.02 * torch.stack(per_layer).mean())
+    torch.testing.assert_close(aux_loss, 0.02 * torch.stack(per_layer).mean())
     assert max_logit_error(hf, config, "qwen3_moe") < TOLERANCE
     assert_round_trip(config, "qwen3_moe")
 
 
 def test_parity_moe_mixtral() -> None:
     hf = hf_model(transformers.MixtralConfig, **LLAMA, num_local_experts=4, num_experts_per_tok=2)
-    config = config_from_hf(hf.config)
-    assert config.normalize_topk and not config.qk_norm
+    config = run_config_from_hf(hf.config)
+    assert config["normalize_topk"] and not config["qk_norm"]
     assert max_logit_error(hf, config, "mixtral") < TOLERANCE
     assert_round_trip(config, "mixtral")
 
@@ -159,8 +168,9 @@ def test_parity_mla_deepseek(family: str, q_lora_rank: int | None) -> None:
         first_k_dense_replace=2,
         rms_norm_eps=1e-6,
     )
-    config = config_from_hf(hf.config)
-    assert (config.attention, config.q_lora_rank, config.kv_lora_rank) == ("mla", q_lora_rank, 12)
+    config = run_config_from_hf(hf.config)
+    mla = (config["attention"], config["q_lora_rank"], config["kv_lora_rank"])
+    assert mla == ("mla", q_lora_rank, 12)
     assert max_logit_error(hf, config, family) < TOLERANCE
     assert_round_trip(config, family)
 
@@ -180,17 +190,12 @@ def test_parity_mla_latent_cache_deepseek_v2() -> None:
         first_k_dense_replace=2,
         rms_norm_eps=1e-6,
     )
-    config = config_from_hf(hf.config)
-    model = TransformerLM(config).eval()
-    model.load_state_dict(from_hf(hf.state_dict(), config, "deepseek_v2"))
+    config = run_config_from_hf(hf.config)
+    model = get_variant_lm(config)
+    model.load_state_dict(run_from_hf(hf.state_dict(), config, "deepseek_v2"))
     ids = token_ids()
+    decoded, _ = run_transformer_lm_variant_cached(model, ids, 4)
     with torch.no_grad():
-        cache = model.new_kv_cache()
-        decoded = torch.cat(
-            [model(ids[:, :4], kv_cache=cache)]
-            + [model(ids[:, t : t + 1], kv_cache=cache) for t in range(4, ids.shape[1])],
-            dim=1,
-        )
         torch.testing.assert_close(decoded, hf(ids).logits, atol=TOLERANCE, rtol=0)
 
 
@@ -213,8 +218,8 @@ def test_parity_learned_position_layernorm_gelu_gpt2() -> None:
         for parameter in hf.parameters():
             parameter.normal_(0.0, 0.2 if parameter.ndim > 1 else 1.0)
     hf.eval()
-    config = config_from_hf(hf.config)
-    assert (config.norm, config.position_encoding, config.ffn, config.bias) == (
+    config = run_config_from_hf(hf.config)
+    assert (config["norm"], config["position_encoding"], config["ffn"], config["bias"]) == (
         "layernorm",
         "learned",
         "gelu",
@@ -225,15 +230,15 @@ def test_parity_learned_position_layernorm_gelu_gpt2() -> None:
 
 
 def test_parity_config_rejects_unsupported_hf_settings() -> None:
-    qwen3_with_llama_weights = TransformerLM(ModelConfig(**TINY_LM)).state_dict()
+    qwen3_with_llama_weights = get_variant_lm(TINY_LM).state_dict()
     with pytest.raises(ValueError, match="does not describe"):
-        to_hf(qwen3_with_llama_weights, ModelConfig(**TINY_LM), "qwen3")
+        run_to_hf(qwen3_with_llama_weights, TINY_LM, "qwen3")
     with pytest.raises(ValueError, match="attention_bias"):
-        config_from_hf(transformers.LlamaConfig(**{**LLAMA, "attention_bias": True}))
+        run_config_from_hf(transformers.LlamaConfig(**{**LLAMA, "attention_bias": True}))
     with pytest.raises(ValueError, match="activation"):
-        config_from_hf(transformers.GPT2Config(activation_function="gelu_new"))
+        run_config_from_hf(transformers.GPT2Config(activation_function="gelu_new"))
     with pytest.raises(ValueError, match="rope_interleave"):
-        config_from_hf(transformers.DeepseekV3Config(rope_interleave=False))
+        run_config_from_hf(transformers.DeepseekV3Config(rope_interleave=False))
 
 
 TINY_LM = dict(vocab_size=97, context_length=32, d_model=32, num_layers=2, num_heads=4, d_ff=48)

@@ -1,4 +1,4 @@
-"""Architecture variants of the one ``TransformerLM``, checked against naive or torch references.
+"""Architecture variants of the ``TransformerLM``, checked against naive or torch references.
 
 Parity against HF transformers lives in test_parity_hf.py; encoder-decoder in
 test_encoder_decoder.py.
@@ -6,26 +6,24 @@ test_encoder_decoder.py.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from cs336_basics.accounting import forward_flops, kv_cache_bytes, parameter_counts
-from cs336_basics.config import ModelConfig
-from cs336_basics.generation import generate
-from cs336_basics.kv_cache import kv_cache_elements_per_token
-from cs336_basics.model import TransformerLM
-
-from .adapters import (
+from ..adapters import (
+    get_variant_lm,
     run_feedforward,
+    run_generate_variant,
     run_grouped_query_attention,
     run_layernorm,
     run_mixture_of_experts,
     run_multihead_latent_attention,
     run_transformer_lm_variant,
+    run_transformer_lm_variant_cached,
+    run_transformer_lm_variant_with_aux_loss,
+    run_variant_accounting,
+    run_variant_config_json_round_trip,
 )
 
 TINY = dict(vocab_size=61, context_length=16, d_model=32, num_layers=2, num_heads=4, d_ff=48)
@@ -49,9 +47,8 @@ VARIANTS = {
 }
 
 
-def tiny_model(seed: int = 0, **overrides) -> TransformerLM:
-    torch.manual_seed(seed)
-    return TransformerLM(ModelConfig(**{**TINY, **overrides})).eval()
+def tiny_model(seed: int = 0, **overrides) -> torch.nn.Module:
+    return get_variant_lm({**TINY, **overrides}, seed)
 
 
 # --- KV cache: incremental decoding equals the full forward, for every decoder variant ------
@@ -63,20 +60,36 @@ def test_kv_cache_matches_full_forward(variant: str) -> None:
     ids = torch.randint(0, TINY["vocab_size"], (2, 11), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         full = model(ids)
-        cache = model.new_kv_cache()
-        pieces = [model(ids[:, :5], kv_cache=cache)]
-        pieces += [model(ids[:, t : t + 1], kv_cache=cache) for t in range(5, 11)]
-    assert cache.length == 11
-    torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=2e-5, rtol=1e-5)
+    stepwise, _ = run_transformer_lm_variant_cached(model, ids, 5)
+    torch.testing.assert_close(stepwise, full, atol=2e-5, rtol=1e-5)
+    with torch.no_grad():  # outside the cached decoding the model is the plain function again
+        torch.testing.assert_close(model(ids), full)
 
 
-@pytest.mark.parametrize("variant", ["gqa", "mla", "moe"])
+@pytest.mark.parametrize("variant", ["mha", "gqa", "mla", "moe"])
 def test_kv_cache_greedy_generation_matches_uncached(variant: str) -> None:
     """``cs336 generate``'s decoding loop with and without the (latent) KV cache."""
     model = tiny_model(**VARIANTS[variant])
-    cached = generate(model, [3, 1, 4], 10, temperature=0.0)
-    assert cached == generate(model, [3, 1, 4], 10, temperature=0.0, use_kv_cache=False)
+    cached = run_generate_variant(model, [3, 1, 4], 10, use_kv_cache=True)
+    assert cached == run_generate_variant(model, [3, 1, 4], 10, use_kv_cache=False)
     assert len(cached) == 10
+
+
+def test_kv_cache_generation_feeds_one_position_per_step() -> None:
+    model = tiny_model(**VARIANTS["gqa"])
+    seen: list[int] = []
+    handle = model.token_embeddings.register_forward_hook(
+        lambda m, args, out: seen.append(args[0].shape[-1])
+    )
+    try:
+        run_generate_variant(model, [1, 2, 3, 4, 5], 6, use_kv_cache=True)
+        cached_calls = list(seen)
+        seen.clear()
+        run_generate_variant(model, [1, 2, 3, 4, 5], 6, use_kv_cache=False)
+    finally:
+        handle.remove()
+    assert cached_calls == [5, 1, 1, 1, 1, 1]
+    assert seen == [5, 6, 7, 8, 9, 10]
 
 
 @pytest.mark.parametrize(
@@ -84,13 +97,13 @@ def test_kv_cache_greedy_generation_matches_uncached(variant: str) -> None:
     [("mha", 2 * 4 * 8), ("gqa", 2 * 2 * 8), ("mqa", 2 * 1 * 8), ("mla", 12 + 4)],
 )
 def test_kv_cache_bytes_per_token(variant: str, per_layer: int) -> None:
-    config = ModelConfig(**{**TINY, **VARIANTS[variant]})
-    assert kv_cache_elements_per_token(config) == 2 * per_layer
-    model = TransformerLM(config).eval()
-    cache = model.new_kv_cache()
-    with torch.no_grad():
-        model(torch.zeros(3, 7, dtype=torch.long), kv_cache=cache)
-    assert cache.num_bytes() == 3 * 7 * kv_cache_elements_per_token(config) * 4
+    config = {**TINY, **VARIANTS[variant]}
+    accounting = run_variant_accounting(config, 3, 7)
+    assert accounting["kv_cache_elements_per_token"] == 2 * per_layer
+    _, cache_bytes = run_transformer_lm_variant_cached(
+        tiny_model(**VARIANTS[variant]), torch.zeros(3, 7, dtype=torch.long), 7
+    )
+    assert cache_bytes == 3 * 7 * 2 * per_layer * 4 == accounting["kv_cache_bytes"]
 
 
 # --- Components against torch.nn.functional or naive references -----------------------------
@@ -197,13 +210,22 @@ MLA = dict(
 
 
 def mla_weights(seed: int = 0) -> dict[str, torch.Tensor]:
-    from cs336_basics.mla import MultiHeadLatentAttention
-
-    torch.manual_seed(seed)
-    layer = MultiHeadLatentAttention(ModelConfig(**MLA))
+    """Random weights of every MLA projection (full query rank 16, latent rank 12)."""
+    g = torch.Generator().manual_seed(seed)
+    shapes = {
+        "q_down_proj.weight": (16, 32),
+        "q_norm.weight": (16,),
+        "q_up_proj.weight": (4 * (6 + 4), 16),
+        "kv_down_proj.weight": (12, 32),
+        "kv_norm.weight": (12,),
+        "k_rope_proj.weight": (4, 32),
+        "k_up_proj.weight": (4 * 6, 12),
+        "v_up_proj.weight": (4 * 5, 12),
+        "output_proj.weight": (32, 4 * 5),
+    }
     return {
-        name: torch.randn_like(t) * (0.3 if t.ndim > 1 else 1.0)
-        for name, t in layer.state_dict().items()
+        name: torch.randn(shape, generator=g) * (0.3 if len(shape) > 1 else 1.0)
+        for name, shape in shapes.items()
     }
 
 
@@ -315,21 +337,39 @@ def test_moe_capacity_serves_first_choices_before_second_choices() -> None:
     torch.testing.assert_close(output, first_choices_only, atol=1e-5, rtol=1e-5)
 
 
-def test_moe_model_aux_loss_reaches_router_gradients() -> None:
-    model = tiny_model(ffn="moe", num_experts=4, top_k=2, aux_loss_coef=0.1).train()
-    ids = torch.randint(0, TINY["vocab_size"], (2, 8))
-    model(ids)
-    layer_losses = torch.stack([layer.ffn.aux_loss for layer in model.layers])
-    torch.testing.assert_close(model.aux_loss, 0.1 * layer_losses.mean())
-    model.aux_loss.backward()
-    assert model.layers[0].ffn.router.weight.grad.abs().sum() > 0
-    assert tiny_model().train()(ids).shape == (2, 8, TINY["vocab_size"])
+def test_moe_model_aux_loss_is_the_scaled_layer_loss_with_gradients() -> None:
+    """One MoE layer whose attention output is zeroed, so its input is ln2(embeddings): the
+    model's aux loss must be aux_loss_coef times the Switch loss of the layer on that input."""
+    config = {
+        **TINY,
+        "num_layers": 1,
+        **dict(ffn="moe", num_experts=4, top_k=2, aux_loss_coef=0.1),
+    }
+    weights = dict(tiny_model(**config).state_dict())
+    weights["layers.0.attn.output_proj.weight"] = torch.zeros_like(
+        weights["layers.0.attn.output_proj.weight"]
+    )
+    ids = torch.randint(0, TINY["vocab_size"], (2, 8), generator=torch.Generator().manual_seed(6))
+    _, aux_loss = run_transformer_lm_variant_with_aux_loss(config, weights, ids)
+    ffn_input = F.rms_norm(
+        weights["token_embeddings.weight"][ids],
+        (TINY["d_model"],),
+        weights["layers.0.ln2.weight"],
+        eps=1e-5,
+    )
+    moe = {k.removeprefix("layers.0.ffn."): v for k, v in weights.items() if ".ffn." in k}
+    _, layer_loss = run_mixture_of_experts(TINY["d_model"], TINY["d_ff"], 4, 2, moe, ffn_input)
+    torch.testing.assert_close(aux_loss, 0.1 * layer_loss)
+    assert aux_loss.requires_grad  # connected to the router weights, so training can use it
+    _, dense_aux = run_transformer_lm_variant_with_aux_loss(TINY, tiny_model().state_dict(), ids)
+    assert dense_aux == 0
 
 
 def test_position_learned_embeddings_are_added_and_tied_head_is_shared() -> None:
     model = tiny_model(position_encoding="learned", tie_embeddings=True, norm_placement="none")
-    assert model.lm_head.weight is model.token_embeddings.weight
-    assert "position_embeddings.weight" in model.state_dict()
+    state = model.state_dict()
+    assert torch.equal(state["lm_head.weight"], state["token_embeddings.weight"])
+    assert "position_embeddings.weight" in state
     ids = torch.randint(0, TINY["vocab_size"], (1, 5))
     with torch.no_grad():
         shifted = model(ids, token_positions=torch.arange(5) + 1)
@@ -399,58 +439,48 @@ def test_variant_config_validation(overrides: dict, message: str) -> None:
 
 def test_mla_moe_config_json_round_trip() -> None:
     """A model rebuilt from the JSON of an MLA + MoE config loads the weights and agrees."""
-    config = ModelConfig(
-        **{**TINY, **VARIANTS["mla_q_lora"], "ffn": "moe", "capacity_factor": 1.25}
-    )
-    model = tiny_model(**config.to_dict())
-    again = ModelConfig.from_json(config.to_json())
-    assert again == config
+    config = {**TINY, **VARIANTS["mla_q_lora"], "ffn": "moe", "capacity_factor": 1.25}
+    model = tiny_model(**config)
+    again = run_variant_config_json_round_trip(config)
+    assert {k: v for k, v in again.items() if k in config} == config
     ids = torch.randint(0, TINY["vocab_size"], (2, 6), generator=torch.Generator().manual_seed(5))
     with torch.no_grad():
-        rebuilt = run_transformer_lm_variant(again.to_dict(), model.state_dict(), ids)
+        rebuilt = run_transformer_lm_variant(again, model.state_dict(), ids)
         torch.testing.assert_close(rebuilt, model(ids))
 
 
-# --- Accounting of the variants (cs336_basics/accounting.py) ----------------------------------
+# --- Accounting of the variants ----------------------------------
 
 ACCOUNTED = ["moe", "mla", "mla_q_lora"]
 
 
 @pytest.mark.parametrize("variant", ACCOUNTED)
 def test_moe_mla_accounting_parameters_match_model(variant: str) -> None:
-    config = ModelConfig(**{**TINY, **VARIANTS[variant]})
-    assert sum(parameter_counts(config).values()) == TransformerLM(config).num_parameters()
+    config = {**TINY, **VARIANTS[variant]}
+    parameters = sum(p.numel() for p in tiny_model(**VARIANTS[variant]).parameters())
+    assert sum(run_variant_accounting(config, 1, 1)["parameters"].values()) == parameters
 
 
 @pytest.mark.parametrize("variant", ACCOUNTED)
 def test_moe_mla_accounting_flops_match_flop_counter(variant: str) -> None:
     """MoE: router plus top_k experts per token; MLA: its expanded (training) path."""
-    config = ModelConfig(**{**TINY, **VARIANTS[variant]})
-    model = TransformerLM(config)
+    config = {**TINY, **VARIANTS[variant]}
+    model = tiny_model(**VARIANTS[variant])
     with FlopCounterMode(display=False) as counter:
-        model(torch.randint(0, config.vocab_size, (3, 10)))
-    predicted = forward_flops(config, 3, 10)
+        model(torch.randint(0, TINY["vocab_size"], (3, 10)))
+    predicted = run_variant_accounting(config, 3, 10)["forward_flops"]
     assert sum(predicted.values()) == counter.get_total_flops()
     by_module = {name: sum(ops.values()) for name, ops in counter.get_flop_counts().items()}
-    if config.ffn == "moe":
-        assert predicted["router"] == sum(
-            by_module[f"TransformerLM.layers.{i}.ffn.router"] for i in range(2)
-        )
+    if config.get("ffn") == "moe":
+        routers = [name for name in by_module if name.endswith(".ffn.router")]
+        assert len(routers) == 2
+        assert predicted["router"] == sum(by_module[name] for name in routers)
 
 
-def test_kv_cache_accounting_bytes_and_cli(capsys: pytest.CaptureFixture[str]) -> None:
-    from cs336_basics.cli import main
-
-    mla = ModelConfig(**{**TINY, **VARIANTS["mla"]})
-    assert (
-        kv_cache_bytes(mla, batch_size=3, seq_len=5, bytes_per_value=2) == 3 * 5 * 2 * (12 + 4) * 2
-    )
-    assert main(["accounting", "--preset", "gpt2-small", "--json", "--bytes-per-value", "2"]) == 0
-    result = json.loads(capsys.readouterr().out)
-    assert (
-        result["kv_cache_bytes_per_token"] == 12 * 2 * 768 * 2
-    )  # layers x (K and V) x d_model x bf16
-    assert result["kv_cache_bytes"] == 1024 * result["kv_cache_bytes_per_token"]
+def test_kv_cache_accounting_bytes() -> None:
+    mla = {**TINY, **VARIANTS["mla"]}
+    accounting = run_variant_accounting(mla, batch_size=3, seq_len=5, bytes_per_value=2)
+    assert accounting["kv_cache_bytes"] == 3 * 5 * 2 * (12 + 4) * 2
 
 
 # --- the fused attention kernel: a speed option with the reference's math -------------------
@@ -474,11 +504,5 @@ def test_fused_attention_matches_reference_forward_backward_and_cache(variant: s
         reference.named_parameters(), fused.parameters(), strict=False
     ):
         torch.testing.assert_close(p_fused.grad, p_ref.grad, atol=1e-5, rtol=1e-4, msg=name)
-    with torch.no_grad():
-        cache = fused.new_kv_cache()
-        stepwise = torch.cat(
-            [fused(ids[:, :5], kv_cache=cache)]
-            + [fused(ids[:, i : i + 1], kv_cache=cache) for i in range(5, ids.shape[1])],
-            dim=1,
-        )
+    stepwise, _ = run_transformer_lm_variant_cached(fused, ids, 5)
     torch.testing.assert_close(stepwise, losses[0].detach(), atol=1e-5, rtol=1e-5)
