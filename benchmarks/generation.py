@@ -17,9 +17,11 @@ from typing import Any
 import torch
 
 from benchmarks.harness import format_table, interleaved, machine, write_json
+from cs336_basics.builder import build_model
 from cs336_basics.config import ModelConfig
 from cs336_basics.generation import generate
-from cs336_basics.model import TransformerLM
+from cs336_basics.variants.config import VariantConfig
+from cs336_basics.variants.generation import generate_cached
 
 TINYSTORIES = ModelConfig(
     vocab_size=10_000, context_length=512, d_model=512, num_layers=4, num_heads=16, d_ff=1344
@@ -37,21 +39,21 @@ def benchmark(
     log=print,
 ) -> dict[str, Any]:
     torch.manual_seed(0)
-    model = TransformerLM(config).eval()
+    # A VariantConfig builds the cache-capable attention (same weights, same function).
+    model = build_model(VariantConfig(**config.to_dict())).eval()
     prompt = torch.randint(config.vocab_size, (prompt_length,)).tolist()
     outputs: dict[str, list[int]] = {}
 
     def decoder(use_kv_cache: bool):
         def decode() -> None:
-            outputs[str(use_kv_cache)] = generate(
-                model, prompt, new_tokens, temperature=0, use_kv_cache=use_kv_cache
-            )
+            decode = generate_cached if use_kv_cache else generate
+            outputs[str(use_kv_cache)] = decode(model, prompt, new_tokens, temperature=0)
 
         return decode
 
     log(f"generation: {new_tokens} new tokens after {prompt_length}, {repeats} repeats")
     for use_kv_cache in (True, False):  # warm-up: a few steps suffice, a full uncached run is long
-        generate(model, prompt, 4, temperature=0, use_kv_cache=use_kv_cache)
+        (generate_cached if use_kv_cache else generate)(model, prompt, 4, temperature=0)
     timings = interleaved(
         {"KV cache": decoder(True), "no cache": decoder(False)}, repeats, warmup=0
     )

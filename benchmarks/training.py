@@ -18,7 +18,6 @@ the fused kernel; compiled in the warm-up round, so compilation is not timed).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from typing import Any
 
@@ -28,9 +27,11 @@ import torch.nn.functional as F
 from benchmarks.harness import format_table, interleaved, machine, matmul_peak_flops, write_json
 from cs336_basics.accounting import PRESETS, model_flops_utilization
 from cs336_basics.adamw import AdamW
+from cs336_basics.builder import build_model
 from cs336_basics.config import ModelConfig
 from cs336_basics.losses import cross_entropy
-from cs336_basics.model import TransformerLM
+from cs336_basics.variants.builders import build_variant_model
+from cs336_basics.variants.config import VariantConfig
 
 TINY = ModelConfig(
     vocab_size=256, context_length=32, d_model=32, num_layers=2, num_heads=2, d_ff=64
@@ -73,7 +74,9 @@ def benchmark(
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
 
     def ours_steps(compiled: bool, fused: bool = False):
-        model = TransformerLM(dataclasses.replace(config, fused_attention=fused))
+        # The handout's model, or the variant with the fused attention kernel (same weights).
+        variant = VariantConfig(**config.to_dict(), fused_attention=True)
+        model = build_variant_model(variant) if fused else build_model(config)
         optimizer = AdamW(model.parameters(), lr=1e-4)
         forward = torch.compile(model) if compiled else model
 

@@ -7,22 +7,22 @@ variants are the mistakes students actually make, computed the same independent 
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course.snapshot_case import CaseResult, FixtureData, snapshot_case
 from cs336_basics.attention import MultiHeadSelfAttention, scaled_dot_product_attention
-from cs336_basics.block import TransformerBlock
+from cs336_basics.block import transformer_block
 from cs336_basics.embedding import Embedding
 from cs336_basics.feedforward import SwiGLU
 from cs336_basics.functional import silu, softmax
 from cs336_basics.linear import Linear
-from cs336_basics.model import TransformerLM
+from cs336_basics.model import transformer_lm
 from cs336_basics.rmsnorm import RMSNorm
 from cs336_basics.rope import RotaryPositionalEmbedding
+from cs336_basics.variants.builders import variant_block
+from cs336_basics.variants.config import VariantConfig
 
 f64 = torch.float64
 
@@ -381,7 +381,9 @@ def rope_case(data: FixtureData) -> CaseResult:
 @snapshot_case("transformer_block")
 def block(data: FixtureData) -> CaseResult:
     w, x = layer_weights(data), data.inputs["in_embeddings"]
-    module = TransformerBlock(data.config)
+    config = data.config
+    rope = RotaryPositionalEmbedding(config.rope_theta, config.d_head, config.context_length)
+    module = transformer_block(config.d_model, config.num_heads, config.d_ff, rope, config.norm_eps)
     module.load_state_dict(w)
     return CaseResult(
         module(x),
@@ -420,7 +422,9 @@ def ablation_case(config_switches: dict, block_switches: dict, absent: tuple[str
     def case(data: FixtureData) -> CaseResult:
         w = {k: v for k, v in layer_weights(data).items() if k not in absent}
         x = data.inputs["in_embeddings"]
-        module = TransformerBlock(dataclasses.replace(data.config, **config_switches))
+        config = VariantConfig(**{**data.config.to_dict(), **config_switches})
+        rope = RotaryPositionalEmbedding(config.rope_theta, config.d_head, config.context_length)
+        module = variant_block(config, rope if config.position_encoding == "rope" else None)
         module.load_state_dict(w)
         return CaseResult(module(x), naive_block(x, w, data, **block_switches))
 
@@ -434,7 +438,7 @@ for _name, _switches in ABLATIONS.items():
 @snapshot_case("transformer_lm")
 def lm(data: FixtureData) -> CaseResult:
     ids = data.inputs["in_indices"]
-    model = TransformerLM(data.config)
+    model = transformer_lm(data.config)
     model.load_state_dict(data.state_dict)
     return CaseResult(
         model(ids),
@@ -455,6 +459,6 @@ def lm(data: FixtureData) -> CaseResult:
 @snapshot_case("transformer_lm_truncated")
 def lm_truncated(data: FixtureData) -> CaseResult:
     ids = data.inputs["in_indices"][:, : data.config.context_length // 4]
-    model = TransformerLM(data.config)
+    model = transformer_lm(data.config)
     model.load_state_dict(data.state_dict)
     return CaseResult(model(ids), naive_lm(ids, data))

@@ -2,7 +2,7 @@
 
 Truths are float64 computations written from the equations with ``torch.nn.functional``,
 independent of ``cs336_basics``; the wrong variants are plausible mistakes with their hints.
-Weights come from ``tests/variant_weights.py`` so the tests can rebuild them.
+Weights come from ``tests/variants/variant_weights.py`` so the tests can rebuild them.
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ from torch import Tensor
 
 from course.cases_model import complex_rope
 from course.snapshot_case import CaseResult, FixtureData, snapshot_case
-from cs336_basics.attention import MultiHeadSelfAttention
-from cs336_basics.config import ModelConfig
-from cs336_basics.encoder_decoder import DecoderLayer, EncoderLayer
-from cs336_basics.feedforward import FeedForward
-from cs336_basics.kv_cache import LatentKVCache
-from cs336_basics.layernorm import LayerNorm
-from cs336_basics.mla import MultiHeadLatentAttention
-from cs336_basics.moe import MixtureOfExperts
-from cs336_basics.positional import SinusoidalPositionalEncoding
 from cs336_basics.rope import RotaryPositionalEmbedding
-from tests import variant_weights as vw
+from cs336_basics.variants.attention import GroupedQueryAttention
+from cs336_basics.variants.config import VariantConfig
+from cs336_basics.variants.encoder_decoder import DecoderLayer, EncoderLayer
+from cs336_basics.variants.feedforward import FeedForward
+from cs336_basics.variants.kv_cache import kv_caches
+from cs336_basics.variants.layernorm import LayerNorm
+from cs336_basics.variants.mla import MultiHeadLatentAttention
+from cs336_basics.variants.moe import MixtureOfExperts
+from cs336_basics.variants.positional import SinusoidalPositionalEncoding
+from tests.variants import variant_weights as vw
 
 f64 = torch.float64
 
@@ -77,11 +77,11 @@ def naive_gqa(
     )
 
 
-def gqa_module(data: FixtureData, w: dict[str, Tensor], qk_norm: bool) -> MultiHeadSelfAttention:
+def gqa_module(data: FixtureData, w: dict[str, Tensor], qk_norm: bool) -> GroupedQueryAttention:
     config = data.config
     rope = RotaryPositionalEmbedding(config.rope_theta, vw.D_HEAD, config.context_length)
-    module = MultiHeadSelfAttention(
-        config.d_model, vw.NUM_HEADS, rope=rope, num_kv_heads=vw.NUM_KV_HEADS, qk_norm=qk_norm
+    module = GroupedQueryAttention(
+        config.d_model, vw.NUM_HEADS, vw.NUM_KV_HEADS, rope, qk_norm=qk_norm
     )
     module.load_state_dict(w)
     return module
@@ -223,10 +223,12 @@ def naive_mla(
 @snapshot_case("multihead_latent_attention")
 def mla(data: FixtureData) -> CaseResult:
     w, x = vw.mla_weights(data.state_dict), data.inputs["in_embeddings"]
-    module = MultiHeadLatentAttention(ModelConfig(**vw.MLA_CONFIG))
+    module = MultiHeadLatentAttention(VariantConfig(**vw.MLA_CONFIG))
     module.load_state_dict(w)
+    with kv_caches(module):  # the folded (latent-cached) path
+        output = module(x, positions_of(x))
     return CaseResult(
-        module(x, positions_of(x), LatentKVCache()),
+        output,
         naive_mla(x, w, data.config.rope_theta),
         {
             "rope_on_all_dims": (

@@ -27,14 +27,16 @@ from course.snapshot_case import REGISTRY, FixtureData
 from course.tokenizer_fixtures import write_tokenizer_fixtures
 from cs336_basics.atomic_write import atomic_writer
 from cs336_basics.config import ModelConfig
-from cs336_basics.model import TransformerLM
+from cs336_basics.model import transformer_lm
+from cs336_basics.variants.config import VariantConfig
 from tests.snapshots import match_tolerance
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 SEED = 20250401
 
-MODEL_CONFIG = ModelConfig(
+# A VariantConfig, so config.json lists every variant switch (all off) beside the handout's fields.
+MODEL_CONFIG = VariantConfig(
     vocab_size=512,
     context_length=16,
     d_model=64,
@@ -70,7 +72,7 @@ def make_model_weights(config: ModelConfig) -> dict[str, torch.Tensor]:
     """The reference initialisation, with norm gains drawn from N(1, 0.2^2) so that a norm
     ignoring its gain fails the tests."""
     torch.manual_seed(SEED)
-    model = TransformerLM(config)
+    model = transformer_lm(config)
     generator = torch.Generator().manual_seed(SEED + 1)
     state = {}
     for name, tensor in sorted(model.state_dict().items()):
