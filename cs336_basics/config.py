@@ -64,9 +64,8 @@ class ModelConfig:
         installed) a ``VariantConfig``. Unknown and missing fields are errors."""
         fields = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - set(fields))
-        variant_class = _variant_config_class() if unknown and cls is ModelConfig else None
-        if variant_class is not None:
-            return variant_class.from_dict(data)
+        if unknown and cls is ModelConfig and model_config_class() is not ModelConfig:
+            return model_config_class().from_dict(data)
         if unknown:
             raise ValueError(f"unknown ModelConfig field(s): {', '.join(unknown)}")
         missing = sorted(
@@ -104,10 +103,11 @@ def check_positive(name: str, value: object) -> None:
         raise ValueError(f"ModelConfig.{name} must be a positive integer; got {value!r}")
 
 
-def _variant_config_class() -> type[ModelConfig] | None:
-    """``VariantConfig`` when the variants package ships (it does not in the base handout)."""
+def model_config_class() -> type[ModelConfig]:
+    """The config class with every model field this install knows: ``VariantConfig`` when the
+    variants package ships (it does not in the base handout), else ``ModelConfig``."""
     try:
         from cs336_basics.variants.config import VariantConfig
     except ImportError:
-        return None
+        return ModelConfig
     return VariantConfig

@@ -54,7 +54,7 @@ def flag_overrides(args: argparse.Namespace, cls: type, dest_prefix: str = "") -
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from cs336_basics.config import ModelConfig
+    from cs336_basics.config import model_config_class
     from cs336_basics.training import TrainConfig
 
     parser.add_argument(
@@ -70,16 +70,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_dataclass_flags(parser.add_argument_group("training settings"), TrainConfig)
     add_dataclass_flags(
-        parser.add_argument_group("model settings"), ModelConfig, dest_prefix="model."
+        parser.add_argument_group("model settings"), model_config_class(), dest_prefix="model."
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    from cs336_basics.config import ModelConfig
+    from cs336_basics.config import model_config_class
     from cs336_basics.training import TrainConfig, load_config_file, merge_overrides, train
 
     settings = load_config_file(args.config) if args.config else {}
-    overrides = {**flag_overrides(args, TrainConfig), **flag_overrides(args, ModelConfig, "model.")}
+    overrides = {
+        **flag_overrides(args, TrainConfig),
+        **flag_overrides(args, model_config_class(), "model."),
+    }
     try:
         config = TrainConfig.from_dict(merge_overrides(settings, overrides))
     except (ValueError, TypeError) as error:

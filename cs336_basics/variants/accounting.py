@@ -50,6 +50,7 @@ def _mla_projection_sizes(config: VariantConfig) -> dict[str, int]:
 
 
 def parameter_counts(config: VariantConfig) -> dict[str, int]:
+    """Trainable parameters by component; ``sum(...)`` equals the variant model's count."""
     counts = _dense_parameter_counts(_dense_mha(config))
     layers, d = config.num_layers, config.d_model
     if config.attention == "mla":
@@ -62,6 +63,7 @@ def parameter_counts(config: VariantConfig) -> dict[str, int]:
 
 
 def forward_flops(config: VariantConfig, batch_size: int, seq_len: int) -> dict[str, int]:
+    """Matmul FLOPs of one forward pass, by component (summed over layers)."""
     flops = _dense_forward_flops(_dense_mha(config), batch_size, seq_len)
     layers, tokens, d = config.num_layers, batch_size * seq_len, config.d_model
     if config.attention == "mla":
