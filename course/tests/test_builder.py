@@ -1,0 +1,56 @@
+"""``build_model``: a ``ModelConfig`` builds the handout's model, a ``VariantConfig`` composes the
+variant parts with the same state-dict names, initial weights and function."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from cs336_basics.builder import build_model, generate_function
+from cs336_basics.config import ModelConfig
+from cs336_basics.generation import generate
+from cs336_basics.model import TransformerLM
+from cs336_basics.variants.config import VariantConfig
+from cs336_basics.variants.generation import generate_cached
+from cs336_basics.variants.kv_cache import kv_caches
+
+pytestmark = pytest.mark.instructor
+
+SHAPE = dict(vocab_size=40, context_length=12, d_model=16, num_layers=2, num_heads=4, d_ff=24)
+
+
+def seeded(config: ModelConfig) -> TransformerLM:
+    torch.manual_seed(0)
+    return build_model(config).eval()
+
+
+def test_default_variant_config_is_the_handout_model_with_variant_parts():
+    core, variant = seeded(ModelConfig(**SHAPE)), seeded(VariantConfig(**SHAPE))
+    assert type(core) is TransformerLM and type(variant) is not TransformerLM
+    core_state, variant_state = core.state_dict(), variant.state_dict()
+    assert core_state.keys() == variant_state.keys()
+    for name, tensor in core_state.items():
+        assert torch.equal(variant_state[name], tensor), name
+    ids = torch.randint(0, 40, (2, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(variant(ids), core(ids), atol=1e-6, rtol=1e-6)
+
+
+def test_core_model_has_no_kv_cache_and_decodes_without_one():
+    core = seeded(ModelConfig(**SHAPE))
+    with pytest.raises(ValueError, match="no cache-capable attention"), kv_caches(core):
+        pass
+    assert generate_cached(core, [1, 2], 5, temperature=0.0) == generate(core, [1, 2], 5, 0.0)
+    assert generate_function(use_kv_cache=False) is generate
+    assert generate_function(use_kv_cache=True) is generate_cached
+
+
+def test_sequences_longer_than_the_context_are_an_error_with_and_without_cache():
+    for config in (ModelConfig(**SHAPE), VariantConfig(**SHAPE)):
+        with pytest.raises(ValueError, match="context_length=12"):
+            seeded(config)(torch.zeros(1, 13, dtype=torch.long))
+    variant = seeded(VariantConfig(**SHAPE))
+    with torch.no_grad(), kv_caches(variant):
+        variant(torch.zeros(1, 10, dtype=torch.long))
+        with pytest.raises(ValueError, match="13 tokens"):
+            variant(torch.zeros(1, 3, dtype=torch.long))
