@@ -12,7 +12,7 @@ from cs336_basics.cli import main as cs336
 from cs336_basics.encode_file import encode_file
 from cs336_basics.tokenizer import Tokenizer
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 TOKENIZER_DIR = FIXTURES / "tokenizer"
 CORPUS = FIXTURES / "corpora" / "stories-400k.txt"
 SAMPLES = sorted((FIXTURES / "samples").glob("*.txt"))

@@ -20,7 +20,7 @@ from cs336_basics.tokenizer_files import (
     save_vocab,
 )
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def test_tokenizer_fixtures_regenerate_identically(tmp_path):
