@@ -11,6 +11,7 @@ from .adapters import (
     run_multihead_self_attention_with_rope,
     run_scaled_dot_product_attention,
 )
+from .expect import raises_an_error
 
 THETA, MAX_SEQ_LEN = 10000.0, 16
 
@@ -40,7 +41,7 @@ def test_scaled_dot_product_attention_broadcasts_a_2d_mask(inputs):
 
 @pytest.mark.robustness
 def test_scaled_dot_product_attention_rejects_mismatched_dimension(inputs):
-    with pytest.raises(Exception):  # noqa: B017  (any clear error will do)
+    with raises_an_error():
         run_scaled_dot_product_attention(inputs["q"], inputs["k"][..., :-1], inputs["v"])
 
 
@@ -125,5 +126,5 @@ def test_multihead_self_attention_bfloat16(inputs, state_dict, model_config):
 @pytest.mark.robustness
 def test_multihead_self_attention_rejects_indivisible_heads():
     weights = [torch.randn(10, 10) for _ in range(4)]
-    with pytest.raises(Exception):  # noqa: B017
+    with raises_an_error():
         run_multihead_self_attention(10, 3, *weights, torch.randn(1, 4, 10))

@@ -15,6 +15,7 @@ from .adapters import (
     run_load_checkpoint,
     run_save_checkpoint,
 )
+from .expect import raises_an_error
 
 ADAMW = dict(lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
 
@@ -134,7 +135,7 @@ def test_checkpoint_bad_files_raise(tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
     torch.save(model.state_dict(), tmp_path / "plain_state_dict.pt")
     for name in ("cut.pt", "notes.txt", "missing.pt", "plain_state_dict.pt"):
-        with pytest.raises(Exception):  # noqa: B017  (any clear error will do)
+        with raises_an_error():
             run_load_checkpoint(tmp_path / name, model, optimizer)
 
 
@@ -149,6 +150,6 @@ def test_checkpoint_refuses_arbitrary_pickles(tmp_path):
 
     (tmp_path / "evil.pt").write_bytes(pickle.dumps(Exploit()))
     model, optimizer = _model_and_optimizer(0)
-    with pytest.raises(Exception):  # noqa: B017
+    with raises_an_error():
         run_load_checkpoint(tmp_path / "evil.pt", model, optimizer)
     assert not marker.exists(), "loading a checkpoint ran code: use torch.load(weights_only=True)"

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from .adapters import run_get_batch
+from .expect import raises_an_error
 
 
 def test_get_batch_shapes_targets_and_every_start():
@@ -60,7 +61,7 @@ def test_get_batch_smallest_dataset_has_one_window():
 
 @pytest.mark.robustness
 def test_get_batch_too_small_dataset_raises():
-    with pytest.raises(Exception):  # noqa: B017  (any clear error will do)
+    with raises_an_error():
         run_get_batch(np.array([5, 6]), 1, 2, "cpu")
 
 
@@ -68,8 +69,8 @@ def test_get_batch_too_small_dataset_raises():
 def test_get_batch_device_errors_surface():
     dataset = np.arange(50)
     assert run_get_batch(dataset, 2, 4, "cpu")[0].device.type == "cpu"
-    with pytest.raises(Exception):  # noqa: B017
+    with raises_an_error():
         run_get_batch(dataset, 2, 4, "not-a-device")
     missing = "cuda:0" if not torch.cuda.is_available() else f"cuda:{torch.cuda.device_count()}"
-    with pytest.raises(Exception):  # noqa: B017
+    with raises_an_error():
         run_get_batch(dataset, 2, 4, missing)

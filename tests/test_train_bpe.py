@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from .adapters import run_train_bpe
+from .expect import raises_an_error
 from .hints import matching_hints
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -188,13 +189,13 @@ def test_train_bpe_vocab_layout(tmp_path):
 
 @pytest.mark.robustness
 def test_train_bpe_missing_file_names_the_path(tmp_path):
-    with pytest.raises(Exception, match="no-such-corpus.txt"):
+    with raises_an_error(match="no-such-corpus.txt"):
         run_train_bpe(tmp_path / "no-such-corpus.txt", 300, [EOT])
 
 
 @pytest.mark.robustness
 def test_train_bpe_directory_is_not_a_corpus(tmp_path):
-    with pytest.raises(Exception):  # noqa: B017  (any clear error will do)
+    with raises_an_error():
         run_train_bpe(tmp_path, 300, [EOT])
 
 
@@ -203,14 +204,14 @@ def test_train_bpe_directory_is_not_a_corpus(tmp_path):
     ("vocab_size", "specials"), [(255, []), (256, [EOT]), (257, [EOT, "<|pad|>"]), (0, [])]
 )
 def test_train_bpe_vocab_too_small(tmp_path, vocab_size, specials):
-    with pytest.raises(Exception):  # noqa: B017
+    with raises_an_error():
         run_train_bpe(write(tmp_path, "some text"), vocab_size, specials)
 
 
 @pytest.mark.robustness
 @pytest.mark.parametrize("text", ["", EOT, EOT * 3])
 def test_train_bpe_empty_corpus(tmp_path, text):
-    with pytest.raises(Exception):  # noqa: B017
+    with raises_an_error():
         run_train_bpe(write(tmp_path, text), 300, [EOT])
 
 
@@ -218,12 +219,12 @@ def test_train_bpe_empty_corpus(tmp_path, text):
 def test_train_bpe_invalid_utf8_raises(tmp_path):
     path = tmp_path / "latin1.txt"
     path.write_bytes(b"hello w\xf6rld")
-    with pytest.raises(Exception):  # noqa: B017
+    with raises_an_error():
         run_train_bpe(path, 300, [EOT])
 
 
 @pytest.mark.robustness
 @pytest.mark.parametrize("specials", [[""], [EOT, EOT]], ids=["empty", "duplicate"])
 def test_train_bpe_bad_special_tokens(tmp_path, specials):
-    with pytest.raises(Exception):  # noqa: B017
+    with raises_an_error():
         run_train_bpe(write(tmp_path, "text"), 300, specials)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from .adapters import run_transformer_block, run_transformer_block_ablation, run_transformer_lm
+from .expect import raises_an_error
 
 
 def block_weights(state_dict: dict[str, torch.Tensor], layer: int = 0) -> dict[str, torch.Tensor]:
@@ -78,7 +79,7 @@ def test_transformer_lm_bfloat16(inputs, state_dict, model_config):
 @pytest.mark.robustness
 def test_transformer_lm_rejects_too_long_input(state_dict, model_config):
     ids = torch.zeros(1, model_config["context_length"] + 1, dtype=torch.long)
-    with pytest.raises(Exception):  # noqa: B017  (any clear error will do)
+    with raises_an_error():
         run_transformer_lm(*lm_args(model_config), state_dict, ids)
 
 
@@ -93,7 +94,7 @@ def test_transformer_lm_state_dict_errors_name_the_key(inputs, state_dict, model
         state_dict[key] = torch.zeros(1)
     else:
         state_dict[key] = state_dict[key][:, :-1]
-    with pytest.raises(Exception, match=key.replace(".", r"\.")):
+    with raises_an_error(match=key.replace(".", r"\.")):
         run_transformer_lm(*lm_args(model_config), state_dict, inputs["in_indices"])
 
 
