@@ -77,6 +77,26 @@ def test_multihead_self_attention_with_rope_default_positions(inputs, state_dict
     )
 
 
+def test_multihead_self_attention_with_rope_uses_token_positions(inputs, state_dict, model_config):
+    """RoPE makes attention depend on relative positions only: shifting every position by the
+    same amount changes nothing, while other positions change the output."""
+    d_model, num_heads = model_config["d_model"], model_config["num_heads"]
+    weights = attention_weights(state_dict)
+    x = inputs["in_embeddings"][:, :8]
+
+    def attend(positions: torch.Tensor) -> torch.Tensor:
+        return run_multihead_self_attention_with_rope(
+            d_model, num_heads, MAX_SEQ_LEN, THETA, *weights, x, positions.expand(x.shape[0], -1)
+        )
+
+    base = attend(torch.arange(8))
+    torch.testing.assert_close(attend(torch.arange(8) + 5), base, atol=1e-5, rtol=1e-4)
+    spread = attend(torch.tensor([0, 2, 3, 7, 8, 11, 12, 15]))
+    assert not torch.allclose(spread, base, atol=1e-3), (
+        "the output ignores token_positions: rotate queries and keys by the positions given"
+    )
+
+
 @pytest.mark.parametrize("rope", [False, True], ids=["plain", "rope"])
 def test_multihead_self_attention_is_causal(inputs, state_dict, model_config, rope):
     """The output at position t must not change when tokens after t change."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import random
 import subprocess
 import sys
 import textwrap
@@ -109,6 +110,19 @@ def test_tokenizer_empty_string(tokenizer):
     assert tokenizer.decode([]) == ""
     assert list(tokenizer.encode_iterable([])) == []
     assert list(tokenizer.encode_iterable(["", ""])) == []
+
+
+def test_tokenizer_works_with_any_id_layout(vocab_and_merges, tokenizer):
+    """Ids are only names: the same vocabulary under shuffled ids must encode to the shuffled
+    ids (so nothing may assume that byte b has id b, or that merges follow the bytes)."""
+    vocab, merges = vocab_and_merges
+    ids = list(vocab)
+    shuffled = dict(zip(ids, random.Random(0).sample(ids, len(ids)), strict=True))
+    renamed = get_tokenizer({shuffled[i]: t for i, t in vocab.items()}, list(merges), [EOT])
+    text = read_text(FIXTURES / "samples" / "special_tokens.txt") + " caf\u00e9 \U0001f642"
+    expected = [shuffled[i] for i in tokenizer.encode(text)]
+    assert renamed.encode(text) == expected
+    assert renamed.decode(expected) == text
 
 
 # --- special tokens ------------------------------------------------------------------------

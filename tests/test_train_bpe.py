@@ -11,7 +11,7 @@ import regex
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from .adapters import run_train_bpe
+from .adapters import get_tokenizer, run_train_bpe
 from .expect import raises_an_error
 from .hints import matching_hints
 
@@ -148,6 +148,20 @@ def test_train_bpe_matches_naive_trainer_on_stories(tmp_path):
             f"merge {first} is {merges[first]}, the naive trainer's is {expected_merges[first]}{hints}"
         )
     assert_same_vocab(vocab, expected_vocab)
+
+
+def test_train_bpe_output_drives_the_tokenizer(tmp_path):
+    """The trainer's (vocab, merges) are exactly what the tokenizer takes: text from the corpus
+    round-trips, special tokens get their own ids, and the merges shorten the encoding."""
+    text = CORPUS.read_bytes()[:20_000].decode("utf-8", errors="ignore")
+    vocab, merges = run_train_bpe(write(tmp_path, text), 400, [EOT])
+    tokenizer = get_tokenizer(vocab, merges, [EOT])
+    sample = text[-3000:]
+    ids = tokenizer.encode(sample)
+    assert tokenizer.decode(ids) == sample
+    eot_ids = {i for i, token in vocab.items() if token == EOT.encode()}
+    assert sum(i in eot_ids for i in ids) == sample.count(EOT)
+    assert len(ids) < 0.6 * len(sample.encode("utf-8"))
 
 
 def test_train_bpe_speed():
