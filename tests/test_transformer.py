@@ -1,5 +1,5 @@
-"""The Transformer block and LM: snapshots, the ablations, truncated inputs, state-dict
-loading, and incremental decoding with the KV cache."""
+"""The Transformer block and LM: snapshots, truncated inputs, prefix consistency, and the
+handout's ablations (ungraded); dtype and error handling are advice."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Accounting against the real model: parameter counts and FlopCounterMode on a forward pass."""
+"""(Instructor tests of the reference accounting, not shipped.) Parameter counts of every
+variant and FlopCounterMode per module on a forward pass; memory, MFU and the CLI."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Decoding: the KV cache changes cost, never tokens; temperature and top-p sample correctly."""
+"""(Instructor tests of the reference decoder, not shipped.) Decoding: the KV cache changes
+cost, never tokens; temperature and top-p sample correctly."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Tokenizer files (GPT-2 format, ours and Hugging Face's), the parallel file encoder and the CLI."""
+"""(Instructor tests of support code, not shipped.) Tokenizer files (GPT-2 format, ours and
+Hugging Face's), the parallel file encoder and the CLI."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Tokenizer tooling that ships as-is (the story generator, the GPT-2 file format) and the
-instructor's fixture generator. Imports ``course``, so it stays out of the student handout."""
+instructor's fixture generator (instructor tests, not shipped)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The training loop: it learns, resumes exactly, stops on NaN, and the CLI drives it."""
+"""(Instructor tests of the reference trainer, not shipped.) The training loop: it learns,
+resumes exactly, stops on NaN, and the CLI and pipeline drive it."""
 
 from __future__ import annotations
 
