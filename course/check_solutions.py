@@ -16,11 +16,11 @@ suite grades the assignment's contract and not our implementation's choices.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,7 +68,9 @@ def build_tree(solution: Path, root: Path, ignore: set[str]) -> None:
 
 
 def isolated_env(root: Path) -> dict[str, str]:
-    site_packages = sysconfig.get_paths()["purelib"]
+    # Where torch is installed is this environment's site-packages (also when this script
+    # itself runs under ``python -S``, where sysconfig would name the base interpreter's).
+    site_packages = Path(importlib.util.find_spec("torch").origin).parents[1]
     return {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{site_packages}"}
 
 
