@@ -1,5 +1,5 @@
 # Developer and instructor commands; see README.md.
-.PHONY: test demo fixtures check-fixtures handout verify-handout submission grade mutants ci-course bench bench-smoke
+.PHONY: test demo fixtures check-fixtures handout verify-handout submission grade mutants ci-course bench bench-smoke check-solutions
 
 test:
 	uv run pytest
@@ -30,6 +30,10 @@ grade:
 
 mutants:
 	uv run python -m course.mutants
+
+# The shipped suite on the independent solutions in course/solutions/ (graded tests must pass).
+check-solutions:
+	uv run python -m course.check_solutions
 
 # CI smoke test: verify the handout, then grade the reference (full marks) and the bare handout (zero).
 ci-course:

@@ -1,5 +1,5 @@
 """Tokenizer tooling that ships as-is (the story generator, the GPT-2 file format) and the
-instructor's fixture generator. Imports ``course``, so it stays out of the student handout."""
+instructor's fixture generator (instructor tests, not shipped)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from cs336_basics.tokenizer_files import (
     save_vocab,
 )
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def test_tokenizer_fixtures_regenerate_identically(tmp_path):

@@ -1,4 +1,4 @@
-"""Data-parallel training on two CPU processes (gloo) matches one process with the same global batch."""
+"""(Instructor test of the reference trainer, not shipped.) Data-parallel training on two CPU processes (gloo) matches one process with the same global batch."""
 
 from __future__ import annotations
 
@@ -67,13 +67,13 @@ def test_ddp_two_processes_match_single_process(tmp_path):
     np.save(tmp_path / "val.npy", tokens[1500:])
 
     single = train(TrainConfig.from_dict(_settings(tmp_path, "single")))
-    # Forked children inherit the parent's imports, which saves seconds per process.
-    start_method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+    # spawn, not fork: a forked child cannot use autograd once the parent has touched CUDA
+    # ("Unable to handle autograd's threading in combination with fork-based multiprocessing").
     mp.start_processes(
         _worker,
         args=(2, _free_port(), _settings(tmp_path, "ddp")),
         nprocs=2,
-        start_method=start_method,
+        start_method="spawn",
         join=True,
     )
 

@@ -1,4 +1,5 @@
-"""Tokenizer files (GPT-2 format, ours and Hugging Face's), the parallel file encoder and the CLI."""
+"""(Instructor tests of support code, not shipped.) Tokenizer files (GPT-2 format, ours and
+Hugging Face's), the parallel file encoder and the CLI."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from cs336_basics.cli import main as cs336
 from cs336_basics.encode_file import encode_file
 from cs336_basics.tokenizer import Tokenizer
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 TOKENIZER_DIR = FIXTURES / "tokenizer"
 CORPUS = FIXTURES / "corpora" / "stories-400k.txt"
 SAMPLES = sorted((FIXTURES / "samples").glob("*.txt"))

@@ -1,0 +1,1 @@
+"""Byte-level BPE: learning merges from a corpus, and encoding/decoding with them."""

@@ -1,0 +1,54 @@
+"""The shipped tests reach student code only through ``tests/adapters.py``, and the adapter
+signatures the boundary checker enforces are those of ``tests/adapters.py``."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from course.adapter_signatures import ADAPTERS, SIGNATURES, signature_stubs
+from course.handout import REPO_ROOT
+
+TESTS = REPO_ROOT / "tests"
+# The snapshot plugin's --snapshot-update hook imports the fixture generator lazily, and says
+# so when course/ is absent (the handout); nothing else in tests/ may name course.
+ALLOWED = {("snapshots.py", "course.fixtures")}
+
+
+def imported_modules(path: Path) -> set[str]:
+    modules = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            modules |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules.add(node.module)
+    return modules
+
+
+def test_shipped_tests_never_import_the_solution_or_course():
+    offenders = []
+    for path in sorted(TESTS.rglob("*.py")):
+        if path == ADAPTERS:
+            continue
+        relative = path.relative_to(TESTS).as_posix()
+        for module in imported_modules(path):
+            root = module.split(".")[0]
+            if root in ("cs336_basics", "course") and (relative, module) not in ALLOWED:
+                offenders.append(f"tests/{relative} imports {module}")
+    assert not offenders, "shipped tests must go through tests/adapters.py:\n" + "\n".join(
+        offenders
+    )
+
+
+def test_adapters_import_only_the_solution_and_third_party_packages():
+    modules = imported_modules(ADAPTERS)
+    assert not {m for m in modules if m.split(".")[0] in ("tests", "course")}
+
+
+def test_adapter_signatures_are_current():
+    def dumps(source: str) -> list[str]:
+        return [ast.dump(ast.parse(stub)) for stub in signature_stubs(source)]
+
+    assert dumps(SIGNATURES.read_text(encoding="utf-8")) == dumps(
+        ADAPTERS.read_text(encoding="utf-8")
+    ), "tests/adapter_signatures.py is stale: run `uv run python -m course.adapter_signatures`"
