@@ -45,6 +45,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="cs336", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.set_defaults(subparsers=subparsers.choices)
     requested = next((a for a in argv if not a.startswith("-")), None)
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
@@ -61,7 +62,9 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(argv).parse_args(argv)
+    args, unknown = build_parser(argv).parse_known_args(argv)
+    if unknown:  # reported by the subcommand, whose --help lists the flags it has
+        args.subparsers[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     debug = args.debug or os.environ.get("CS336_DEBUG", "") not in ("", "0")
     name = f"cs336 {args.command}"
     try:
@@ -86,16 +89,31 @@ def _report(name: str, message: str, exit_code: int, debug: bool) -> int:
 
 
 class _sigterm_as_interrupt:
-    """Treat SIGTERM like Ctrl-C, so ``kill`` also cleans up partial outputs on the way out."""
+    """Treat SIGTERM like Ctrl-C, so ``kill`` also cleans up partial outputs on the way out.
+
+    Forked worker processes inherit the handler; in them SIGTERM keeps its default meaning
+    (a pool's ``terminate`` must end them quietly).
+    """
 
     def __enter__(self) -> None:
         self.previous = None
         if threading.current_thread() is threading.main_thread():
-            self.previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+            self.previous = signal.signal(signal.SIGTERM, _interrupt_in(os.getpid()))
 
     def __exit__(self, *exc_info) -> None:
         if self.previous is not None:
             signal.signal(signal.SIGTERM, self.previous)
+
+
+def _interrupt_in(main_pid: int):
+    def handler(number: int, frame) -> None:
+        if os.getpid() != main_pid:  # a forked worker: die as SIGTERM normally does
+            signal.signal(number, signal.SIG_DFL)
+            os.kill(os.getpid(), number)
+            return
+        raise KeyboardInterrupt
+
+    return handler
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ Ctrl-C interrupts at once (``KeyboardInterrupt``), for when the user cannot wait
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -23,6 +24,7 @@ class StopSignals:
         self._previous: dict[int, object] = {}
 
     def __enter__(self) -> StopSignals:
+        self._pid = os.getpid()
         if threading.current_thread() is threading.main_thread():  # signals only reach it
             for number in _SIGNALS:
                 self._previous[number] = signal.signal(number, self._handle)
@@ -34,6 +36,10 @@ class StopSignals:
         self._previous.clear()
 
     def _handle(self, number: int, frame) -> None:
+        if os.getpid() != self._pid:  # a forked helper process: the default action, quietly
+            signal.signal(number, signal.SIG_DFL)
+            os.kill(os.getpid(), number)
+            return
         self.requested = signal.Signals(number).name
         if self._announce:
             print(

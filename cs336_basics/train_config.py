@@ -163,8 +163,8 @@ def load_config_file(path: str | os.PathLike) -> dict[str, Any]:
     """Read a ``.json`` or ``.toml`` config: training settings at the top, a ``model`` table."""
     path = Path(path)
     if not path.is_file():
-        kind = "a directory" if path.is_dir() else "not found"
-        raise MissingInputError(f"config file {path} is {kind}; give a .json or .toml file")
+        kind = "is a directory" if path.is_dir() else "not found"
+        raise MissingInputError(f"config file {path} {kind}; give a .json or .toml file")
     try:
         text = path.read_text(encoding="utf-8")
         settings = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)

@@ -44,14 +44,13 @@ def reading(what: str) -> Iterator[None]:
         yield
     except CS336Error:
         raise
-    except UnicodeDecodeError as error:
-        raise InputError(
-            f"{what} is not UTF-8 text ({error.reason}); convert it to UTF-8"
-        ) from error
     except FileNotFoundError as error:
         raise MissingInputError(f"{what}: {error}") from error
     except (ValueError, TypeError) as error:
-        raise InputError(f"{what}: {error}") from error
+        message = f"{what}: {error}"
+        if isinstance(error, UnicodeDecodeError) or "UTF-8" in str(error):
+            message += "; cs336 reads UTF-8 text: convert the file first (e.g. iconv -t UTF-8)"
+        raise InputError(message) from error
 
 
 def tokenizer_files(directory: str | os.PathLike) -> tuple[Path, Path]:

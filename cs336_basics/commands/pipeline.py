@@ -101,7 +101,16 @@ def run(args: argparse.Namespace) -> int:
     from cs336_basics.train_config import load_config_file
 
     settings = load_config_file(args.config) if args.config else embedded_config(args.preset)
-    ignored = ("config", "preset", "no_progress", "overwrite", "run", "command", "debug")
+    ignored = (
+        "config",
+        "preset",
+        "no_progress",
+        "overwrite",
+        "run",
+        "command",
+        "debug",
+        "subparsers",
+    )
     overrides = {key: value for key, value in vars(args).items() if key not in ignored}
     config = PipelineConfig.from_dict(settings).with_overrides(**overrides)
     summary = run_pipeline(config, progress=not args.no_progress, overwrite=args.overwrite)
