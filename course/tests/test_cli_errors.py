@@ -121,7 +121,7 @@ PROBES: dict[str, tuple[list[str], list[str]]] = {
     ),
     "train/context longer than the data": (
         [*TRAIN, "--out-dir", "new", "--train-data", "short.npy"],
-        ["short.npy", "context_length=16", "11"],
+        ["short.npy", "context_length=16", "at least 17"],
     ),
     "train/ids beyond the vocabulary": (
         [*TRAIN, "--out-dir", "new", "--vocab-size", "100"],

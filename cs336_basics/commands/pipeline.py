@@ -39,7 +39,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--overwrite", action="store_true", help="replace a run already in --run-dir"
     )
     parser.add_argument("--seed", type=int)
-    data = parser.add_argument_group("user data (each replaces a stage's default input)")
+    _add_user_data_flags(
+        parser.add_argument_group("user data (each replaces a stage's default input)")
+    )
+    _add_common_settings(
+        parser.add_argument_group("common settings (the config file holds the rest)")
+    )
+
+
+def _add_user_data_flags(data: argparse._ArgumentGroup) -> None:
     data.add_argument(
         "--train-text", help="training corpus (UTF-8 text) instead of generated stories"
     )
@@ -52,7 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     data.add_argument("--train-tokens", help="a ready .npy token array (skips corpus encoding)")
     data.add_argument("--val-tokens", help="a ready validation .npy token array")
-    sizes = parser.add_argument_group("common settings (the config file holds the rest)")
+
+
+def _add_common_settings(sizes: argparse._ArgumentGroup) -> None:
     sizes.add_argument(
         "--corpus-bytes",
         metavar="BYTES",

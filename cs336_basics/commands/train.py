@@ -110,15 +110,17 @@ def run(args: argparse.Namespace) -> int:
     result = train(config, resume=args.resume, overwrite=args.overwrite)
     if result.stopped == "non-finite loss":
         return 1  # train() has said why, and where the last good checkpoint is
-    if not is_main:
-        return 0
     if result.stopped == "interrupted":
+        if not is_main:
+            return INTERRUPTED_EXIT_CODE
         print(
             f"cs336 train: interrupted at step {result.step}; checkpoint {result.checkpoint}; "
             f"resume with: {folder.resume_command()}",
             file=sys.stderr,
         )
         return INTERRUPTED_EXIT_CODE
+    if not is_main:
+        return 0
     summary = f"{result.stopped} at step {result.step}"
     if result.val_loss is not None:
         summary += f"; validation loss {result.val_loss:.4f}"
