@@ -93,6 +93,7 @@ def test_ctrl_c_stops_encode_workers_at_once_and_leaves_no_output(workspace):
     assert not list(workspace.glob(".big.npy.*"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "signal_number", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"]
 )
