@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cs336_basics.atomic_write import atomic_writer
-from cs336_basics.errors import InputError, MissingInputError
+from cs336_basics.errors import InputError, MissingInputError, OutputExistsError
 
 # Embedded configs, by preset name.
 PRESETS = {
@@ -184,7 +184,11 @@ def run_pipeline(
 
     check_user_inputs(config)
     run_dir = Path(config.run_dir)
-    RunFolder(run_dir).check(resume=False, overwrite=overwrite)
+    if not overwrite and RunFolder(run_dir).holds_run():
+        raise OutputExistsError(
+            f"{run_dir} already holds a pipeline run; pass --overwrite to replace it, or choose "
+            "another --run-dir"
+        )
     data_dir, tokenizer_dir = run_dir / "data", run_dir / "tokenizer"
     for directory in (data_dir, tokenizer_dir):
         directory.mkdir(parents=True, exist_ok=True)
