@@ -207,7 +207,7 @@ class _Run:
                 if not self._read_losses():
                     stopped = "non-finite loss"
                     break
-                self._after_read(finishing=reason is not None)
+                self._after_read(stopping=reason)
             if reason is not None:
                 stopped = reason
                 break
@@ -309,13 +309,15 @@ class _Run:
             file=sys.stderr,
         )
 
-    def _after_read(self, finishing: bool) -> None:
-        """Log, evaluate and checkpoint as scheduled (all three when the run is finishing)."""
+    def _after_read(self, stopping: str | None) -> None:
+        """Log, evaluate and checkpoint as scheduled; all three when the run is finishing, but
+        no evaluation when interrupted (the user is waiting)."""
         config, step = self.config, self.step
-        finishing = finishing or step == config.max_steps
+        finishing = stopping is not None or step == config.max_steps
         if step % config.log_interval == 0 or finishing:
             self._log_train()
-        if self.val_tokens is not None and (step % config.eval_interval == 0 or finishing):
+        evaluate_now = step % config.eval_interval == 0 or finishing
+        if self.val_tokens is not None and evaluate_now and stopping != "interrupted":
             self._evaluate()
         if step % config.checkpoint_interval == 0 or finishing:
             self._write_checkpoint()
