@@ -73,15 +73,29 @@ def _write_bad_inputs(root: Path) -> None:
 
 
 def _train_run(root: Path) -> None:
-    from cs336_basics.train_config import TrainConfig
-    from cs336_basics.training import train
+    """What ``cs336 train --config run.json --out-dir existing_run`` leaves, without training."""
+    import torch
 
-    cwd = os.getcwd()
-    os.chdir(root)  # the run's config.json keeps the relative paths the probes use
-    try:
-        train(TrainConfig.from_dict({**RUN_CONFIG, "out_dir": "existing_run"}))
-    finally:
-        os.chdir(cwd)
+    from cs336_basics.adamw import AdamW
+    from cs336_basics.checkpoint import save_checkpoint
+    from cs336_basics.model import TransformerLM
+    from cs336_basics.train_config import TrainConfig
+
+    config = TrainConfig.from_dict({**RUN_CONFIG, "out_dir": "existing_run"})
+    torch.manual_seed(0)
+    model = TransformerLM(config.model)
+    run = root / "existing_run"
+    save_checkpoint(
+        model,
+        AdamW(model.parameters()),
+        0,
+        run / "checkpoints" / "latest.pt",
+        config=config.to_dict(),
+    )
+    (run / "config.json").write_text(json.dumps(config.to_dict()))
+    (run / "metrics.jsonl").write_text(
+        json.dumps({"step": 1, "split": "train", "loss": 5.7}) + "\n"
+    )
 
 
 def snapshot(root: Path) -> dict[str, str]:

@@ -184,10 +184,6 @@ PROBES: dict[str, tuple[list[str], list[str]]] = {
         ["accounting", "--config", "broken.json"],
         ["broken.json", "JSON"],
     ),
-    "accounting/batch size 0": (
-        ["accounting", "--batch-size", "0"],
-        ["--batch-size", "at least 1"],
-    ),
 }
 PROBES["train/unknown setting"] = (
     ["train", "--config", "run.json", "--out-dir", "new", "--learning-rate", "1"],
