@@ -94,7 +94,10 @@ PROBES: dict[str, tuple[list[str], list[str]]] = {
     "train/config is a directory": (["train", "--config", "tok"], ["tok", "directory"]),
     "train/unparsable TOML": (["train", "--config", "broken.toml"], ["broken.toml", "TOML"]),
     "train/unparsable JSON": (["train", "--config", "broken.json"], ["broken.json", "JSON"]),
-    "train/unknown setting": ([*TRAIN, "--out-dir", "new"], []),  # replaced below
+    "train/unknown flag": (
+        [*TRAIN, "--out-dir", "new", "--learning-rate", "1"],
+        ["--learning-rate"],
+    ),
     "train/existing run": (
         [*TRAIN, "--out-dir", "existing_run"],
         ["existing_run", "--resume", "--overwrite"],
@@ -185,10 +188,6 @@ PROBES: dict[str, tuple[list[str], list[str]]] = {
         ["broken.json", "JSON"],
     ),
 }
-PROBES["train/unknown setting"] = (
-    ["train", "--config", "run.json", "--out-dir", "new", "--learning-rate", "1"],
-    ["--learning-rate"],
-)
 
 
 @pytest.fixture(scope="session")
