@@ -215,18 +215,12 @@ def run_pipeline(
     if train_config.max_seconds:
         detail += f" or {train_config.max_seconds:g}s"
     result = _run_stage(timings, 4, "train", detail, _train, train_config, overwrite)
-    prompts = list(config.sample.get("prompts", [""]))
-    samples = _run_stage(
-        timings,
-        5,
-        "sample",
-        f"{len(prompts)} prompt(s)",
-        _sample,
-        config,
-        train_config,
-        result,
-        tokenizer,
-    )
+    samples = []
+    if result.checkpoint is not None and result.stopped != "interrupted":
+        detail = f"{len(config.sample.get('prompts', ['']))} prompt(s)"
+        samples = _run_stage(
+            timings, 5, "sample", detail, _sample, config, train_config, result, tokenizer
+        )
     summary = _summary(config, result, samples, num_tokens, len(tokenizer.vocab), train_config)
     summary["seconds"] = {**timings, "total": time.perf_counter() - started}
     with atomic_writer(run_dir / "summary.json") as handle:
@@ -274,12 +268,10 @@ def _train(train_config, overwrite: bool):
 
 
 def _sample(config: PipelineConfig, train_config, result, tokenizer) -> list[str]:
-    """Stage 5: complete the configured prompts with the trained model (unless interrupted)."""
+    """Stage 5: complete the configured prompts with the trained model."""
     from cs336_basics.checkpoint import model_from_checkpoint
     from cs336_basics.generation import complete_prompts
 
-    if result.checkpoint is None or result.stopped == "interrupted":
-        return []
     device = train_config.device if train_config.device != "auto" else None
     samples = complete_prompts(
         model_from_checkpoint(result.checkpoint, device=device),
