@@ -77,6 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:  # disk full, permission denied, ...: the machine, not the code
         where = f" ({error.filename})" if error.filename else ""
         return _report(name, f"{error.strerror or error}{where}", 1, debug)
+    except (MemoryError, RuntimeError) as error:
+        if not isinstance(error, MemoryError) and "out of memory" not in str(error):
+            raise  # a bug: its traceback is what a report needs
+        advice = "lower --batch-size (raising --grad-accum-steps keeps the tokens per step)"
+        return _report(name, f"out of memory ({str(error)[:120]}); {advice}", 1, debug)
 
 
 def _report(name: str, message: str, exit_code: int, debug: bool) -> int:

@@ -257,3 +257,24 @@ def test_cli_force_replaces_an_existing_output_and_removes_stale_temp_files(
     expected = tokenizer.encode("Once upon a time, hello world.")
     assert np.load(tmp_path / "out.npy").tolist() == expected
     assert not stale.exists() and "removed" in result.stderr
+
+
+def test_cli_reports_out_of_memory_in_one_line_and_lets_bugs_raise(monkeypatch, capsys):
+    import cs336_basics.commands.accounting as accounting_command
+    from cs336_basics.cli import main
+
+    def out_of_memory(args):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(accounting_command, "run", out_of_memory)
+    assert main(["accounting"]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("cs336 accounting: error: out of memory")
+    assert "--batch-size" in lines[0]
+
+    def bug(args):
+        raise RuntimeError("shape mismatch")
+
+    monkeypatch.setattr(accounting_command, "run", bug)
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        main(["accounting"])
