@@ -5,7 +5,7 @@ test:
 	uv run pytest
 
 demo:
-	uv run cs336 pipeline
+	uv run cs336 pipeline --overwrite
 
 fixtures:
 	uv run python -m course.fixtures

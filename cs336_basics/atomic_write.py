@@ -32,3 +32,22 @@ def atomic_writer(path: str | os.PathLike) -> Iterator[BinaryIO]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp_path)
         raise
+
+
+def remove_stale_temp_files(path: str | os.PathLike) -> list[str]:
+    """Remove temporary files that a killed ``atomic_writer(path)`` left beside ``path``.
+
+    Call it when a job that writes ``path`` starts again; a crash that skipped the cleanup
+    (SIGKILL, power loss) otherwise leaves them forever. Returns the paths removed.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        return []
+    prefix = f".{os.path.basename(path)}."
+    removed = []
+    for name in os.listdir(directory):
+        if name.startswith(prefix) and name.endswith(".tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(directory, name))
+                removed.append(os.path.join(directory, name))
+    return removed

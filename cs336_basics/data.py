@@ -1,9 +1,6 @@
-"""Token arrays on disk and random training batches drawn from them."""
+"""Random training batches drawn from a token array (loading it is ``cs336_basics.token_arrays``)."""
 
 from __future__ import annotations
-
-import os
-from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -11,34 +8,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-
-def load_tokens(path: str | os.PathLike, dtype: str | np.dtype = "uint16") -> np.ndarray:
-    """Memory-map a 1-D array of token ids without reading it into RAM.
-
-    ``.npy`` files carry their own dtype and shape; any other file is read as raw ``dtype``
-    values (``uint16`` fits vocabularies up to 65,536).
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"token file not found: {path}")
-    if path.suffix == ".npy":
-        try:
-            tokens = np.load(path, mmap_mode="r", allow_pickle=False)
-        except ValueError as error:
-            raise ValueError(f"{path} is not a readable .npy token array: {error}") from error
-    else:
-        item_size = np.dtype(dtype).itemsize
-        if path.stat().st_size % item_size != 0:
-            raise ValueError(
-                f"{path} holds {path.stat().st_size} bytes, not a whole number of {dtype} tokens"
-            )
-        tokens = np.memmap(path, dtype=dtype, mode="r")
-    if tokens.ndim != 1 or not np.issubdtype(tokens.dtype, np.integer):
-        raise ValueError(
-            f"{path} must hold a 1-D integer array of token ids; got shape {tokens.shape}, "
-            f"dtype {tokens.dtype}"
-        )
-    return tokens
+from cs336_basics.token_arrays import load_tokens  # noqa: F401  (re-exported: support code)
 
 
 def resolve_device(device: str | torch.device) -> torch.device:

@@ -7,15 +7,18 @@ so neither the text nor the ids ever need to fit in memory at once.
 
 The output is a standard ``.npy`` file (``numpy.load`` reads it, ``mmap_mode="r"`` included) of
 ``uint16`` when every id fits, else ``uint32``. It is written to a temporary file and renamed
-into place, so an interrupted run never leaves a truncated array behind.
+into place, so an interrupted run never leaves a truncated array behind; on an error or Ctrl-C
+the worker processes are terminated at once.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import signal
 import struct
 from collections import deque
-from concurrent.futures import ProcessPoolExecutor
+from itertools import islice
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -89,26 +92,30 @@ def encode_file(
 
 
 def _encode_jobs(tokenizer: Tokenizer, jobs: list, num_workers: int):
-    """Yield each job's ids in order, at most ``2 * num_workers`` jobs ahead of the consumer."""
+    """Yield each job's ids in order, at most ``2 * num_workers`` jobs ahead of the consumer.
+
+    Whatever ends the loop early (an error, Ctrl-C, the consumer stopping) terminates the
+    workers at once instead of waiting for their queued jobs.
+    """
     if num_workers == 1 or len(jobs) == 1:
         _init_worker(tokenizer)
         yield from map(_encode_range, jobs)
         return
-    with ProcessPoolExecutor(
-        max_workers=min(num_workers, len(jobs)), initializer=_init_worker, initargs=(tokenizer,)
-    ) as pool:
-        pending: deque = deque()
+    pool = multiprocessing.Pool(
+        min(num_workers, len(jobs)), initializer=_init_worker, initargs=(tokenizer,)
+    )
+    try:
         queue = iter(jobs)
-        for job in queue:
-            pending.append(pool.submit(_encode_range, job))
-            if len(pending) >= 2 * num_workers:
-                break
+        pending = deque(
+            pool.apply_async(_encode_range, (job,)) for job in islice(queue, 2 * num_workers)
+        )
         while pending:
-            ids = pending.popleft().result()
-            for job in queue:
-                pending.append(pool.submit(_encode_range, job))
-                break
+            ids = pending.popleft().get()
+            pending.extend(pool.apply_async(_encode_range, (job,)) for job in islice(queue, 1))
             yield ids
+    finally:
+        pool.terminate()
+        pool.join()
 
 
 _worker_tokenizer: Tokenizer | None = None
@@ -117,6 +124,10 @@ _worker_tokenizer: Tokenizer | None = None
 def _init_worker(tokenizer: Tokenizer) -> None:
     global _worker_tokenizer
     _worker_tokenizer = tokenizer
+    if multiprocessing.parent_process() is not None:
+        # A terminal's Ctrl-C reaches every process of the group; the parent alone handles it
+        # (and terminates the workers), so they do not each print a traceback.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _encode_range(job: tuple[str, int, int, np.dtype]) -> np.ndarray:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cs336_basics.atomic_write import atomic_writer
+from cs336_basics.errors import InputError, MissingInputError, OutputExistsError
 
 # Embedded configs, by preset name.
 PRESETS = {
@@ -40,7 +41,7 @@ def embedded_config(preset: str = "default") -> dict[str, Any]:
     import tomllib
 
     if preset not in PRESETS:
-        raise ValueError(f"unknown pipeline preset {preset!r}; choose from {', '.join(PRESETS)}")
+        raise InputError(f"unknown pipeline preset {preset!r}; choose from {', '.join(PRESETS)}")
     return tomllib.loads(
         resources.files("cs336_basics.configs").joinpath(PRESETS[preset]).read_text()
     )
@@ -69,7 +70,7 @@ class PipelineConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"unknown pipeline setting(s): {', '.join(unknown)}")
+            raise InputError(f"unknown pipeline setting(s): {', '.join(unknown)}")
         return cls(**data)
 
     def with_overrides(self, **overrides: Any) -> PipelineConfig:
@@ -87,11 +88,6 @@ class PipelineConfig:
         return PipelineConfig.from_dict(data)
 
 
-def _stage(number: int, name: str, detail: str) -> float:
-    print(f"[{number}/5] {name}: {detail}", flush=True)
-    return time.perf_counter()
-
-
 def prepare_corpus(config: PipelineConfig, data_dir: Path) -> tuple[Path, Path]:
     """Stage 1: the training and validation texts (generated stories unless given)."""
     from cs336_basics.stories import write_story_corpus
@@ -99,15 +95,15 @@ def prepare_corpus(config: PipelineConfig, data_dir: Path) -> tuple[Path, Path]:
     if config.train_text:
         train_text = Path(config.train_text)
         if not train_text.is_file():
-            raise FileNotFoundError(f"training text not found: {train_text}")
+            raise MissingInputError(f"training text not found: {train_text}")
         if not config.val_text:
-            raise ValueError("with train_text, also give val_text (a held-out text file)")
+            raise InputError("with train_text, also give val_text (a held-out text file)")
         val_text = Path(config.val_text)
         if not val_text.is_file():
-            raise FileNotFoundError(f"validation text not found: {val_text}")
+            raise MissingInputError(f"validation text not found: {val_text}")
         return train_text, val_text
     if "train_bytes" not in config.corpus:
-        raise ValueError("this config generates no corpus; give --train-text and --val-text")
+        raise InputError("this config generates no corpus; give --train-text and --val-text")
     train_text, val_text = data_dir / "train.txt", data_dir / "valid.txt"
     # Different seeds, so validation stories are not copies of training ones.
     write_story_corpus(train_text, int(config.corpus["train_bytes"]), seed=config.seed)
@@ -125,7 +121,7 @@ def prepare_tokenizer(config: PipelineConfig, train_text: Path, tokenizer_dir: P
         source = Path(config.tokenizer_dir)
         for name in ("vocab.json", "merges.txt"):
             if not (source / name).is_file():
-                raise FileNotFoundError(f"tokenizer directory {source} has no {name}")
+                raise MissingInputError(f"tokenizer directory {source} has no {name}")
             shutil.copyfile(source / name, tokenizer_dir / name)
         tokenizer = Tokenizer.from_files(
             source / "vocab.json", source / "merges.txt", special_tokens
@@ -152,7 +148,7 @@ def prepare_tokens(
 
     if config.train_tokens or config.val_tokens:
         if not (config.train_tokens and config.val_tokens):
-            raise ValueError("give both train_tokens and val_tokens, or neither")
+            raise InputError("give both train_tokens and val_tokens, or neither")
         return Path(config.train_tokens), Path(config.val_tokens)
     outputs = (data_dir / "train.npy", data_dir / "valid.npy")
     for text, output in zip(texts, outputs, strict=False):
@@ -160,115 +156,157 @@ def prepare_tokens(
     return outputs
 
 
-def run_pipeline(config: PipelineConfig, progress: bool = True) -> dict[str, Any]:
-    """Run every stage; return (and write to ``summary.json``) the run's headline numbers."""
+def check_user_inputs(config: PipelineConfig) -> None:
+    """Fail before any work if a file the config names is missing or incomplete."""
+    from cs336_basics.commands.inputs import require_file, tokenizer_files
+
+    given = {"train_text": "training text", "val_text": "validation text"}
+    given |= {"train_tokens": "training token array", "val_tokens": "validation token array"}
+    for name, what in given.items():
+        if getattr(config, name):
+            require_file(getattr(config, name), f"{what} (--{name.replace('_', '-')})")
+    if config.tokenizer_dir:
+        tokenizer_files(config.tokenizer_dir)
+    # The model and training settings, checked now rather than after BPE and encoding.
+    _train_config(config, int(config.tokenizer.get("vocab_size", 256)), ("-", "-"), False)
+
+
+def run_pipeline(
+    config: PipelineConfig, progress: bool = True, overwrite: bool = False
+) -> dict[str, Any]:
+    """Run every stage; return (and write to ``summary.json``) the run's headline numbers.
+
+    A ``run_dir`` that already holds a training run is refused unless ``overwrite``.
+    """
     import numpy as np
 
-    from cs336_basics.checkpoint import model_from_checkpoint
-    from cs336_basics.config import ModelConfig
-    from cs336_basics.generation import complete_prompts
-    from cs336_basics.training import TrainConfig, train
+    from cs336_basics.run_folder import RunFolder
 
-    started = time.perf_counter()
-    timings: dict[str, float] = {}
+    check_user_inputs(config)
     run_dir = Path(config.run_dir)
+    if not overwrite and RunFolder(run_dir).holds_run():
+        raise OutputExistsError(
+            f"{run_dir} already holds a pipeline run; pass --overwrite to replace it, or choose "
+            "another --run-dir"
+        )
     data_dir, tokenizer_dir = run_dir / "data", run_dir / "tokenizer"
     for directory in (data_dir, tokenizer_dir):
         directory.mkdir(parents=True, exist_ok=True)
+    started, timings = time.perf_counter(), {}
 
-    if config.train_text:
-        source = config.train_text
-    elif "train_bytes" in config.corpus:
-        source = f"{config.corpus['train_bytes']:,} bytes of generated stories"
-    else:
-        source = "(none given)"
-    t = _stage(1, "corpus", str(source))
-    texts = prepare_corpus(config, data_dir)
-    timings["corpus"] = time.perf_counter() - t
-
-    t = _stage(
-        2,
-        "tokenizer",
-        config.tokenizer_dir or f"training BPE, vocab {config.tokenizer['vocab_size']}",
+    texts = _run_stage(
+        timings, 1, "corpus", _corpus_source(config), prepare_corpus, config, data_dir
     )
-    tokenizer = prepare_tokenizer(config, texts[0], tokenizer_dir)
-    timings["tokenizer"] = time.perf_counter() - t
-
-    t = _stage(
-        3,
-        "encode",
-        "using given token arrays" if config.train_tokens else "train and validation splits",
+    detail = config.tokenizer_dir or f"training BPE, vocab {config.tokenizer['vocab_size']}"
+    tokenizer = _run_stage(
+        timings, 2, "tokenizer", detail, prepare_tokenizer, config, texts[0], tokenizer_dir
     )
-    token_paths = prepare_tokens(config, tokenizer, texts, data_dir)
-    timings["encode"] = time.perf_counter() - t
+    detail = "using given token arrays" if config.train_tokens else "train and validation splits"
+    token_paths = _run_stage(
+        timings, 3, "encode", detail, prepare_tokens, config, tokenizer, texts, data_dir
+    )
     num_tokens = [len(np.load(p, mmap_mode="r")) for p in token_paths]
     print(f"      {num_tokens[0]:,} training and {num_tokens[1]:,} validation tokens")
 
-    model_config = ModelConfig.from_dict({"vocab_size": len(tokenizer.vocab), **config.model})
-    train_config = TrainConfig.from_dict(
+    train_config = _train_config(config, len(tokenizer.vocab), token_paths, progress)
+    detail = (
+        f"{_parameter_count(train_config.model):,} parameters, up to {train_config.max_steps} steps"
+    )
+    if train_config.max_seconds:
+        detail += f" or {train_config.max_seconds:g}s"
+    result = _run_stage(timings, 4, "train", detail, _train, train_config, overwrite)
+    samples = []
+    if result.checkpoint is not None and result.stopped != "interrupted":
+        detail = f"{len(config.sample.get('prompts', ['']))} prompt(s)"
+        samples = _run_stage(
+            timings, 5, "sample", detail, _sample, config, train_config, result, tokenizer
+        )
+    summary = _summary(config, result, samples, num_tokens, len(tokenizer.vocab), train_config)
+    summary["seconds"] = {**timings, "total": time.perf_counter() - started}
+    with atomic_writer(run_dir / "summary.json") as handle:
+        handle.write((json.dumps(summary, indent=2) + "\n").encode())
+    return summary
+
+
+def _run_stage(timings: dict[str, float], number: int, name: str, detail: str, work, *args):
+    """Print the stage's headline, run ``work(*args)`` and record its seconds in ``timings``."""
+    print(f"[{number}/5] {name}: {detail}", flush=True)
+    started = time.perf_counter()
+    result = work(*args)
+    timings[name] = time.perf_counter() - started
+    return result
+
+
+def _corpus_source(config: PipelineConfig) -> str:
+    if config.train_text:
+        return config.train_text
+    if "train_bytes" in config.corpus:
+        return f"{config.corpus['train_bytes']:,} bytes of generated stories"
+    return "(none given)"
+
+
+def _train_config(config: PipelineConfig, vocab_size: int, token_paths, progress: bool):
+    from cs336_basics.train_config import TrainConfig
+
+    return TrainConfig.from_dict(
         {
             "seed": config.seed,
             **config.train,
-            "model": model_config,
-            "out_dir": str(run_dir),
+            "model": {"vocab_size": vocab_size, **config.model},
+            "out_dir": config.run_dir,
             "train_data": str(token_paths[0]),
             "val_data": str(token_paths[1]),
             "progress": progress and config.train.get("progress", True),
         }
     )
-    t = _stage(
-        4,
-        "train",
-        f"{_parameter_count(model_config):,} parameters, up to "
-        f"{train_config.max_steps} steps"
-        + (f" or {train_config.max_seconds:g}s" if train_config.max_seconds else ""),
+
+
+def _train(train_config, overwrite: bool):
+    from cs336_basics.training import train
+
+    return train(train_config, overwrite=overwrite)
+
+
+def _sample(config: PipelineConfig, train_config, result, tokenizer) -> list[str]:
+    """Stage 5: complete the configured prompts with the trained model."""
+    from cs336_basics.checkpoint import model_from_checkpoint
+    from cs336_basics.generation import complete_prompts
+
+    device = train_config.device if train_config.device != "auto" else None
+    samples = complete_prompts(
+        model_from_checkpoint(result.checkpoint, device=device),
+        tokenizer,
+        list(config.sample.get("prompts", [""])),
+        int(config.sample.get("max_new_tokens", 100)),
+        float(config.sample.get("temperature", 0.8)),
+        float(config.sample.get("top_p", 0.95)),
+        config.seed,
+        "<|endoftext|>",
     )
-    result = train(train_config)
-    timings["train"] = time.perf_counter() - t
+    with atomic_writer(Path(config.run_dir) / "samples.txt") as handle:
+        text = "".join(f"--- sample {i + 1} ---\n{s}\n" for i, s in enumerate(samples))
+        handle.write(text.encode())
+    return samples
 
-    t = _stage(5, "sample", f"{len(config.sample.get('prompts', ['']))} prompt(s)")
-    samples: list[str] = []
-    if result.checkpoint is not None:
-        model = model_from_checkpoint(
-            result.checkpoint, device=train_config.device if train_config.device != "auto" else None
-        )
-        samples = complete_prompts(
-            model,
-            tokenizer,
-            list(config.sample.get("prompts", [""])),
-            int(config.sample.get("max_new_tokens", 100)),
-            float(config.sample.get("temperature", 0.8)),
-            float(config.sample.get("top_p", 0.95)),
-            config.seed,
-            "<|endoftext|>",
-        )
-        with atomic_writer(run_dir / "samples.txt") as handle:
-            handle.write(
-                "".join(f"--- sample {i + 1} ---\n{s}\n" for i, s in enumerate(samples)).encode()
-            )
-    timings["sample"] = time.perf_counter() - t
 
+def _summary(config, result, samples, num_tokens, vocab_size, train_config) -> dict[str, Any]:
     first_val = next((r["loss"] for r in result.history if r["split"] == "val"), None)
-    summary = {
-        "run_dir": str(run_dir),
+    return {
+        "run_dir": config.run_dir,
         "stopped": result.stopped,
         "steps": result.step,
         "train_tokens": num_tokens[0],
         "val_tokens": num_tokens[1],
-        "vocab_size": len(tokenizer.vocab),
-        "parameters": _parameter_count(model_config),
+        "vocab_size": vocab_size,
+        "parameters": _parameter_count(train_config.model),
         "final_train_loss": result.train_loss,
         "first_val_loss": first_val,
         "final_val_loss": result.val_loss,
         "tokens_per_second": result.tokens_per_second,
         "checkpoint": None if result.checkpoint is None else str(result.checkpoint),
         "loss_plot": None if result.plot is None else str(result.plot),
-        "seconds": {**timings, "total": time.perf_counter() - started},
         "samples": samples,
     }
-    with atomic_writer(run_dir / "summary.json") as handle:
-        handle.write((json.dumps(summary, indent=2) + "\n").encode())
-    return summary
 
 
 def _parameter_count(model_config) -> int:

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+
+from cs336_basics.commands.arguments import positive_float, positive_int
+from cs336_basics.commands.inputs import reading
+from cs336_basics.errors import InputError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,24 +32,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--all-presets", action="store_true", help="compare every preset in one table"
     )
-    parser.add_argument("--batch-size", type=int, default=1, help="sequences per step (default: 1)")
     parser.add_argument(
-        "--seq-len", type=int, default=None, help="tokens per sequence (default: context length)"
+        "--batch-size", type=positive_int, default=1, help="sequences per step (default: 1)"
     )
     parser.add_argument(
-        "--bytes-per-value", type=int, default=4, help="4 for float32, 2 for bf16 (default: 4)"
+        "--seq-len",
+        type=positive_int,
+        default=None,
+        help="tokens per sequence (default: context length)",
     )
     parser.add_argument(
-        "--tokens-per-second", type=float, help="measured training throughput, for MFU"
+        "--bytes-per-value",
+        type=positive_int,
+        default=4,
+        help="4 for float32, 2 for bf16 (default: 4)",
+    )
+    parser.add_argument(
+        "--tokens-per-second", type=positive_float, help="measured training throughput, for MFU"
     )
     parser.add_argument(
         "--measure",
-        type=int,
+        type=positive_int,
         metavar="STEPS",
         help="measure the throughput here: time STEPS training steps of a random model",
     )
     parser.add_argument("--device", default="auto", help="device for --measure (default: auto)")
-    parser.add_argument("--peak-tflops", type=float, help="the accelerator's peak TFLOP/s, for MFU")
+    parser.add_argument(
+        "--peak-tflops", type=positive_float, help="the accelerator's peak TFLOP/s, for MFU"
+    )
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object instead of tables"
     )
@@ -54,10 +67,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _load_model_config(path: str):
     from cs336_basics.config import ModelConfig
-    from cs336_basics.training import load_config_file
+    from cs336_basics.train_config import load_config_file
 
     settings = load_config_file(path)
-    return ModelConfig.from_dict(settings.get("model", settings))
+    try:
+        return ModelConfig.from_dict(settings.get("model", settings))
+    except (TypeError, ValueError) as error:
+        raise InputError(f"config file {path} has no usable model config: {error}") from error
 
 
 def report(
@@ -132,24 +148,24 @@ def _print_report(name: str, result: dict) -> None:
 def run(args: argparse.Namespace) -> int:
     from cs336_basics.accounting import PRESETS
 
-    try:
-        if args.all_presets:
-            configs = dict(PRESETS)
-        elif args.config:
-            configs = {args.config: _load_model_config(args.config)}
-        else:
-            configs = {args.preset: PRESETS[args.preset]}
-        results = {}
-        for name, config in configs.items():
-            tokens_per_second = args.tokens_per_second
-            if args.measure:
-                from cs336_basics.accounting import measure_training_throughput
-                from cs336_basics.training import auto_device
+    if args.all_presets:
+        configs = dict(PRESETS)
+    elif args.config:
+        configs = {args.config: _load_model_config(args.config)}
+    else:
+        configs = {args.preset: PRESETS[args.preset]}
+    results = {}
+    for name, config in configs.items():
+        tokens_per_second = args.tokens_per_second
+        if args.measure:
+            from cs336_basics.accounting import measure_training_throughput
+            from cs336_basics.devices import auto_device
 
-                device = auto_device() if args.device == "auto" else args.device
-                tokens_per_second = measure_training_throughput(
-                    config, args.batch_size, args.measure, device, args.seq_len
-                )
+            device = auto_device() if args.device == "auto" else args.device
+            tokens_per_second = measure_training_throughput(
+                config, args.batch_size, args.measure, device, args.seq_len
+            )
+        with reading(f"model {name}"):
             results[name] = report(
                 config,
                 args.batch_size,
@@ -158,9 +174,6 @@ def run(args: argparse.Namespace) -> int:
                 tokens_per_second,
                 args.peak_tflops,
             )
-    except (ValueError, FileNotFoundError) as error:
-        print(f"cs336 accounting: {error}", file=sys.stderr)
-        return 2
     if args.json:
         print(json.dumps(results if len(results) > 1 else next(iter(results.values())), indent=2))
         return 0

@@ -1,7 +1,8 @@
 """``cs336 encode``: turn a text file into a ``.npy`` array of token ids, on all cores.
 
 The tokenizer is a ``vocab.json`` + ``merges.txt`` pair (from ``cs336 train-bpe`` or any GPT-2
-format tokenizer). Example::
+format tokenizer). An existing output is only replaced with ``--force``; Ctrl-C stops every
+worker at once and leaves no partial output. Example::
 
     cs336 encode data/TinyStoriesV2-GPT4-valid.txt --tokenizer tokenizers/tinystories --out valid.npy
 """
@@ -9,12 +10,14 @@ format tokenizer). Example::
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import sys
 import time
+from pathlib import Path
 
-from cs336_basics.encode_file import encode_file
-from cs336_basics.tokenizer import Tokenizer
+from cs336_basics.commands.arguments import add_force_flag, add_workers_flag
+from cs336_basics.commands.inputs import load_tokenizer_dir, reading, refuse_existing, require_file
+from cs336_basics.errors import InputError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,34 +38,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TOKEN",
         help="a special token; repeat for several (default: those saved by train-bpe, else <|endoftext|>)",
     )
-    parser.add_argument(
-        "--workers", type=int, default=None, help="encoding processes (default: all cores)"
-    )
+    add_workers_flag(parser, "encoding")
+    add_force_flag(parser, "the --out file")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
-    special_tokens = args.special_tokens
-    saved = os.path.join(args.tokenizer, "special_tokens.json")
-    if special_tokens is None:
-        if os.path.exists(saved):
-            with open(saved, encoding="utf-8") as file:
-                special_tokens = json.load(file)
-        else:
-            special_tokens = ["<|endoftext|>"]
-    tokenizer = Tokenizer.from_files(
-        os.path.join(args.tokenizer, "vocab.json"),
-        os.path.join(args.tokenizer, "merges.txt"),
-        special_tokens,
-    )
+    from cs336_basics.atomic_write import remove_stale_temp_files
+    from cs336_basics.encode_file import encode_file
+
+    source = require_file(args.input, "text file")
+    out = Path(args.out)
+    if out.is_dir():
+        raise InputError(f"--out {out} is a directory; give the path of a .npy file to write")
+    if not args.force:
+        refuse_existing([out])
+    for stale in remove_stale_temp_files(out):
+        print(f"note: removed {stale}, left by an interrupted encode", file=sys.stderr)
+    tokenizer = load_tokenizer_dir(args.tokenizer, args.special_tokens)
     started = time.perf_counter()
-    count = encode_file(
-        tokenizer, args.input, args.out, num_workers=args.workers, progress=not args.no_progress
-    )
+    with reading(f"text file {source}"):
+        count = encode_file(
+            tokenizer, source, out, num_workers=args.workers, progress=not args.no_progress
+        )
     seconds = time.perf_counter() - started
-    size = os.path.getsize(args.input)
+    size = os.path.getsize(source)
     print(
         f"encoded {size / 1e6:.1f} MB into {count} tokens ({size / max(count, 1):.2f} bytes/token) "
-        f"in {seconds:.2f}s ({size / 1e6 / seconds:.1f} MB/s); wrote {args.out}"
+        f"in {seconds:.2f}s ({size / 1e6 / seconds:.1f} MB/s); wrote {out}"
     )
     return 0

@@ -9,9 +9,10 @@ Example::
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import sys
+
+from cs336_basics.commands.arguments import non_negative_float, positive_int, probability
+from cs336_basics.commands.inputs import load_tokenizer_dir, reading, require_file
+from cs336_basics.errors import InputError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,12 +29,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="text to continue; repeat for several (default: one empty prompt)",
     )
     parser.add_argument("--prompts-file", help="a text file with one prompt per line")
-    parser.add_argument("--max-new-tokens", type=int, default=256, help="(default: 256)")
     parser.add_argument(
-        "--temperature", type=float, default=0.8, help="0 means greedy (default: 0.8)"
+        "--max-new-tokens", type=positive_int, default=256, help="at least 1 (default: 256)"
     )
     parser.add_argument(
-        "--top-p", type=float, default=0.95, help="nucleus sampling mass (default: 0.95)"
+        "--temperature",
+        type=non_negative_float,
+        default=0.8,
+        help="0 or more; 0 means greedy (default: 0.8)",
+    )
+    parser.add_argument(
+        "--top-p", type=probability, default=0.95, help="nucleus mass in (0, 1] (default: 0.95)"
     )
     parser.add_argument("--seed", type=int, default=0, help="(default: 0)")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, mps or auto (default)")
@@ -45,50 +51,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_tokenizer_dir(directory: str | os.PathLike, special_tokens: list[str] | None = None):
-    """A ``Tokenizer`` from a ``cs336 train-bpe`` output directory."""
-    from cs336_basics.tokenizer import Tokenizer
-
-    saved = os.path.join(directory, "special_tokens.json")
-    if special_tokens is None and os.path.exists(saved):
-        with open(saved, encoding="utf-8") as file:
-            special_tokens = json.load(file)
-    return Tokenizer.from_files(
-        os.path.join(directory, "vocab.json"),
-        os.path.join(directory, "merges.txt"),
-        special_tokens if special_tokens is not None else ["<|endoftext|>"],
-    )
-
-
 def run(args: argparse.Namespace) -> int:
-    from cs336_basics.builder import generate_function
-    from cs336_basics.checkpoint import CheckpointError, model_from_checkpoint
-    from cs336_basics.generation import complete_prompts
-    from cs336_basics.training import auto_device
-
     prompts = list(args.prompt or [])
     if args.prompts_file:
-        with open(args.prompts_file, encoding="utf-8") as file:
-            prompts += [line.rstrip("\n") for line in file if line.strip()]
-    prompts = prompts or [""]
+        path = require_file(args.prompts_file, "prompts file")
+        with reading(f"prompts file {path}"):
+            prompts += [
+                line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+            ]
+    checkpoint = require_file(args.checkpoint, "checkpoint")
+    tokenizer = load_tokenizer_dir(args.tokenizer)
+
+    from cs336_basics.builder import generate_function
+    from cs336_basics.checkpoint import CheckpointError, model_from_checkpoint
+    from cs336_basics.devices import auto_device
+    from cs336_basics.generation import complete_prompts
+
     device = auto_device() if args.device == "auto" else args.device
     try:
-        model = model_from_checkpoint(args.checkpoint, device=device)
+        model = model_from_checkpoint(checkpoint, device=device)
     except CheckpointError as error:
-        print(f"cs336 generate: {error}", file=sys.stderr)
-        return 2
-    tokenizer = load_tokenizer_dir(args.tokenizer)
-    if len(tokenizer.vocab) > model.lm_head.weight.shape[0]:
-        print(
-            f"cs336 generate: the tokenizer has {len(tokenizer.vocab)} tokens but the model only "
-            f"{model.lm_head.weight.shape[0]}; were they trained together?",
-            file=sys.stderr,
+        raise InputError(str(error)) from error
+    except RuntimeError as error:  # an unusable --device
+        raise InputError(f"{error}; pick another --device (cpu, cuda, mps or auto)") from error
+    if len(tokenizer.vocab) != model.lm_head.weight.shape[0]:
+        raise InputError(
+            f"the tokenizer in {args.tokenizer} has {len(tokenizer.vocab)} tokens but the model "
+            f"in {checkpoint} has a vocabulary of {model.lm_head.weight.shape[0]}: they were not "
+            "trained together; give the tokenizer the model was trained with (a pipeline run "
+            "keeps it in <run-dir>/tokenizer)"
         )
-        return 2
     completions = complete_prompts(
         model,
         tokenizer,
-        prompts,
+        prompts or [""],
         args.max_new_tokens,
         args.temperature,
         args.top_p,

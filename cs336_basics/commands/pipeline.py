@@ -13,6 +13,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from cs336_basics.cli import INTERRUPTED_EXIT_CODE
+from cs336_basics.commands.arguments import add_workers_flag, positive_float, positive_int
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from cs336_basics.pipeline import PRESETS
@@ -32,8 +35,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tiny", action="store_const", dest="preset", const="tiny", help="same as --preset tiny"
     )
     parser.add_argument("--run-dir", help="where everything is written (default: runs/pipeline)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace a run already in --run-dir"
+    )
     parser.add_argument("--seed", type=int)
-    data = parser.add_argument_group("user data (each replaces a stage's default input)")
+    _add_user_data_flags(
+        parser.add_argument_group("user data (each replaces a stage's default input)")
+    )
+    _add_common_settings(
+        parser.add_argument_group("common settings (the config file holds the rest)")
+    )
+
+
+def _add_user_data_flags(data: argparse._ArgumentGroup) -> None:
     data.add_argument(
         "--train-text", help="training corpus (UTF-8 text) instead of generated stories"
     )
@@ -46,58 +60,76 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     data.add_argument("--train-tokens", help="a ready .npy token array (skips corpus encoding)")
     data.add_argument("--val-tokens", help="a ready validation .npy token array")
-    sizes = parser.add_argument_group("common settings (the config file holds the rest)")
+
+
+def _add_common_settings(sizes: argparse._ArgumentGroup) -> None:
     sizes.add_argument(
         "--corpus-bytes",
         metavar="BYTES",
         dest="corpus.train_bytes",
-        type=int,
+        type=positive_int,
         help="generated training text size",
     )
     sizes.add_argument(
         "--vocab-size",
         metavar="N",
         dest="tokenizer.vocab_size",
-        type=int,
+        type=positive_int,
         help="BPE vocabulary size",
     )
     sizes.add_argument(
-        "--max-steps", metavar="N", dest="train.max_steps", type=int, help="optimizer steps"
+        "--max-steps",
+        metavar="N",
+        dest="train.max_steps",
+        type=positive_int,
+        help="optimizer steps",
     )
     sizes.add_argument(
         "--max-seconds",
         metavar="SECONDS",
         dest="train.max_seconds",
-        type=float,
+        type=positive_float,
         help="training wall-clock budget",
     )
     sizes.add_argument(
-        "--batch-size", metavar="N", dest="train.batch_size", type=int, help="sequences per step"
+        "--batch-size",
+        metavar="N",
+        dest="train.batch_size",
+        type=positive_int,
+        help="sequences per step",
     )
     sizes.add_argument(
         "--device", metavar="DEVICE", dest="train.device", help="cpu, cuda, mps or auto"
     )
-    sizes.add_argument(
-        "--workers", type=int, help="processes for BPE and encoding (default: all cores)"
-    )
+    add_workers_flag(sizes, "BPE and encoding")
     sizes.add_argument("--no-progress", action="store_true", help="hide the training progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
     from cs336_basics.pipeline import PipelineConfig, embedded_config, print_summary, run_pipeline
-    from cs336_basics.training import load_config_file
+    from cs336_basics.run_folder import RunFolder
+    from cs336_basics.train_config import load_config_file
 
-    try:
-        settings = load_config_file(args.config) if args.config else embedded_config(args.preset)
-        overrides = {
-            key: value
-            for key, value in vars(args).items()
-            if key not in ("config", "preset", "no_progress", "run", "command")
-        }
-        config = PipelineConfig.from_dict(settings).with_overrides(**overrides)
-        summary = run_pipeline(config, progress=not args.no_progress)
-    except (ValueError, FileNotFoundError) as error:
-        print(f"cs336 pipeline: {error}", file=sys.stderr)
-        return 2
+    settings = load_config_file(args.config) if args.config else embedded_config(args.preset)
+    ignored = (
+        "config",
+        "preset",
+        "no_progress",
+        "overwrite",
+        "run",
+        "command",
+        "debug",
+        "subparsers",
+    )
+    overrides = {key: value for key, value in vars(args).items() if key not in ignored}
+    config = PipelineConfig.from_dict(settings).with_overrides(**overrides)
+    summary = run_pipeline(config, progress=not args.no_progress, overwrite=args.overwrite)
+    if summary["stopped"] == "interrupted":
+        print(
+            f"cs336 pipeline: interrupted while training, at step {summary['steps']}; resume the "
+            f"training with: {RunFolder(config.run_dir).resume_command()}",
+            file=sys.stderr,
+        )
+        return INTERRUPTED_EXIT_CODE
     print_summary(summary)
     return 0 if summary["stopped"] != "non-finite loss" else 1

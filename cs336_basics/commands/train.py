@@ -2,7 +2,9 @@
 
 Settings come from ``--config FILE`` (JSON or TOML: training settings at the top level and a
 ``model`` table), then from flags, which override the file. Every ``TrainConfig`` setting has
-a flag (``--lr-max``) and so does every ``ModelConfig`` field (``--d-model``). Launch with
+a flag (``--lr-max``) and so does every ``ModelConfig`` field (``--d-model``). An ``--out-dir``
+that holds a run is continued with ``--resume`` or replaced with ``--overwrite``, never
+silently; Ctrl-C or SIGTERM saves a checkpoint and prints the command that resumes. Launch with
 ``torchrun --nproc-per-node N -m cs336_basics.cli train ...`` for data-parallel training.
 """
 
@@ -15,6 +17,9 @@ import sys
 import types
 import typing
 from typing import Any
+
+from cs336_basics.cli import INTERRUPTED_EXIT_CODE
+from cs336_basics.commands.inputs import require_file
 
 
 def add_dataclass_flags(
@@ -55,18 +60,24 @@ def flag_overrides(args: argparse.Namespace, cls: type, dest_prefix: str = "") -
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from cs336_basics.config import model_config_class
-    from cs336_basics.training import TrainConfig
+    from cs336_basics.train_config import TrainConfig
 
     parser.add_argument(
         "--config", help="JSON or TOML file with training settings and a model table"
     )
-    parser.add_argument(
+    replace = parser.add_mutually_exclusive_group()
+    replace.add_argument(
         "--resume",
         nargs="?",
         const=True,
         default=None,
         metavar="CHECKPOINT",
         help="continue from CHECKPOINT (default: <out-dir>/checkpoints/latest.pt)",
+    )
+    replace.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start afresh in an --out-dir that already holds a run, replacing it",
     )
     add_dataclass_flags(parser.add_argument_group("training settings"), TrainConfig)
     add_dataclass_flags(
@@ -76,25 +87,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cs336_basics.config import model_config_class
-    from cs336_basics.training import TrainConfig, load_config_file, merge_overrides, train
+    from cs336_basics.run_folder import RunFolder
+    from cs336_basics.token_arrays import load_checked_tokens
+    from cs336_basics.train_config import TrainConfig, load_config_file, merge_overrides
 
     settings = load_config_file(args.config) if args.config else {}
     overrides = {
         **flag_overrides(args, TrainConfig),
         **flag_overrides(args, model_config_class(), "model."),
     }
-    try:
-        config = TrainConfig.from_dict(merge_overrides(settings, overrides))
-    except (ValueError, TypeError) as error:
-        print(f"cs336 train: {error}", file=sys.stderr)
-        return 2
-    result = train(config, resume=args.resume)
-    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun, rank 0 reports for everyone
-        return 0 if result.stopped != "non-finite loss" else 1
+    config = TrainConfig.from_dict(merge_overrides(settings, overrides))
+    is_main = int(os.environ.get("RANK", "0")) == 0  # under torchrun, rank 0 speaks for all
+    folder = RunFolder(config.out_dir)
+    # Everything that can be checked without torch is checked first: bad input fails at once.
+    if is_main:
+        folder.check(resume=args.resume or False, overwrite=args.overwrite)
+    if args.resume not in (None, True):
+        require_file(args.resume, "checkpoint to resume from (--resume)")
+    for path in filter(None, (config.train_data, config.val_data)):
+        shape = config.model.vocab_size, config.model.context_length
+        load_checked_tokens(path, config.data_dtype, *shape)
+
+    from cs336_basics.training import train
+
+    result = train(config, resume=args.resume, overwrite=args.overwrite)
+    if result.stopped == "non-finite loss":
+        return 1  # train() has said why, and where the last good checkpoint is
+    if result.stopped == "interrupted":
+        if not is_main:
+            return INTERRUPTED_EXIT_CODE
+        print(
+            f"cs336 train: interrupted at step {result.step}; checkpoint {result.checkpoint}; "
+            f"resume with: {folder.resume_command()}",
+            file=sys.stderr,
+        )
+        return INTERRUPTED_EXIT_CODE
+    if not is_main:
+        return 0
     summary = f"{result.stopped} at step {result.step}"
     if result.val_loss is not None:
         summary += f"; validation loss {result.val_loss:.4f}"
     print(
         f"{summary}; checkpoint {result.checkpoint}; metrics {result.metrics}; plot {result.plot}"
     )
-    return 1 if result.stopped == "non-finite loss" else 0
+    return 0

@@ -1,6 +1,7 @@
 """``cs336 train-bpe``: train a byte-level BPE tokenizer on a text file and save it.
 
-Writes ``vocab.json`` and ``merges.txt`` (GPT-2 format) into ``--out-dir``; load them with
+Writes ``vocab.json`` and ``merges.txt`` (GPT-2 format) and ``special_tokens.json`` into
+``--out-dir`` (an existing tokenizer there is only replaced with ``--force``); load them with
 ``Tokenizer.from_files``. Example::
 
     cs336 train-bpe data/TinyStoriesV2-GPT4-train.txt --vocab-size 10000 --out-dir tokenizers/tinystories
@@ -10,16 +11,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+from pathlib import Path
 
-from cs336_basics.bpe import train_bpe
-from cs336_basics.tokenizer_files import save_merges, save_vocab
+from cs336_basics.commands.arguments import add_force_flag, add_workers_flag, positive_int
+from cs336_basics.commands.inputs import reading, refuse_existing, require_file
+from cs336_basics.errors import InputError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", help="UTF-8 text file to train on")
     parser.add_argument(
-        "--vocab-size", type=int, default=10_000, help="final vocabulary size (default: 10000)"
+        "--vocab-size",
+        type=positive_int,
+        default=10_000,
+        help="final vocabulary size, at least 256 + the special tokens (default: 10000)",
     )
     parser.add_argument(
         "--special-token",
@@ -34,30 +39,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="tokenizer",
         help="where vocab.json and merges.txt go (default: ./tokenizer)",
     )
-    parser.add_argument(
-        "--workers", type=int, default=None, help="pre-tokenization processes (default: all cores)"
-    )
+    add_workers_flag(parser, "pre-tokenization")
+    add_force_flag(parser, "a tokenizer already in --out-dir")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
 
 
 def run(args: argparse.Namespace) -> int:
+    from cs336_basics.bpe import train_bpe
+    from cs336_basics.tokenizer_files import save_merges, save_vocab
+
+    source = require_file(args.input, "training text")
     special_tokens = args.special_tokens if args.special_tokens is not None else ["<|endoftext|>"]
+    smallest = 256 + len(set(special_tokens))
+    if args.vocab_size < smallest:
+        raise InputError(
+            f"--vocab-size {args.vocab_size} is too small: the 256 byte tokens and "
+            f"{len(set(special_tokens))} special token(s) need at least {smallest}"
+        )
+    out_dir = Path(args.out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"--out-dir {out_dir} is a file; give a directory")
+    outputs = [out_dir / name for name in ("vocab.json", "merges.txt", "special_tokens.json")]
+    if not args.force:
+        refuse_existing(outputs)
     timings: dict[str, float] = {}
-    vocab, merges = train_bpe(
-        args.input,
-        args.vocab_size,
-        special_tokens,
-        num_workers=args.workers,
-        progress=not args.no_progress,
-        timings=timings,
-    )
-    os.makedirs(args.out_dir, exist_ok=True)
-    vocab_path = os.path.join(args.out_dir, "vocab.json")
-    merges_path = os.path.join(args.out_dir, "merges.txt")
+    with reading(f"training text {source}"):
+        vocab, merges = train_bpe(
+            source,
+            args.vocab_size,
+            special_tokens,
+            num_workers=args.workers,
+            progress=not args.no_progress,
+            timings=timings,
+        )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    vocab_path, merges_path, specials_path = outputs
     save_vocab(vocab, vocab_path)
     save_merges(merges, merges_path)
-    with open(os.path.join(args.out_dir, "special_tokens.json"), "w", encoding="utf-8") as file:
-        json.dump(special_tokens, file, ensure_ascii=False)
+    specials_path.write_text(json.dumps(special_tokens, ensure_ascii=False), encoding="utf-8")
     longest = max((a + b for a, b in merges), key=len, default=b"")
     print(
         f"trained {len(vocab)} tokens ({len(merges)} merges) in {timings['total']:.2f}s "

@@ -1,0 +1,163 @@
+"""Interrupting ``cs336`` with real signals: Ctrl-C in ``encode`` stops the worker pool at once
+and leaves no partial output; SIGINT/SIGTERM in ``train`` save a checkpoint and print the
+command that resumes; a write killed by SIGKILL leaves a temporary file the next start removes.
+
+A terminal's Ctrl-C reaches every process in the foreground group, so the commands run in a
+new session and the tests signal the whole group (``killpg``), as the terminal would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .cli_workspace import CLI, REPO, make_workspace
+
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "CS336_DEBUG": ""}
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    return make_workspace(tmp_path_factory.mktemp("interrupts"))
+
+
+def _start(args: list[str], cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        CLI + args,
+        cwd=cwd,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _wait_for(condition, process: subprocess.Popen, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if process.poll() is not None:
+            pytest.fail(f"the command ended early: {process.communicate()}")
+        if time.monotonic() > deadline:
+            process.kill()
+            pytest.fail("the command never got to the point of being interrupted")
+        time.sleep(0.05)
+
+
+def _group_is_gone(pgid: int, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _train_records(run: Path) -> list[dict]:
+    path = run / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    return [r for r in map(json.loads, lines) if r["split"] == "train"]
+
+
+def test_ctrl_c_stops_encode_workers_at_once_and_leaves_no_output(workspace):
+    # Random letter strings: every word is new, so encoding takes many seconds.
+    rng = np.random.default_rng(0)
+    letters = rng.integers(97, 123, size=6_000_000, dtype=np.uint8)
+    letters[rng.random(letters.size) < 0.15] = 32
+    (workspace / "big.txt").write_bytes(letters.tobytes())
+    args = ["encode", "big.txt", "--tokenizer", "tok", "--out", "big.npy", "--workers", "2"]
+    process = _start([*args, "--no-progress"], workspace)
+    _wait_for(lambda: any(workspace.glob(".big.npy.*.tmp")), process)
+    time.sleep(0.5)  # the workers are busy encoding
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130, stderr
+    assert stderr.strip().splitlines() == [
+        "cs336 encode: interrupted; partial outputs were removed"
+    ]
+    assert _group_is_gone(process.pid), "encoding workers outlived the command"
+    assert not (workspace / "big.npy").exists()
+    assert not list(workspace.glob(".big.npy.*"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "signal_number", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"]
+)
+def test_signal_in_train_saves_a_checkpoint_and_prints_the_resume_command(workspace, signal_number):
+    from cs336_basics.checkpoint import read_checkpoint
+
+    run = workspace / f"run-{signal_number.name}"
+    args = ["train", "--config", "run.json", "--out-dir", run.name, "--max-steps", "100000"]
+    args += ["--log-interval", "1", "--checkpoint-interval", "100000"]
+    process = _start(args, workspace)
+    _wait_for(lambda: len(_train_records(run)) >= 3, process)
+    if signal_number == signal.SIGINT:
+        os.killpg(process.pid, signal_number)  # Ctrl-C at a terminal
+    else:
+        os.kill(process.pid, signal_number)  # `kill PID`
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("cs336 train: interrupted at step ")
+    step = int(last.split("at step ")[1].split(";")[0])
+    assert read_checkpoint(run / "checkpoints" / "latest.pt")["iteration"] == step >= 3
+    assert [r["step"] for r in _train_records(run)] == list(range(1, step + 1))
+    command = last.split("resume with: ")[1]
+    assert shlex.split(command) == [
+        "cs336",
+        "train",
+        "--config",
+        f"{run.name}/config.json",
+        "--resume",
+    ]
+    if signal_number == signal.SIGINT:
+        _resume_after_a_killed_write(workspace, run, command, step)
+
+
+def _resume_after_a_killed_write(workspace: Path, run: Path, command: str, step: int) -> None:
+    """SIGKILL a process in the middle of an atomic checkpoint write, then run the printed
+    resume command: it removes the temporary file and continues from ``step``."""
+    checkpoint = run / "checkpoints" / "latest.pt"
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from cs336_basics.atomic_write import atomic_writer\n"
+            "with atomic_writer(sys.argv[1]) as out:\n"
+            "    out.write(b'x' * 100_000); out.flush(); print('writing', flush=True)\n"
+            "    time.sleep(60)\n",
+            str(checkpoint),
+        ],
+        env=ENV,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdout.readline().strip() == "writing"
+    writer.send_signal(signal.SIGKILL)
+    writer.wait(timeout=10)
+    leftovers = list(checkpoint.parent.glob(".latest.pt.*.tmp"))
+    assert len(leftovers) == 1, "the killed write should have left its temporary file"
+
+    args = shlex.split(command)[1:] + ["--max-steps", str(step + 2)]
+    resumed = subprocess.run(
+        CLI + args, cwd=workspace, env=ENV, capture_output=True, text=True, timeout=120
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "removed" in resumed.stderr and not leftovers[0].exists()
+    assert [r["step"] for r in _train_records(run)] == list(range(1, step + 3))
