@@ -14,7 +14,9 @@ Builds the handout in a temporary folder, then checks that
    syntax error, no other exception, no test that passes without student code;
 6. the reference passes every test the handout ships.
 
-``--extensions`` checks the extension handout the same way. Exits non-zero and lists each
+``--extensions`` checks the extension handout the same way, except that there only the
+extension's tests (``tests/variants/``) are the student's: the others test the complete core
+and must pass in the handout. Exits non-zero and lists each
 problem, by file and line or by test id, otherwise.
 """
 
@@ -38,6 +40,7 @@ from course.handout import (
     REPO_ROOT,
     build,
     plan,
+    select,
 )
 from course.pytest_outcomes import summarize
 from course.solution_clones import find_clones, solution_fragments
@@ -110,7 +113,7 @@ def static_problems(handout: Path) -> list[str]:
         except SyntaxError as error:
             problems.append(f"{rel}:{error.lineno}: syntax error: {error.msg}")
             continue
-        if rel.parts[0] == "tests" and rel != Path("tests/adapters.py"):
+        if rel.parts[0] == "tests" and rel.name != "adapters.py":  # adapters reach student code
             problems += forbidden_imports(rel, tree)
         elif rel.parts[0] != "tests":
             problems += [p for p in forbidden_imports(rel, tree) if "imports course" in p]
@@ -235,15 +238,59 @@ def handout_test_problems(outcomes: dict[str, dict]) -> list[str]:
     return problems
 
 
-def reference_test_problems(outcomes: dict[str, dict]) -> list[str]:
+def reference_test_problems(outcomes: dict[str, dict], where: str = "the reference") -> list[str]:
     if not outcomes:
-        return ["the reference test run recorded nothing (pytest could not start)"]
+        return [f"the test run on {where} recorded nothing (pytest could not start)"]
     return [
-        f"{nodeid}: {result['outcome']} on the reference: "
+        f"{nodeid}: {result['outcome']} on {where}: "
         + (result["message"].strip().splitlines()[-1:] or [""])[0]
         for nodeid, result in sorted(outcomes.items())
         if result["outcome"] not in ("passed", "skipped")
     ]
+
+
+def shipped_tests(root: Path, kind: str) -> tuple[list[str], list[str]]:
+    """``(tests of the student's work, tests of code shipped complete)``: in the extension
+    handout the core is complete, so only the extension's tests are the student's."""
+    treatments = plan(root, kind)
+    files = sorted(
+        rel
+        for rel in treatments
+        if rel.parts[0] == "tests" and rel.name.startswith("test_") and rel.suffix == ".py"
+    )
+    if kind == "base":
+        return [f.as_posix() for f in files], []
+    extension = select(root, kind, set(treatments)).extension_tests
+    return (
+        [f.as_posix() for f in files if f in extension],
+        [f.as_posix() for f in files if f not in extension],
+    )
+
+
+def test_run_problems(
+    root: Path, handout: Path, kind: str, scratch: Path, check_reference: bool
+) -> list[str]:
+    """Checks 5 and 6: the student's tests fail with NotImplementedError in the handout (tests
+    of code shipped complete pass there), and the reference passes them all."""
+    stubbed, complete = shipped_tests(root, kind)
+    if not stubbed:
+        return ["the handout ships no test files of the student's work"]
+    started = time.monotonic()
+    outcomes = run_suite(handout, stubbed + complete, scratch, "handout")
+    problems = handout_test_problems(
+        {k: v for k, v in outcomes.items() if k.split("::")[0] not in complete}
+    )
+    if complete:
+        problems += reference_test_problems(
+            {k: v for k, v in outcomes.items() if k.split("::")[0] in complete}, "the handout"
+        )
+    print(f"  handout tests: {time.monotonic() - started:.0f} s", file=sys.stderr)
+    if check_reference:
+        started = time.monotonic()
+        outcomes = run_suite(root, stubbed + complete, scratch, "reference")
+        problems += reference_test_problems(outcomes)
+        print(f"  reference tests: {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return problems
 
 
 def verify(root: Path = REPO_ROOT, kind: str = "base", check_reference: bool = True) -> list[str]:
@@ -260,21 +307,7 @@ def verify(root: Path = REPO_ROOT, kind: str = "base", check_reference: bool = T
         )
         if imported.returncode != 0:
             problems.append(f"the handout does not import cleanly:\n{imported.stderr.strip()}")
-        test_files = sorted(
-            rel.as_posix()
-            for rel in plan(root, kind)
-            if rel.parts[0] == "tests" and rel.name.startswith("test_") and rel.suffix == ".py"
-        )
-        if not test_files:
-            return [*problems, "the handout ships no test files"]
-        started = time.monotonic()
-        problems += handout_test_problems(run_suite(handout, test_files, scratch, "handout"))
-        print(f"  handout tests: {time.monotonic() - started:.0f} s", file=sys.stderr)
-        if check_reference:
-            started = time.monotonic()
-            problems += reference_test_problems(run_suite(root, test_files, scratch, "reference"))
-            print(f"  reference tests: {time.monotonic() - started:.0f} s", file=sys.stderr)
-        return problems
+        return problems + test_run_problems(root, handout, kind, scratch, check_reference)
 
 
 def main(argv: list[str] | None = None) -> int:

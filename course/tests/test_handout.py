@@ -33,6 +33,7 @@ from course.verify_handout import (
     handout_test_problems,
     skeleton_problems,
     static_problems,
+    verify,
 )
 
 BEGIN, END = BEGIN_MARKER, END_MARKER
@@ -356,3 +357,23 @@ def test_real_repository_ships_no_instructor_code() -> None:
     assert not [p for p in shipped if p.parts[:2] == ("tests", "variants")]
     assert not [p for p in shipped if p.parts[:2] == ("cs336_basics", "variants")]
     assert Path("tests/adapters.py") in shipped
+
+
+@pytest.mark.parametrize("kind", ["base", "extension"])
+def test_verifier_passes_a_sound_handout_end_to_end(fake_repo: Path, kind: str) -> None:
+    assert verify(fake_repo, kind=kind, check_reference=kind == "base") == []
+
+
+def test_verifier_names_the_tests_that_fail_for_the_wrong_reason(fake_repo: Path) -> None:
+    (fake_repo / "tests" / "test_more.py").write_text(
+        "import pytest\n\nfrom tests.adapters import run_double\n\n\n"
+        "def test_free():\n    assert True\n\n\n"
+        "def test_message():\n    with pytest.raises(Exception, match='negative'):\n"
+        "        run_double(-1)\n"
+    )
+    problems = verify(fake_repo, check_reference=False)
+    assert problems == [
+        "tests/test_more.py::test_free: passes without any student code",
+        "tests/test_more.py::test_message: fails with AssertionError <- NotImplementedError, "
+        "not NotImplementedError: tests/test_more.py:11: AssertionError",
+    ]
