@@ -197,7 +197,7 @@ def glob_regex(pattern: str) -> re.Pattern:
     return re.compile("".join(parts) + r"\Z")
 
 
-def resolve(root: Path, patterns: tuple[str, ...], candidates: set[Path]) -> set[Path]:
+def resolve(patterns: tuple[str, ...], candidates: set[Path]) -> set[Path]:
     """The ``candidates`` each pattern matches; a pattern matching none is a manifest error."""
     matched: set[Path] = set()
     for pattern in patterns:
@@ -226,13 +226,13 @@ class Selection:
 
 def select(root: Path, kind: str, candidates: set[Path]) -> Selection:
     manifest = load_manifest(root)
-    graded = resolve(root, manifest["base"].graded, candidates)
-    support = resolve(root, manifest["base"].support, candidates)
+    graded = resolve(manifest["base"].graded, candidates)
+    support = resolve(manifest["base"].support, candidates)
     extension = manifest["extension"]
     if kind == "extension":
-        support |= graded | resolve(root, extension.support, candidates)
-        graded = resolve(root, extension.graded, candidates)
-        extension_tests = resolve(root, extension.tests, candidates)
+        support |= graded | resolve(extension.support, candidates)
+        graded = resolve(extension.graded, candidates)
+        extension_tests = resolve(extension.tests, candidates)
     else:
         extension_tests = matching(extension.tests, candidates)
     both = graded & support
@@ -251,7 +251,6 @@ def plan(root: Path = REPO_ROOT, kind: str = "base") -> dict[Path, str]:
     """
     files = source_files(root)
     chosen = select(root, kind, set(files))
-    python = {True: "strip", False: "fill"}
     treatments: dict[Path, str] = {}
     for rel in files:
         top = rel.parts[0]
@@ -262,16 +261,22 @@ def plan(root: Path = REPO_ROOT, kind: str = "base") -> dict[Path, str]:
             if rel in chosen.graded:
                 treatments[rel] = "skeleton" if rel.suffix == ".py" else "copy"
             elif rel in chosen.complete:
-                treatments[rel] = python[kind == "base"] if rel.suffix == ".py" else "copy"
+                treatments[rel] = _solution_treatment(rel, strip=kind == "base")
         elif top == "tests":
             extension_test = rel in chosen.extension_tests
             if is_instructor_test(root / rel) or (kind == "base" and extension_test):
                 continue
-            strip = kind == "base" or extension_test
-            treatments[rel] = python[strip] if rel.suffix == ".py" else "copy"
+            treatments[rel] = _solution_treatment(rel, strip=kind == "base" or extension_test)
         elif top in SHIPPED_DIRS:
             treatments[rel] = "copy"
     return treatments
+
+
+def _solution_treatment(rel: Path, strip: bool) -> str:
+    """Python files with solution regions get them stripped or filled in; others are copied."""
+    if rel.suffix != ".py":
+        return "copy"
+    return "strip" if strip else "fill"
 
 
 def shipped_files(root: Path = REPO_ROOT, kind: str = "base") -> list[Path]:
