@@ -377,3 +377,11 @@ def test_verifier_names_the_tests_that_fail_for_the_wrong_reason(fake_repo: Path
         "tests/test_more.py::test_message: fails with AssertionError <- NotImplementedError, "
         "not NotImplementedError: tests/test_more.py:11: AssertionError",
     ]
+
+
+def test_real_handout_graded_modules_are_skeletons_and_support_repeats_no_graded_math(
+    tmp_path: Path,
+) -> None:
+    handout = build(tmp_path, root=REPO_ROOT)
+    assert handout.skeletons > 0
+    assert graded_code_problems(REPO_ROOT, handout.directory, "base") == []
