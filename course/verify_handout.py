@@ -33,7 +33,9 @@ import time
 from pathlib import Path
 
 from course.handout import (
+    BEGIN_EXTENSION,
     BEGIN_MARKER,
+    END_EXTENSION,
     END_MARKER,
     INSTRUCTOR_ONLY,
     PACKAGE,
@@ -57,6 +59,7 @@ for module in pkgutil.walk_packages(cs336_basics.__path__, "cs336_basics."):
 import tests.adapters
 """
 FORBIDDEN_IN_TESTS = ("course", PACKAGE)
+MARKERS = (BEGIN_MARKER, END_MARKER, BEGIN_EXTENSION, END_EXTENSION)
 
 
 def run_suite(cwd: Path, test_files: list[str], scratch: Path, label: str) -> dict[str, dict]:
@@ -80,6 +83,8 @@ def run_suite(cwd: Path, test_files: list[str], scratch: Path, label: str) -> di
             "pytest_outcomes",
             "-p",
             "no:cacheprovider",
+            # One file that fails to import must not hide the outcomes of all the others.
+            "--continue-on-collection-errors",
             f"--basetemp={scratch / (label + '-tmp')}",
             *test_files,
         ],
@@ -106,8 +111,8 @@ def static_problems(handout: Path) -> list[str]:
     for path in sorted(handout.rglob("*.py")):
         rel = path.relative_to(handout)
         text = path.read_text(encoding="utf-8")
-        if BEGIN_MARKER in text or END_MARKER in text:
-            problems.append(f"{rel}: a solution marker survived stripping")
+        if any(marker in text for marker in MARKERS):
+            problems.append(f"{rel}: a solution or extension marker survived")
         try:
             tree = ast.parse(text, filename=str(rel))
         except SyntaxError as error:
