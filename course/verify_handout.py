@@ -194,13 +194,19 @@ def public_names(text: str) -> set[str]:
 
 
 def graded_code_problems(root: Path, handout: Path, kind: str) -> list[str]:
-    """Checks 2 and 3: skeletons are empty, and complete modules implement nothing graded."""
+    """Checks 2 and 3: skeletons are empty, and complete modules implement nothing graded.
+
+    In the extension handout the core ships complete on purpose (it is the base assignment's
+    answer, and the variants extend it under the same names), so check 3 looks only at the
+    extension's own support modules there.
+    """
     treatments = plan(root, kind)
     graded = [rel for rel, how in treatments.items() if how == "skeleton"]
+    core = set(plan(root, "base")) if kind == "extension" else set()
     complete = [
         rel
         for rel, how in treatments.items()
-        if rel.parts[0] == PACKAGE and rel.suffix == ".py" and how != "skeleton"
+        if rel.parts[0] == PACKAGE and rel.suffix == ".py" and how != "skeleton" and rel not in core
     ]
     problems = []
     for rel in graded:
