@@ -22,6 +22,8 @@ import tokenize
 from collections.abc import Iterator
 
 STUB = "raise NotImplementedError"
+# Comment lines that drive the handout builder (``# BEGIN SOLUTION``, ``# END EXTENSION``, ...).
+HANDOUT_MARKERS = ("# BEGIN ", "# END ")
 # A line longer than this gets a parenthesised, one-name-per-line import (ruff's style).
 LINE_LENGTH = 100
 
@@ -160,6 +162,8 @@ class _Source:
         first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         indent = self.indent(first)
         while first > 1 and self.lines[first - 2].startswith(indent + "#"):
+            if self.lines[first - 2].strip().startswith(HANDOUT_MARKERS):
+                break  # the end of a solution region above is not this node's comment
             first -= 1
         return first
 
@@ -176,9 +180,9 @@ class _Source:
         for token in tokenize.generate_tokens(lambda: next(remaining, "")):
             if token.type != tokenize.OP:
                 continue
-            if token.string in "([{":
+            if token.string in ("(", "[", "{"):
                 depth += 1
-            elif token.string in ")]}":
+            elif token.string in (")", "]", "}"):
                 depth -= 1
             elif token.string == ":" and depth == 0:
                 return node.lineno + token.start[0] - 1, token.start[1]

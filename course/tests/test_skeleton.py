@@ -196,3 +196,13 @@ def test_code_with_side_effects_is_refused_by_line(source: str, message: str) ->
 def test_script_entry_point_is_left_out() -> None:
     source = 'def main() -> int:\n    return 0\n\n\nif __name__ == "__main__":\n    main()\n'
     assert make_skeleton(source) == "def main() -> int:\n    raise NotImplementedError\n"
+
+
+def test_marker_comments_never_travel_with_the_next_member() -> None:
+    source = (
+        "class A:\n    # BEGIN SOLUTION\n    _cache = {}\n    # END SOLUTION\n"
+        "    # Why forward exists.\n    def forward(self):\n        return 1\n"
+    )
+    assert make_skeleton(source) == (
+        "class A:\n    # Why forward exists.\n    def forward(self):\n        raise NotImplementedError\n"
+    )
