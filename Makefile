@@ -1,5 +1,5 @@
 # Developer and instructor commands; see README.md.
-.PHONY: test demo fixtures check-fixtures handout verify-handout submission grade mutants ci-course bench bench-smoke check-solutions
+.PHONY: test demo fixtures check-fixtures handout handout-extensions verify-handout submission grade mutants ci-course bench bench-smoke check-solutions
 
 test:
 	uv run pytest
@@ -18,6 +18,9 @@ SUBMISSION ?= submission.zip
 
 handout:
 	uv run python -m course.handout
+
+handout-extensions:
+	uv run python -m course.handout --extensions
 
 verify-handout:
 	uv run python -m course.verify_handout

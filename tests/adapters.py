@@ -335,6 +335,151 @@ def run_train_bpe(
     # END SOLUTION
 
 
+# --- Beyond the upstream adapters: the rest of the assignment (issue 11) ---------------------
+# Decoding, the training loop and resource accounting are deliverables too; these adapters let
+# the tests reach them without knowing your module names. Imported here so the section can be
+# read (and dropped) as a unit.
+
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from cs336_basics import accounting as _accounting  # noqa: E402
+from cs336_basics import training as _training  # noqa: E402
+from cs336_basics.checkpoint import model_from_checkpoint  # noqa: E402
+
+
+def get_transformer_lm(
+    vocab_size: int,
+    context_length: int,
+    d_model: int,
+    num_layers: int,
+    num_heads: int,
+    d_ff: int,
+    rope_theta: float,
+    weights: dict[str, Tensor] | None = None,
+) -> torch.nn.Module:
+    """Your ``TransformerLM`` as a module whose ``forward(in_indices)`` returns logits of shape
+    ``(batch, sequence_length, vocab_size)``. Loaded from ``weights`` (the names of
+    ``run_transformer_lm``) when given; otherwise freshly initialised from torch's global RNG."""
+    # BEGIN SOLUTION
+    config = ModelConfig(
+        vocab_size=vocab_size,
+        context_length=context_length,
+        d_model=d_model,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        d_ff=d_ff,
+        rope_theta=rope_theta,
+    )
+    model = transformer_lm(config)
+    if weights is not None:
+        model.load_state_dict(weights)
+    return model
+    # END SOLUTION
+
+
+def run_generate(
+    model: torch.nn.Module,
+    prompt_ids: list[int],
+    max_new_tokens: int,
+    temperature: float,
+    top_p: float,
+    eos_id: int | None,
+) -> list[int]:
+    """Sample a continuation of ``prompt_ids`` from ``model`` (one built by
+    ``get_transformer_lm``): each step draws from ``softmax(logits / temperature)`` truncated to
+    its top-``top_p`` nucleus, using torch's global RNG. Return only the new ids (at most
+    ``max_new_tokens``); stop after ``eos_id`` is drawn (whether it is included is up to you).
+    The tests keep ``len(prompt_ids) + max_new_tokens`` within the model's context length."""
+    # BEGIN SOLUTION
+    return generate(model, prompt_ids, max_new_tokens, temperature, top_p, eos_id)
+    # END SOLUTION
+
+
+def run_train(
+    train_tokens: npt.NDArray,
+    vocab_size: int,
+    context_length: int,
+    d_model: int,
+    num_layers: int,
+    num_heads: int,
+    d_ff: int,
+    rope_theta: float,
+    batch_size: int,
+    num_steps: int,
+    max_learning_rate: float,
+    min_learning_rate: float,
+    warmup_iters: int,
+    weight_decay: float,
+    max_l2_norm: float,
+    out_dir: str | os.PathLike,
+    device: str,
+) -> torch.nn.Module:
+    """Run your training loop: a fresh ``TransformerLM`` trained on ``train_tokens`` for
+    ``num_steps`` AdamW steps of ``batch_size`` random windows, the cosine schedule (warmup
+    ``warmup_iters``, decaying to ``min_learning_rate`` at ``num_steps``), gradient clipping at
+    ``max_l2_norm``. It may write anything under ``out_dir``. Return the trained model, whose
+    ``forward(in_indices)`` returns logits."""
+    # BEGIN SOLUTION
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    np.save(out / "train_tokens.npy", np.asarray(train_tokens, dtype=np.uint16))
+    model = ModelConfig(
+        vocab_size, context_length, d_model, num_layers, num_heads, d_ff, rope_theta=rope_theta
+    )
+    config = _training.TrainConfig(
+        model=model,
+        train_data=str(out / "train_tokens.npy"),
+        out_dir=str(out),
+        batch_size=batch_size,
+        max_steps=num_steps,
+        lr_max=max_learning_rate,
+        lr_min=min_learning_rate,
+        warmup_steps=warmup_iters,
+        weight_decay=weight_decay,
+        grad_clip=max_l2_norm,
+        checkpoint_interval=num_steps,
+        log_interval=num_steps,
+        eval_interval=num_steps,
+        device=device,
+        progress=False,
+    )
+    return model_from_checkpoint(_training.train(config).checkpoint)
+    # END SOLUTION
+
+
+def run_count_parameters(
+    vocab_size: int, context_length: int, d_model: int, num_layers: int, num_heads: int, d_ff: int
+) -> int:
+    """Trainable parameters of the handout's ``TransformerLM`` with these hyperparameters
+    (untied embeddings and LM head, bias-free linears, RMSNorm gains, SwiGLU)."""
+    # BEGIN SOLUTION
+    config = ModelConfig(vocab_size, context_length, d_model, num_layers, num_heads, d_ff)
+    return sum(_accounting.parameter_counts(config).values())
+    # END SOLUTION
+
+
+def run_forward_flops(
+    vocab_size: int,
+    context_length: int,
+    d_model: int,
+    num_layers: int,
+    num_heads: int,
+    d_ff: int,
+    batch_size: int,
+    sequence_length: int,
+) -> int:
+    """Matrix-multiply FLOPs (``2 m n k`` per ``(m, k) @ (k, n)``) of one forward pass of that
+    model over ``batch_size`` sequences of ``sequence_length`` tokens, attention scores counted
+    over the full ``sequence_length x sequence_length`` matrix."""
+    # BEGIN SOLUTION
+    config = ModelConfig(vocab_size, context_length, d_model, num_layers, num_heads, d_ff)
+    return sum(_accounting.forward_flops(config, batch_size, sequence_length).values())
+    # END SOLUTION
+
+
+# BEGIN EXTENSION
 # --- Architecture variants (issue 6): beyond the assignment ----------------------------------
 # Imported here rather than at the top so this section can be dropped as a unit.
 
@@ -691,145 +836,4 @@ def run_to_hf(
     return to_hf(state_dict, VariantConfig(**config), family)
 
 
-# --- Beyond the upstream adapters: the rest of the assignment (issue 11) ---------------------
-# Decoding, the training loop and resource accounting are deliverables too; these adapters let
-# the tests reach them without knowing your module names. Imported here so the section can be
-# read (and dropped) as a unit.
-
-from pathlib import Path  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from cs336_basics import accounting as _accounting  # noqa: E402
-from cs336_basics import training as _training  # noqa: E402
-from cs336_basics.checkpoint import model_from_checkpoint  # noqa: E402
-
-
-def get_transformer_lm(
-    vocab_size: int,
-    context_length: int,
-    d_model: int,
-    num_layers: int,
-    num_heads: int,
-    d_ff: int,
-    rope_theta: float,
-    weights: dict[str, Tensor] | None = None,
-) -> torch.nn.Module:
-    """Your ``TransformerLM`` as a module whose ``forward(in_indices)`` returns logits of shape
-    ``(batch, sequence_length, vocab_size)``. Loaded from ``weights`` (the names of
-    ``run_transformer_lm``) when given; otherwise freshly initialised from torch's global RNG."""
-    # BEGIN SOLUTION
-    config = ModelConfig(
-        vocab_size=vocab_size,
-        context_length=context_length,
-        d_model=d_model,
-        num_layers=num_layers,
-        num_heads=num_heads,
-        d_ff=d_ff,
-        rope_theta=rope_theta,
-    )
-    model = transformer_lm(config)
-    if weights is not None:
-        model.load_state_dict(weights)
-    return model
-    # END SOLUTION
-
-
-def run_generate(
-    model: torch.nn.Module,
-    prompt_ids: list[int],
-    max_new_tokens: int,
-    temperature: float,
-    top_p: float,
-    eos_id: int | None,
-) -> list[int]:
-    """Sample a continuation of ``prompt_ids`` from ``model`` (one built by
-    ``get_transformer_lm``): each step draws from ``softmax(logits / temperature)`` truncated to
-    its top-``top_p`` nucleus, using torch's global RNG. Return only the new ids (at most
-    ``max_new_tokens``); stop after ``eos_id`` is drawn (whether it is included is up to you).
-    The tests keep ``len(prompt_ids) + max_new_tokens`` within the model's context length."""
-    # BEGIN SOLUTION
-    return generate(model, prompt_ids, max_new_tokens, temperature, top_p, eos_id)
-    # END SOLUTION
-
-
-def run_train(
-    train_tokens: npt.NDArray,
-    vocab_size: int,
-    context_length: int,
-    d_model: int,
-    num_layers: int,
-    num_heads: int,
-    d_ff: int,
-    rope_theta: float,
-    batch_size: int,
-    num_steps: int,
-    max_learning_rate: float,
-    min_learning_rate: float,
-    warmup_iters: int,
-    weight_decay: float,
-    max_l2_norm: float,
-    out_dir: str | os.PathLike,
-    device: str,
-) -> torch.nn.Module:
-    """Run your training loop: a fresh ``TransformerLM`` trained on ``train_tokens`` for
-    ``num_steps`` AdamW steps of ``batch_size`` random windows, the cosine schedule (warmup
-    ``warmup_iters``, decaying to ``min_learning_rate`` at ``num_steps``), gradient clipping at
-    ``max_l2_norm``. It may write anything under ``out_dir``. Return the trained model, whose
-    ``forward(in_indices)`` returns logits."""
-    # BEGIN SOLUTION
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    np.save(out / "train_tokens.npy", np.asarray(train_tokens, dtype=np.uint16))
-    model = ModelConfig(
-        vocab_size, context_length, d_model, num_layers, num_heads, d_ff, rope_theta=rope_theta
-    )
-    config = _training.TrainConfig(
-        model=model,
-        train_data=str(out / "train_tokens.npy"),
-        out_dir=str(out),
-        batch_size=batch_size,
-        max_steps=num_steps,
-        lr_max=max_learning_rate,
-        lr_min=min_learning_rate,
-        warmup_steps=warmup_iters,
-        weight_decay=weight_decay,
-        grad_clip=max_l2_norm,
-        checkpoint_interval=num_steps,
-        log_interval=num_steps,
-        eval_interval=num_steps,
-        device=device,
-        progress=False,
-    )
-    return model_from_checkpoint(_training.train(config).checkpoint)
-    # END SOLUTION
-
-
-def run_count_parameters(
-    vocab_size: int, context_length: int, d_model: int, num_layers: int, num_heads: int, d_ff: int
-) -> int:
-    """Trainable parameters of the handout's ``TransformerLM`` with these hyperparameters
-    (untied embeddings and LM head, bias-free linears, RMSNorm gains, SwiGLU)."""
-    # BEGIN SOLUTION
-    config = ModelConfig(vocab_size, context_length, d_model, num_layers, num_heads, d_ff)
-    return sum(_accounting.parameter_counts(config).values())
-    # END SOLUTION
-
-
-def run_forward_flops(
-    vocab_size: int,
-    context_length: int,
-    d_model: int,
-    num_layers: int,
-    num_heads: int,
-    d_ff: int,
-    batch_size: int,
-    sequence_length: int,
-) -> int:
-    """Matrix-multiply FLOPs (``2 m n k`` per ``(m, k) @ (k, n)``) of one forward pass of that
-    model over ``batch_size`` sequences of ``sequence_length`` tokens, attention scores counted
-    over the full ``sequence_length x sequence_length`` matrix."""
-    # BEGIN SOLUTION
-    config = ModelConfig(vocab_size, context_length, d_model, num_layers, num_heads, d_ff)
-    return sum(_accounting.forward_flops(config, batch_size, sequence_length).values())
-    # END SOLUTION
+# END EXTENSION

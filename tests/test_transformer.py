@@ -1,12 +1,12 @@
-"""The Transformer block and LM: snapshots, truncated inputs, prefix consistency, and the
-handout's ablations (ungraded); dtype and error handling are advice."""
+"""The Transformer block and LM: snapshots, truncated inputs, prefix consistency; dtype and
+error handling are advice. The handout's ablations are in ``tests/variants/test_ablations.py``."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from .adapters import run_transformer_block, run_transformer_block_ablation, run_transformer_lm
+from .adapters import run_transformer_block, run_transformer_lm
 from .expect import raises_an_error
 
 
@@ -96,25 +96,3 @@ def test_transformer_lm_state_dict_errors_name_the_key(inputs, state_dict, model
         state_dict[key] = state_dict[key][:, :-1]
     with raises_an_error(match=key.replace(".", r"\.")):
         run_transformer_lm(*lm_args(model_config), state_dict, inputs["in_indices"])
-
-
-# --- the handout's ablations (ungraded experiments; not selected by -k transformer_block) ---
-
-
-@pytest.mark.parametrize(
-    "name, switches, absent",
-    [
-        ("post_norm", dict(norm_placement="post"), ()),
-        ("no_norm", dict(norm_placement="none"), ("ln1.weight", "ln2.weight")),
-        ("nope", dict(position_encoding="none"), ()),
-        ("silu_ffn", dict(ffn="silu"), ("ffn.w3.weight",)),
-    ],
-)
-def test_ablations_of_the_block(snapshot, inputs, state_dict, model_config, name, switches, absent):
-    """Each ablation against its snapshot, an independent float64 block built from
-    ``torch.nn.functional`` (no norm and the SiLU feed-forward have no ln / w3 weights)."""
-    w = {k: v for k, v in block_weights(state_dict).items() if k not in absent}
-    out = run_transformer_block_ablation(
-        *block_args(model_config), w, inputs["in_embeddings"], **switches
-    )
-    snapshot.assert_match(out, f"transformer_block_{name}")
