@@ -29,15 +29,12 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from itertools import pairwise
 
 from tqdm.auto import tqdm
 
-from cs336_basics.pretokenization import (
-    check_special_tokens,
-    count_pretokens,
-    find_chunk_boundaries,
-    read_text_range,
-)
+from cs336_basics.chunking import find_chunk_boundaries, read_text_range
+from cs336_basics.pretokenization import check_special_tokens, count_pretokens
 
 # Pre-tokenization chunks are at most this large, so workers' memory stays bounded on huge files.
 MAX_CHUNK_BYTES = 64 * 1024 * 1024
@@ -180,9 +177,10 @@ def merge_pairs(
     counts = [word_counts[bytes(word)] for word in words]
 
     pair_counts: defaultdict[tuple[int, int], int] = defaultdict(int)
+    # The pre-tokens each pair occurs in (and, lazily, some it no longer occurs in).
     pair_words: defaultdict[tuple[int, int], set[int]] = defaultdict(set)
-    for index, (word, count) in enumerate(zip(words, counts, strict=False)):
-        for pair in zip(word, word[1:], strict=False):
+    for index, (word, count) in enumerate(zip(words, counts, strict=True)):
+        for pair in pairwise(word):
             pair_counts[pair] += count
             pair_words[pair].add(index)
 
@@ -202,30 +200,18 @@ def merge_pairs(
                     entry.count = true_count
                     heapq.heappush(heap, entry)
                 continue
-            a, b = entry.pair
             new_id = len(vocab)
-            vocab[new_id] = vocab[a] + vocab[b]
+            vocab[new_id] = entry.pair_bytes[0] + entry.pair_bytes[1]
             merges.append(entry.pair_bytes)
             bar.update()
 
+            # Rewrite the pre-tokens holding the pair, noting how the count of each pair changes.
             delta: defaultdict[tuple[int, int], int] = defaultdict(int)
             for index in pair_words.pop(entry.pair):
-                word = words[index]
-                merged = _merge_word(word, a, b, new_id)
-                if merged is word:
-                    continue
-                count = counts[index]
-                for pair in zip(word, word[1:], strict=False):
-                    delta[pair] -= count
-                for pair in zip(merged, merged[1:], strict=False):
-                    delta[pair] += count
+                gained = _merge_word(words, index, entry.pair, new_id, counts[index], delta)
+                for pair in gained:
                     pair_words[pair].add(index)
-                words[index] = merged
-            del pair_counts[entry.pair]
-            delta.pop(entry.pair, None)
             for pair, change in delta.items():
-                if change == 0:
-                    continue
                 new_count = pair_counts[pair] + change
                 if new_count > 0:
                     pair_counts[pair] = new_count
@@ -239,22 +225,51 @@ def merge_pairs(
     # END SOLUTION
 
 
-def _merge_word(word: list[int], a: int, b: int, new_id: int) -> list[int]:
-    """``word`` with every non-overlapping ``(a, b)``, left to right, replaced by ``new_id``.
+def _merge_word(
+    words: list[list[int]],
+    index: int,
+    pair: tuple[int, int],
+    new_id: int,
+    count: int,
+    delta: defaultdict[tuple[int, int], int],
+) -> list[tuple[int, int]]:
+    """Replace every non-overlapping ``pair`` in ``words[index]``, left to right, by ``new_id``.
 
-    Returns ``word`` itself (the same object) when the pair does not occur.
+    Only the pairs touching an occurrence change; each one that goes or comes moves ``delta`` by
+    the pre-token's ``count``. Returns the new pairs (empty if ``pair`` no longer occurs there).
     """
     # BEGIN SOLUTION
+    a, b = pair
+    word = words[index]
     merged: list[int] = []
-    i, n = 0, len(word)
-    found = False
-    while i < n:
-        if i + 1 < n and word[i] == a and word[i + 1] == b:
-            merged.append(new_id)
-            i += 2
-            found = True
-        else:
-            merged.append(word[i])
+    gained: list[tuple[int, int]] = []
+    n = len(word)
+    copied = i = 0  # word[:copied] is done; look for the next ``a`` from i
+    unseen = word.count(a)  # occurrences of ``a`` at or after i, so index() never fails
+    while unseen:
+        i = word.index(a, i)
+        unseen -= 1
+        if i + 1 == n or word[i + 1] != b:
             i += 1
-    return merged if found else word
+            continue
+        if a == b:
+            unseen -= 1  # the ``b`` is an ``a`` too, and it is used up
+        merged += word[copied:i]
+        delta[pair] -= count
+        if merged:
+            # The pair on the left changes: (x, a) becomes (x, new), where x may itself be new.
+            delta[word[i - 1], a] -= count
+            gained.append((merged[-1], new_id))
+        # The pair on the right changes too, unless another occurrence starts right there (it
+        # is that occurrence's left pair, counted by it).
+        if i + 2 < n and not (word[i + 2] == a and i + 3 < n and word[i + 3] == b):
+            delta[b, word[i + 2]] -= count
+            gained.append((new_id, word[i + 2]))
+        merged.append(new_id)
+        copied = i = i + 2
+    if copied:  # the pair occurred
+        words[index] = merged + word[copied:]
+    for new_pair in gained:
+        delta[new_pair] += count
+    return gained
     # END SOLUTION
