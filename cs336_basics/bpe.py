@@ -205,12 +205,7 @@ def merge_pairs(
             merges.append(entry.pair_bytes)
             bar.update()
 
-            # Rewrite the pre-tokens holding the pair, noting how the count of each pair changes.
-            delta: defaultdict[tuple[int, int], int] = defaultdict(int)
-            for index in pair_words.pop(entry.pair):
-                gained = _merge_word(words, index, entry.pair, new_id, counts[index], delta)
-                for pair in gained:
-                    pair_words[pair].add(index)
+            delta = _merge_words(words, counts, pair_words, entry.pair, new_id)
             for pair, change in delta.items():
                 new_count = pair_counts[pair] + change
                 if new_count > 0:
@@ -225,51 +220,52 @@ def merge_pairs(
     # END SOLUTION
 
 
-def _merge_word(
+def _merge_words(
     words: list[list[int]],
-    index: int,
+    counts: list[int],
+    pair_words: defaultdict[tuple[int, int], set[int]],
     pair: tuple[int, int],
     new_id: int,
-    count: int,
-    delta: defaultdict[tuple[int, int], int],
-) -> list[tuple[int, int]]:
-    """Replace every non-overlapping ``pair`` in ``words[index]``, left to right, by ``new_id``.
+) -> defaultdict[tuple[int, int], int]:
+    """In every pre-token holding ``pair``, replace each non-overlapping occurrence, left to
+    right, by ``new_id``; return how the count of each adjacent pair changed.
 
-    Only the pairs touching an occurrence change; each one that goes or comes moves ``delta`` by
-    the pre-token's ``count``. Returns the new pairs (empty if ``pair`` no longer occurs there).
+    Only the pairs touching an occurrence change, so a pre-token is rewritten without rescanning
+    it, and the pre-tokens that gain a pair are added to that pair's set in ``pair_words``.
     """
     # BEGIN SOLUTION
     a, b = pair
-    word = words[index]
-    merged: list[int] = []
-    gained: list[tuple[int, int]] = []
-    n = len(word)
-    copied = i = 0  # word[:copied] is done; look for the next ``a`` from i
-    unseen = word.count(a)  # occurrences of ``a`` at or after i, so index() never fails
-    while unseen:
-        i = word.index(a, i)
-        unseen -= 1
-        if i + 1 == n or word[i + 1] != b:
-            i += 1
-            continue
-        if a == b:
-            unseen -= 1  # the ``b`` is an ``a`` too, and it is used up
-        merged += word[copied:i]
-        delta[pair] -= count
-        if merged:
-            # The pair on the left changes: (x, a) becomes (x, new), where x may itself be new.
-            delta[word[i - 1], a] -= count
-            gained.append((merged[-1], new_id))
-        # The pair on the right changes too, unless another occurrence starts right there (it
-        # is that occurrence's left pair, counted by it).
-        if i + 2 < n and not (word[i + 2] == a and i + 3 < n and word[i + 3] == b):
-            delta[b, word[i + 2]] -= count
-            gained.append((new_id, word[i + 2]))
-        merged.append(new_id)
-        copied = i = i + 2
-    if copied:  # the pair occurred
-        words[index] = merged + word[copied:]
-    for new_pair in gained:
-        delta[new_pair] += count
-    return gained
+    delta: defaultdict[tuple[int, int], int] = defaultdict(int)
+    for index in pair_words.pop(pair):
+        word, count = words[index], counts[index]
+        n = len(word)
+        merged: list[int] = []
+        copied = i = 0  # word[:copied] is done; look for the next ``a`` from i
+        unseen = word.count(a)  # occurrences of ``a`` at or after i, so index() never fails
+        while unseen:
+            i = word.index(a, i)
+            unseen -= 1
+            if i + 1 == n or word[i + 1] != b:
+                i += 1
+                continue
+            if a == b:
+                unseen -= 1  # the ``b`` is an ``a`` too, and it is used up
+            merged += word[copied:i]
+            delta[pair] -= count
+            if merged:
+                # The pair on the left changes: (x, a) becomes (x, new); x may itself be new.
+                delta[word[i - 1], a] -= count
+                delta[merged[-1], new_id] += count
+                pair_words[merged[-1], new_id].add(index)
+            # The pair on the right changes too, unless another occurrence starts right there
+            # (it is that occurrence's left pair, counted by it).
+            if i + 2 < n and not (word[i + 2] == a and i + 3 < n and word[i + 3] == b):
+                delta[b, word[i + 2]] -= count
+                delta[new_id, word[i + 2]] += count
+                pair_words[new_id, word[i + 2]].add(index)
+            merged.append(new_id)
+            copied = i = i + 2
+        if copied:  # the pair still occurred (``pair_words`` may list pre-tokens it has left)
+            words[index] = merged + word[copied:]
+    return delta
     # END SOLUTION
