@@ -4,10 +4,11 @@ Encoding mirrors training: split on special tokens (longest match first), cut ea
 piece into GPT-2 pre-tokens, then inside each pre-token start from its UTF-8 bytes and keep
 applying the earliest-learned merge that applies, until none does.
 
-Text recurs a lot, so ids are cached at two levels: whitespace-led words (``" happy."``, cut as
-in :func:`~cs336_basics.pretokenization.split_words`) and, behind them, pre-tokens. A chunk of
-text is encoded by cutting it into words, computing the ids of the words not seen before, then
-looking every word up: the common case is a dictionary lookup per word.
+Text recurs a lot, so ids are cached per whitespace-led word (``" happy."``, cut as in
+:func:`~cs336_basics.pretokenization.split_words`). A new word is cut into pre-tokens, and each
+pre-token is looked up in the same cache (a pre-token on its own is a word that is one pre-token),
+so a pre-token is merged only the first time it is seen. The common case is one dictionary lookup
+per word.
 
 Decoding concatenates the tokens' bytes and decodes them as UTF-8, replacing malformed
 sequences (e.g. a prefix of a multi-byte character) with U+FFFD.
@@ -39,7 +40,7 @@ class Tokenizer:
     tokens of the vocabulary into a third.
     """
 
-    # Each cache (of word ids, of pre-token ids) is emptied when it grows past this many entries.
+    # The cache of word ids is emptied when it grows past this many entries.
     CACHE_SIZE = 1 << 18
 
     def __init__(
@@ -89,20 +90,19 @@ class Tokenizer:
 
         self._special_regex = special_token_regex(self.special_tokens)
         self._longest_special = max((len(s) for s in self.special_tokens), default=0)
-        self._new_caches()
+        self._new_cache()
         # END SOLUTION
 
-    def _new_caches(self) -> None:
-        self._word_cache = _Cache(self._encode_word, self.CACHE_SIZE)
-        self._pretoken_cache = _Cache(self._encode_pretoken, self.CACHE_SIZE)
+    def _new_cache(self) -> None:
+        self._cache = _Cache(self._encode_word, self.CACHE_SIZE)
 
     def __getstate__(self) -> dict:
-        # The caches refer back to this object; start empty ones on unpickling instead.
-        return {key: value for key, value in self.__dict__.items() if not key.endswith("_cache")}
+        # The cache refers back to this object; start an empty one on unpickling instead.
+        return {key: value for key, value in self.__dict__.items() if key != "_cache"}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._new_caches()
+        self._new_cache()
 
     @classmethod
     def from_files(
@@ -130,7 +130,7 @@ class Tokenizer:
         """Token ids of ``text``."""
         # BEGIN SOLUTION
         ids: list[int] = []
-        word_ids = self._word_cache.__getitem__  # computes and stores the ids of a new word
+        word_ids = self._cache.__getitem__  # computes and stores the ids of a new word
         for piece, is_special in split_on_special_tokens(text, self._special_regex):
             if is_special:
                 ids.append(self.special_ids[piece])
@@ -142,8 +142,11 @@ class Tokenizer:
     def _encode_word(self, word: str) -> list[int]:
         """The ids of one whitespace-led word: those of its pre-tokens, in order."""
         # BEGIN SOLUTION
-        pretoken_ids = self._pretoken_cache.__getitem__
-        return list(chain.from_iterable(map(pretoken_ids, pretokenize(word))))
+        pretokens = pretokenize(word)
+        if len(pretokens) == 1:
+            return self._encode_pretoken(word)
+        # A pre-token pre-tokenizes to itself, so its ids as a word are its own: share the cache.
+        return list(chain.from_iterable(map(self._cache.__getitem__, pretokens)))
         # END SOLUTION
 
     def _encode_pretoken(self, pretoken: str) -> list[int]:

@@ -1,7 +1,9 @@
 """The reference tokenizer's shortcuts (instructor-only: they are internals, not the handout's API).
 
 * the standard-library patterns stand in for the ``regex`` ones exactly where they are used;
-* a tokenizer whose caches overflow and empty themselves gives the same ids;
+* a pre-token on its own pre-tokenizes to itself (the tokenizer's one cache holds words and
+  pre-tokens alike);
+* a tokenizer whose cache overflows and empty themselves gives the same ids;
 * ``find_chunk_boundaries`` and ``read_text_range`` keep their old import path.
 """
 
@@ -37,6 +39,18 @@ def test_ascii_pretokenizer_agrees_with_the_gpt2_pattern(text: str) -> None:
     assert pretokenize(text) == GPT2_PRETOKENIZER.findall(text)
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(
+        st.sampled_from(list(" \t\n\r\x0b\x0c\x1c\xa0\u3000'sdtlmvreA1².,!é日")), max_size=40
+    )
+    | st.text(max_size=40)
+)
+def test_a_pretoken_alone_is_one_pretoken(text: str) -> None:
+    for pretoken in GPT2_PRETOKENIZER.findall(text):
+        assert GPT2_PRETOKENIZER.findall(pretoken) == [pretoken]
+
+
 def test_ascii_pretokenizer_agrees_on_every_three_characters() -> None:
     ascii_chars = [chr(code) for code in range(128)]
     for a in ascii_chars:
@@ -57,14 +71,14 @@ def _small_tokenizer(cls: type[Tokenizer] = Tokenizer) -> Tokenizer:
     return cls(vocab, merges, ["<|endoftext|>"])
 
 
-def test_overflowing_caches_give_the_same_ids() -> None:
+def test_an_overflowing_cache_gives_the_same_ids() -> None:
     rng = random.Random(0)
     text = " ".join("".join(rng.choices("ab", k=rng.randint(1, 9))) for _ in range(3000))
     expected = _small_tokenizer().encode(text)
     tiny = _small_tokenizer(_TinyCacheTokenizer)
     assert tiny.encode(text) == expected
     assert tiny.encode(text) == expected
-    assert len(tiny._word_cache) <= 7 and len(tiny._pretoken_cache) <= 7
+    assert len(tiny._cache) <= 7
 
 
 def test_chunking_helpers_keep_their_old_import_path() -> None:
