@@ -18,7 +18,10 @@ Two phases, each fast in its own way:
 2. **Merging** works on the distinct pre-tokens only (a few thousand to a few hundred
    thousand), keeping the count of every adjacent pair and, for each pair, the pre-tokens it
    occurs in. A merge rewrites only the pre-tokens containing the pair and updates the counts
-   of the pairs that changed; a heap with lazy deletion yields the next best pair.
+   of the pairs that changed (for one occurrence, just the pairs on either side of it); a heap
+   with lazy deletion yields the next best pair. A pre-token is held as a string with one
+   character per token, so finding and replacing a pair is the standard library's string search
+   (vocabularies of up to 1,114,112 tokens, the number of Unicode code points).
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from itertools import pairwise
 
 from tqdm.auto import tqdm
 
@@ -153,7 +155,7 @@ class _PairKey:
 
     __slots__ = ("count", "pair", "pair_bytes")
 
-    def __init__(self, count: int, pair_bytes: tuple[bytes, bytes], pair: tuple[int, int]) -> None:
+    def __init__(self, count: int, pair_bytes: tuple[bytes, bytes], pair: str) -> None:
         self.count = count
         self.pair_bytes = pair_bytes
         self.pair = pair
@@ -172,21 +174,22 @@ def merge_pairs(
     The most frequent adjacent pair (ties: the greater pair of bytes) is merged each step.
     """
     # BEGIN SOLUTION
-    # Pre-tokens as lists of token ids (initially their bytes), in a fixed order.
-    words = [list(word) for word in sorted(word_counts)]
-    counts = [word_counts[bytes(word)] for word in words]
+    # Pre-tokens as strings with one character per token, chr(token id): the standard library's
+    # string search and replace (in C) then find and merge pairs. A pair is a 2-character string.
+    words = [word.decode("latin-1") for word in sorted(word_counts)]  # byte b is chr(b)
+    counts = [word_counts[word.encode("latin-1")] for word in words]
 
-    pair_counts: defaultdict[tuple[int, int], int] = defaultdict(int)
+    pair_counts: defaultdict[str, int] = defaultdict(int)
     # The pre-tokens each pair occurs in (and, lazily, some it no longer occurs in).
-    pair_words: defaultdict[tuple[int, int], set[int]] = defaultdict(set)
+    pair_words: defaultdict[str, set[int]] = defaultdict(set)
     for index, (word, count) in enumerate(zip(words, counts, strict=True)):
-        for pair in pairwise(word):
+        for pair in _pairs(word):
             pair_counts[pair] += count
             pair_words[pair].add(index)
 
     # Lazy heap: every pair has an entry whose count is >= its true count. A popped entry whose
     # count is stale is pushed back with the true count; a fresh one is the best pair.
-    heap = [_PairKey(c, (vocab[a], vocab[b]), (a, b)) for (a, b), c in pair_counts.items()]
+    heap = [_PairKey(c, _pair_bytes(pair, vocab), pair) for pair, c in pair_counts.items()]
     heapq.heapify(heap)
 
     merges: list[tuple[bytes, bytes]] = []
@@ -205,67 +208,62 @@ def merge_pairs(
             merges.append(entry.pair_bytes)
             bar.update()
 
-            delta = _merge_words(words, counts, pair_words, entry.pair, new_id)
+            delta = _merge_words(words, counts, pair_words, entry.pair, chr(new_id))
             for pair, change in delta.items():
                 new_count = pair_counts[pair] + change
                 if new_count > 0:
                     pair_counts[pair] = new_count
                     if change > 0:
-                        heapq.heappush(
-                            heap, _PairKey(new_count, (vocab[pair[0]], vocab[pair[1]]), pair)
-                        )
+                        heapq.heappush(heap, _PairKey(new_count, _pair_bytes(pair, vocab), pair))
                 else:
                     del pair_counts[pair]
     return merges
     # END SOLUTION
 
 
-def _merge_words(
-    words: list[list[int]],
-    counts: list[int],
-    pair_words: defaultdict[tuple[int, int], set[int]],
-    pair: tuple[int, int],
-    new_id: int,
-) -> defaultdict[tuple[int, int], int]:
-    """In every pre-token holding ``pair``, replace each non-overlapping occurrence, left to
-    right, by ``new_id``; return how the count of each adjacent pair changed.
+def _pairs(word: str) -> list[str]:
+    """The adjacent pairs of tokens in ``word``, in order, as 2-character strings."""
+    return list(map(str.__add__, word, word[1:]))
 
-    Only the pairs touching an occurrence change, so a pre-token is rewritten without rescanning
-    it, and the pre-tokens that gain a pair are added to that pair's set in ``pair_words``.
+
+def _pair_bytes(pair: str, vocab: dict[int, bytes]) -> tuple[bytes, bytes]:
+    return vocab[ord(pair[0])], vocab[ord(pair[1])]
+
+
+def _merge_words(
+    words: list[str],
+    counts: list[int],
+    pair_words: defaultdict[str, set[int]],
+    pair: str,
+    new_token: str,
+) -> defaultdict[str, int]:
+    """In every pre-token holding ``pair``, replace each non-overlapping occurrence, left to
+    right, by ``new_token``; return how the count of each adjacent pair changed.
+
+    With one occurrence (the common case) only the pairs touching it change; otherwise the
+    pre-token's pairs are recounted. Pre-tokens that gain a pair join its ``pair_words`` set.
     """
     # BEGIN SOLUTION
-    a, b = pair
-    delta: defaultdict[tuple[int, int], int] = defaultdict(int)
+    delta: defaultdict[str, int] = defaultdict(int)
     for index in pair_words.pop(pair):
         word, count = words[index], counts[index]
-        n = len(word)
-        merged: list[int] = []
-        copied = i = 0  # word[:copied] is done; look for the next ``a`` from i
-        unseen = word.count(a)  # occurrences of ``a`` at or after i, so index() never fails
-        while unseen:
-            i = word.index(a, i)
-            unseen -= 1
-            if i + 1 == n or word[i + 1] != b:
-                i += 1
-                continue
-            if a == b:
-                unseen -= 1  # the ``b`` is an ``a`` too, and it is used up
-            merged += word[copied:i]
-            delta[pair] -= count
-            if merged:
-                # The pair on the left changes: (x, a) becomes (x, new); x may itself be new.
-                delta[word[i - 1], a] -= count
-                delta[merged[-1], new_id] += count
-                pair_words[merged[-1], new_id].add(index)
-            # The pair on the right changes too, unless another occurrence starts right there
-            # (it is that occurrence's left pair, counted by it).
-            if i + 2 < n and not (word[i + 2] == a and i + 3 < n and word[i + 3] == b):
-                delta[b, word[i + 2]] -= count
-                delta[new_id, word[i + 2]] += count
-                pair_words[new_id, word[i + 2]].add(index)
-            merged.append(new_id)
-            copied = i = i + 2
-        if copied:  # the pair still occurred (``pair_words`` may list pre-tokens it has left)
-            words[index] = merged + word[copied:]
+        occurrences = word.count(pair)  # non-overlapping, as replace() merges them
+        if occurrences == 0:
+            continue  # ``pair_words`` may list pre-tokens the pair has left
+        merged = words[index] = word.replace(pair, new_token)
+        if occurrences == 1:
+            i = word.find(pair)
+            # The pair itself, and the pairs on either side: (x, a) -> (x, new), (b, y) -> (new, y).
+            lost = [pair, word[i - 1 : i + 1], word[i + 1 : i + 3]] if i else [pair, word[1:3]]
+            gained = [merged[i - 1 : i + 1], merged[i : i + 2]] if i else [merged[0:2]]
+        else:
+            lost, gained = _pairs(word), _pairs(merged)
+        for lost_pair in lost:
+            if len(lost_pair) == 2:  # slices past the end of the word are shorter
+                delta[lost_pair] -= count
+        for new_pair in gained:
+            if len(new_pair) == 2:
+                delta[new_pair] += count
+                pair_words[new_pair].add(index)
     return delta
     # END SOLUTION
