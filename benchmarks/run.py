@@ -1,7 +1,8 @@
 """``make bench``: every benchmark in one run on one machine, one table of ratios, one JSON file.
 
-* tokenizer (:mod:`benchmarks.tokenizer`): BPE training vs HF tokenizers, encoding vs tiktoken,
-  on the generated story corpus at each ``--sizes`` (MB), or on ``--input`` files instead;
+* tokenizer (:mod:`benchmarks.tokenizer`): BPE training vs HF tokenizers, encoding (one process,
+  and a file on all cores) vs tiktoken and HF tokenizers, on generated English-like text
+  (``--corpus``, :mod:`benchmarks.english`) at each ``--sizes`` (MB), or on ``--input`` files;
 * training (:mod:`benchmarks.training`, when present): tokens/s vs HF ``LlamaForCausalLM``, MFU;
 * generation (:mod:`benchmarks.generation`): tokens/s with the KV cache vs without;
 * suite (:mod:`benchmarks.suite`): the whole test suite's wall time.
@@ -51,12 +52,9 @@ def log(message: str) -> None:
 def run_tokenizer(args: argparse.Namespace, scratch: str) -> list[dict[str, Any]]:
     inputs = [(path, Path(path).name) for path in args.input]
     if not inputs:
-        from cs336_basics.stories import write_story_corpus
-
         for size in args.sizes:
-            path = os.path.join(scratch, f"stories-{size:g}mb.txt")
-            write_story_corpus(path, int(size * 1e6), seed=0)
-            inputs.append((path, f"stories {size:g} MB"))
+            path = os.path.join(scratch, f"{args.corpus}-{size:g}mb.txt")
+            inputs.append((path, tokenizer.write_corpus(args.corpus, path, size)))
     return [
         tokenizer.benchmark(path, label, args.vocab_size, args.workers, args.repeats, log)
         for path, label in inputs
@@ -133,7 +131,13 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         nargs="+",
         default=[10, 40],
-        help="story corpus sizes, MB (default 10 40)",
+        help="generated tokenizer corpus sizes, MB (default 10 40)",
+    )
+    parser.add_argument(
+        "--corpus",
+        choices=["english", "stories"],
+        default="english",
+        help="generated tokenizer text: English-like prose (default) or children's stories",
     )
     parser.add_argument(
         "--input",

@@ -1,17 +1,21 @@
 """Tokenizer benchmark: our BPE trainer and encoder beside Hugging Face tokenizers and tiktoken.
 
-On one text file, each run in a fresh process (so peak memory is its own and caches start
-cold), repetitions interleaved:
+On one text file (by default generated English-like prose with a long tail of distinct words,
+see :mod:`benchmarks.english`), each run in a fresh process (so peak memory is its own and
+caches start cold), repetitions interleaved:
 
 * BPE training to ``vocab_size`` with ``<|endoftext|>``: ``cs336_basics.bpe.train_bpe`` vs HF
   ``BpeTrainer`` with a byte-level pre-tokenizer (both on all ``workers``);
-* encoding, single-threaded: ``Tokenizer.encode`` vs a tiktoken ``Encoding`` built from the same
-  vocab and merges (both given the text in memory; ids must agree in number);
-* encoding a file, in parallel: our ``encode_file`` (text file to ``.npy``) vs tiktoken's
-  ``encode_batch`` over the documents with the same number of threads, also from reading the
-  file to writing the ``.npy``.
+* encoding in one process: ``Tokenizer.encode`` vs a tiktoken ``Encoding`` and an HF
+  ``tokenizers`` BPE built from the same vocab and merges, one thread each (text in memory);
+* encoding a file on all cores: our ``encode_file`` (text file to ``.npy``, ``workers``
+  processes) vs tiktoken on one thread (the issue's bar) and tiktoken's and HF's batch encoders
+  over the documents on ``workers`` threads, also from reading the file to writing the ``.npy``.
 
-    uv run python -m benchmarks.tokenizer --size-mb 10        # or --input FILE
+Every contender's token ids must agree in number with ours (they are checked for equality in the
+tests). "target" is the least acceptable speed of ours relative to that peer.
+
+    uv run python -m benchmarks.tokenizer --size-mb 10        # or --input FILE, --corpus stories
 """
 
 from __future__ import annotations
@@ -30,8 +34,6 @@ import numpy as np
 from benchmarks.harness import format_table, interleaved_isolated, machine, write_json
 
 EOT = "<|endoftext|>"
-# The issue's targets, as the least acceptable speed of ours relative to the peer.
-TARGETS = {"BPE training": 0.5, "encode": 0.5, "encode file": 1.0}
 
 
 def ours_train(input_path: str, vocab_size: int, workers: int, tokenizer_dir: str) -> dict:
@@ -87,6 +89,21 @@ def _tiktoken_encoding(tokenizer_dir: str):
     )
 
 
+def _hf_tokenizer(tokenizer_dir: str, threads: int):
+    """HF ``tokenizers`` byte-level BPE from our ``vocab.json`` and ``merges.txt`` (GPT-2 format)."""
+    os.environ["RAYON_NUM_THREADS"] = str(threads)  # read when the thread pool starts
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    hf = Tokenizer(
+        models.BPE.from_file(
+            str(Path(tokenizer_dir) / "vocab.json"), str(Path(tokenizer_dir) / "merges.txt")
+        )
+    )
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.add_special_tokens([EOT])
+    return hf
+
+
 def ours_encode(input_path: str, tokenizer_dir: str) -> dict:
     tokenizer = _our_tokenizer(tokenizer_dir)
     text = Path(input_path).read_text(encoding="utf-8")
@@ -101,6 +118,16 @@ def tiktoken_encode(input_path: str, tokenizer_dir: str) -> dict:
     start = time.perf_counter()
     ids = encoding.encode(text, allowed_special="all")
     return {"seconds": time.perf_counter() - start, "tokens": len(ids)}
+
+
+def hf_encode(input_path: str, tokenizer_dir: str) -> dict:
+    # One sequence per document: HF is slow on a single multi-megabyte sequence.
+    hf = _hf_tokenizer(tokenizer_dir, threads=1)
+    documents = Path(input_path).read_text(encoding="utf-8").split(EOT)
+    start = time.perf_counter()
+    encodings = hf.encode_batch(documents, add_special_tokens=False)
+    tokens = sum(len(encoding.ids) for encoding in encodings) + len(documents) - 1
+    return {"seconds": time.perf_counter() - start, "tokens": tokens}
 
 
 def ours_encode_file(input_path: str, tokenizer_dir: str, workers: int) -> dict:
@@ -130,6 +157,23 @@ def tiktoken_encode_file(input_path: str, tokenizer_dir: str, workers: int) -> d
         return {"seconds": time.perf_counter() - start, "tokens": len(ids)}
 
 
+def hf_encode_file(input_path: str, tokenizer_dir: str, workers: int) -> dict:
+    from cs336_basics.encode_file import token_dtype
+
+    hf = _hf_tokenizer(tokenizer_dir, threads=workers)
+    dtype = token_dtype(hf.get_vocab_size())
+    separator = np.array([hf.token_to_id(EOT)], dtype=dtype)
+    with tempfile.TemporaryDirectory() as scratch:
+        start = time.perf_counter()
+        documents = Path(input_path).read_text(encoding="utf-8").split(EOT)
+        pieces = []
+        for encoding in hf.encode_batch(documents, add_special_tokens=False):
+            pieces += [separator, np.array(encoding.ids, dtype=dtype)]
+        ids = np.concatenate(pieces[1:])
+        np.save(Path(scratch) / "ids.npy", ids)
+        return {"seconds": time.perf_counter() - start, "tokens": len(ids)}
+
+
 def _summary(runs: list[dict[str, Any]], megabytes: float) -> dict[str, Any]:
     seconds = [run["seconds"] for run in runs]
     return {
@@ -143,66 +187,104 @@ def _summary(runs: list[dict[str, Any]], megabytes: float) -> dict[str, Any]:
     }
 
 
+def _comparisons(input_path: str, vocab_size: int, workers: int, tokenizer_dir: str) -> list:
+    """``(name, contenders, targets)``: ours first, then the peers; ``targets`` maps a peer to
+    the least acceptable speed of ours relative to it (the issue's bars)."""
+    encode_args = (input_path, tokenizer_dir)
+    file_args = (input_path, tokenizer_dir, workers)
+    return [
+        (
+            "BPE training",
+            {
+                "ours": (ours_train, (input_path, vocab_size, workers, tokenizer_dir)),
+                f"HF tokenizers BpeTrainer, {workers} threads": (
+                    hf_train,
+                    (input_path, vocab_size, workers),
+                ),
+            },
+            {f"HF tokenizers BpeTrainer, {workers} threads": 1.0},
+        ),
+        (
+            "encode, 1 process",
+            {
+                "ours": (ours_encode, encode_args),
+                "tiktoken, 1 thread": (tiktoken_encode, encode_args),
+                "HF tokenizers, 1 thread": (hf_encode, encode_args),
+            },
+            {"tiktoken, 1 thread": 0.5},
+        ),
+        (
+            f"encode file, {workers} processes",
+            {
+                "ours": (ours_encode_file, file_args),
+                "tiktoken, 1 thread": (tiktoken_encode_file, (input_path, tokenizer_dir, 1)),
+                f"tiktoken batch, {workers} threads": (tiktoken_encode_file, file_args),
+                f"HF tokenizers batch, {workers} threads": (hf_encode_file, file_args),
+            },
+            {"tiktoken, 1 thread": 1.0},
+        ),
+    ]
+
+
+def _row(name: str, label: str, ours: dict, peer: dict, peer_name: str, target) -> dict:
+    def unit(summary: dict) -> str:
+        if name == "BPE training":
+            return f"{summary['median_s']:.2f} s"
+        return f"{summary['mb_per_s']:.1f} MB/s"
+
+    row = {
+        "benchmark": name,
+        "input": label,
+        "ours": unit(ours),
+        "peer": f"{unit(peer)} ({peer_name})",
+        "speed ours/peer": f"{peer['median_s'] / ours['median_s']:.2f}x",
+        "ratio": peer["median_s"] / ours["median_s"],
+        "spread s (ours; peer)": f"{ours['min_s']:.2f}-{ours['max_s']:.2f}; "
+        f"{peer['min_s']:.2f}-{peer['max_s']:.2f}",
+        "peak MB ours/peer": f"{ours['peak_mb']:.0f}/{peer['peak_mb']:.0f}",
+    }
+    if target is not None:
+        row["target"] = target
+    return row
+
+
 def benchmark(
     input_path: str, label: str, vocab_size: int, workers: int, repeats: int, log=print
 ) -> dict[str, Any]:
-    """Run the three comparisons on ``input_path``; the summaries and table rows."""
+    """Run the comparisons on ``input_path``; the summaries and table rows."""
     megabytes = os.path.getsize(input_path) / 1e6
     log(
         f"tokenizer on {label} ({megabytes:.1f} MB): vocab {vocab_size}, {workers} workers, {repeats} repeats"
     )
+    results: dict[str, Any] = {}
+    rows = []
     with tempfile.TemporaryDirectory() as tokenizer_dir:
         # Training goes first: its first run writes the vocab and merges the encoders use.
-        comparisons = {
-            "BPE training": {
-                "ours": (ours_train, (input_path, vocab_size, workers, tokenizer_dir)),
-                "HF tokenizers BpeTrainer": (hf_train, (input_path, vocab_size, workers)),
-            },
-            "encode, 1 process vs 1 thread": {
-                "ours": (ours_encode, (input_path, tokenizer_dir)),
-                "tiktoken": (tiktoken_encode, (input_path, tokenizer_dir)),
-            },
-            f"encode file, {workers} workers": {
-                "ours": (ours_encode_file, (input_path, tokenizer_dir, workers)),
-                f"tiktoken batch, {workers} threads": (
-                    tiktoken_encode_file,
-                    (input_path, tokenizer_dir, workers),
-                ),
-            },
-        }
-        results: dict[str, Any] = {}
-        rows = []
-        for name, contenders in comparisons.items():
+        for name, contenders, targets in _comparisons(
+            input_path, vocab_size, workers, tokenizer_dir
+        ):
             log(f" {name}")
             runs = interleaved_isolated(contenders, repeats, log)
-            (_, ours_runs), (peer_name, peer_runs) = runs.items()
-            ours, peer = _summary(ours_runs, megabytes), _summary(peer_runs, megabytes)
-            if ours["tokens"] != peer["tokens"]:
-                raise RuntimeError(
-                    f"{name}: ours made {ours['tokens']} tokens, {peer_name} {peer['tokens']}"
-                )
-            results[name] = {"ours": ours, "peer": peer, "peer_name": peer_name}
-            training = name == "BPE training"
-            target = TARGETS[name.split(",")[0]]
-            unit = (
-                (lambda s: f"{s['median_s']:.2f} s")
-                if training
-                else (lambda s: f"{s['mb_per_s']:.1f} MB/s")
-            )
-            rows.append(
-                {
-                    "benchmark": name,
-                    "input": label,
-                    "ours": unit(ours),
-                    "peer": f"{unit(peer)} ({peer_name})",
-                    "speed ours/peer": f"{peer['median_s'] / ours['median_s']:.2f}x",
-                    "ratio": peer["median_s"] / ours["median_s"],
-                    "target": target,
-                    "spread s (ours; peer)": f"{ours['min_s']:.2f}-{ours['max_s']:.2f}; {peer['min_s']:.2f}-{peer['max_s']:.2f}",
-                    "peak MB ours/peer": f"{ours['peak_mb']:.0f}/{peer['peak_mb']:.0f}",
-                }
-            )
+            summaries = {who: _summary(measured, megabytes) for who, measured in runs.items()}
+            ours = summaries.pop("ours")
+            results[name] = {"ours": ours, "peers": summaries}
+            for peer_name, peer in summaries.items():
+                if ours["tokens"] != peer["tokens"]:
+                    raise RuntimeError(
+                        f"{name}: ours made {ours['tokens']} tokens, {peer_name} {peer['tokens']}"
+                    )
+                rows.append(_row(name, label, ours, peer, peer_name, targets.get(peer_name)))
     return {"input": label, "megabytes": megabytes, "results": results, "rows": rows}
+
+
+def write_corpus(corpus: str, path: str, size_mb: float) -> str:
+    """Write ``size_mb`` MB of generated ``corpus`` ("english" or "stories") text; its label."""
+    if corpus == "english":
+        from benchmarks.english import write_english_corpus as write
+    else:
+        from cs336_basics.stories import write_story_corpus as write
+    write(path, int(size_mb * 1e6), seed=0)
+    return f"{corpus} {size_mb:g} MB"
 
 
 COLUMNS = [
@@ -211,6 +293,7 @@ COLUMNS = [
     "ours",
     "peer",
     "speed ours/peer",
+    "target",
     "spread s (ours; peer)",
     "peak MB ours/peer",
 ]
@@ -219,7 +302,13 @@ COLUMNS = [
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--size-mb", type=float, default=10.0, help="generated story corpus size (default 10)"
+        "--size-mb", type=float, default=10.0, help="generated corpus size (default 10)"
+    )
+    parser.add_argument(
+        "--corpus",
+        choices=["english", "stories"],
+        default="english",
+        help="generated text: English-like prose (default) or the bundled story generator",
     )
     parser.add_argument(
         "--input", help="benchmark on this UTF-8 text file instead of a generated corpus"
@@ -233,10 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.input:
             path, label = args.input, Path(args.input).name
         else:
-            from cs336_basics.stories import write_story_corpus
-
-            path, label = os.path.join(scratch, "stories.txt"), f"stories {args.size_mb:g} MB"
-            write_story_corpus(path, int(args.size_mb * 1e6), seed=0)
+            path = os.path.join(scratch, f"{args.corpus}.txt")
+            label = write_corpus(args.corpus, path, args.size_mb)
         report = benchmark(path, label, args.vocab_size, args.workers, args.repeats)
     print(format_table(report["rows"], COLUMNS))
     if args.json:

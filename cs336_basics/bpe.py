@@ -18,7 +18,10 @@ Two phases, each fast in its own way:
 2. **Merging** works on the distinct pre-tokens only (a few thousand to a few hundred
    thousand), keeping the count of every adjacent pair and, for each pair, the pre-tokens it
    occurs in. A merge rewrites only the pre-tokens containing the pair and updates the counts
-   of the pairs that changed; a heap with lazy deletion yields the next best pair.
+   of the pairs that changed (for one occurrence, just the pairs on either side of it); a heap
+   with lazy deletion yields the next best pair. A pre-token is held as a string with one
+   character per token, so finding and replacing a pair is the standard library's string search
+   (vocabularies of up to 1,114,112 tokens, the number of Unicode code points).
 """
 
 from __future__ import annotations
@@ -32,12 +35,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 from tqdm.auto import tqdm
 
-from cs336_basics.pretokenization import (
-    check_special_tokens,
-    count_pretokens,
-    find_chunk_boundaries,
-    read_text_range,
-)
+from cs336_basics.chunking import find_chunk_boundaries, read_text_range
+from cs336_basics.pretokenization import check_special_tokens, count_pretokens
 
 # Pre-tokenization chunks are at most this large, so workers' memory stays bounded on huge files.
 MAX_CHUNK_BYTES = 64 * 1024 * 1024
@@ -156,7 +155,7 @@ class _PairKey:
 
     __slots__ = ("count", "pair", "pair_bytes")
 
-    def __init__(self, count: int, pair_bytes: tuple[bytes, bytes], pair: tuple[int, int]) -> None:
+    def __init__(self, count: int, pair_bytes: tuple[bytes, bytes], pair: str) -> None:
         self.count = count
         self.pair_bytes = pair_bytes
         self.pair = pair
@@ -175,20 +174,22 @@ def merge_pairs(
     The most frequent adjacent pair (ties: the greater pair of bytes) is merged each step.
     """
     # BEGIN SOLUTION
-    # Pre-tokens as lists of token ids (initially their bytes), in a fixed order.
-    words = [list(word) for word in sorted(word_counts)]
-    counts = [word_counts[bytes(word)] for word in words]
+    # Pre-tokens as strings with one character per token, chr(token id): the standard library's
+    # string search and replace (in C) then find and merge pairs. A pair is a 2-character string.
+    words = [word.decode("latin-1") for word in sorted(word_counts)]  # byte b is chr(b)
+    counts = [word_counts[word.encode("latin-1")] for word in words]
 
-    pair_counts: defaultdict[tuple[int, int], int] = defaultdict(int)
-    pair_words: defaultdict[tuple[int, int], set[int]] = defaultdict(set)
-    for index, (word, count) in enumerate(zip(words, counts, strict=False)):
-        for pair in zip(word, word[1:], strict=False):
+    pair_counts: defaultdict[str, int] = defaultdict(int)
+    # The pre-tokens each pair occurs in (and, lazily, some it no longer occurs in).
+    pair_words: defaultdict[str, set[int]] = defaultdict(set)
+    for index, (word, count) in enumerate(zip(words, counts, strict=True)):
+        for pair in _pairs(word):
             pair_counts[pair] += count
             pair_words[pair].add(index)
 
     # Lazy heap: every pair has an entry whose count is >= its true count. A popped entry whose
     # count is stale is pushed back with the true count; a fresh one is the best pair.
-    heap = [_PairKey(c, (vocab[a], vocab[b]), (a, b)) for (a, b), c in pair_counts.items()]
+    heap = [_PairKey(c, _pair_bytes(pair, vocab), pair) for pair, c in pair_counts.items()]
     heapq.heapify(heap)
 
     merges: list[tuple[bytes, bytes]] = []
@@ -202,59 +203,67 @@ def merge_pairs(
                     entry.count = true_count
                     heapq.heappush(heap, entry)
                 continue
-            a, b = entry.pair
             new_id = len(vocab)
-            vocab[new_id] = vocab[a] + vocab[b]
+            vocab[new_id] = entry.pair_bytes[0] + entry.pair_bytes[1]
             merges.append(entry.pair_bytes)
             bar.update()
 
-            delta: defaultdict[tuple[int, int], int] = defaultdict(int)
-            for index in pair_words.pop(entry.pair):
-                word = words[index]
-                merged = _merge_word(word, a, b, new_id)
-                if merged is word:
-                    continue
-                count = counts[index]
-                for pair in zip(word, word[1:], strict=False):
-                    delta[pair] -= count
-                for pair in zip(merged, merged[1:], strict=False):
-                    delta[pair] += count
-                    pair_words[pair].add(index)
-                words[index] = merged
-            del pair_counts[entry.pair]
-            delta.pop(entry.pair, None)
+            delta = _merge_words(words, counts, pair_words, entry.pair, chr(new_id))
             for pair, change in delta.items():
-                if change == 0:
-                    continue
                 new_count = pair_counts[pair] + change
                 if new_count > 0:
                     pair_counts[pair] = new_count
                     if change > 0:
-                        heapq.heappush(
-                            heap, _PairKey(new_count, (vocab[pair[0]], vocab[pair[1]]), pair)
-                        )
+                        heapq.heappush(heap, _PairKey(new_count, _pair_bytes(pair, vocab), pair))
                 else:
                     del pair_counts[pair]
     return merges
     # END SOLUTION
 
 
-def _merge_word(word: list[int], a: int, b: int, new_id: int) -> list[int]:
-    """``word`` with every non-overlapping ``(a, b)``, left to right, replaced by ``new_id``.
+def _pairs(word: str) -> list[str]:
+    """The adjacent pairs of tokens in ``word``, in order, as 2-character strings."""
+    return list(map(str.__add__, word, word[1:]))
 
-    Returns ``word`` itself (the same object) when the pair does not occur.
+
+def _pair_bytes(pair: str, vocab: dict[int, bytes]) -> tuple[bytes, bytes]:
+    return vocab[ord(pair[0])], vocab[ord(pair[1])]
+
+
+def _merge_words(
+    words: list[str],
+    counts: list[int],
+    pair_words: defaultdict[str, set[int]],
+    pair: str,
+    new_token: str,
+) -> defaultdict[str, int]:
+    """In every pre-token holding ``pair``, replace each non-overlapping occurrence, left to
+    right, by ``new_token``; return how the count of each adjacent pair changed.
+
+    With one occurrence (the common case) only the pairs touching it change; otherwise the
+    pre-token's pairs are recounted. Pre-tokens that gain a pair join its ``pair_words`` set.
     """
     # BEGIN SOLUTION
-    merged: list[int] = []
-    i, n = 0, len(word)
-    found = False
-    while i < n:
-        if i + 1 < n and word[i] == a and word[i + 1] == b:
-            merged.append(new_id)
-            i += 2
-            found = True
+    delta: defaultdict[str, int] = defaultdict(int)
+    for index in pair_words.pop(pair):
+        word, count = words[index], counts[index]
+        occurrences = word.count(pair)  # non-overlapping, as replace() merges them
+        if occurrences == 0:
+            continue  # ``pair_words`` may list pre-tokens the pair has left
+        merged = words[index] = word.replace(pair, new_token)
+        if occurrences == 1:
+            i = word.find(pair)
+            # The pair itself, and the pairs on either side: (x, a) -> (x, new), (b, y) -> (new, y).
+            lost = [pair, word[i - 1 : i + 1], word[i + 1 : i + 3]] if i else [pair, word[1:3]]
+            gained = [merged[i - 1 : i + 1], merged[i : i + 2]] if i else [merged[0:2]]
         else:
-            merged.append(word[i])
-            i += 1
-    return merged if found else word
+            lost, gained = _pairs(word), _pairs(merged)
+        for lost_pair in lost:
+            if len(lost_pair) == 2:  # slices past the end of the word are shorter
+                delta[lost_pair] -= count
+        for new_pair in gained:
+            if len(new_pair) == 2:
+                delta[new_pair] += count
+                pair_words[new_pair].add(index)
+    return delta
     # END SOLUTION

@@ -4,9 +4,11 @@ Encoding mirrors training: split on special tokens (longest match first), cut ea
 piece into GPT-2 pre-tokens, then inside each pre-token start from its UTF-8 bytes and keep
 applying the earliest-learned merge that applies, until none does.
 
-Text recurs a lot, so ids are cached at two levels: whitespace-led words (``" happy."``, cut as
-in :func:`~cs336_basics.pretokenization.split_words`) and, behind them, pre-tokens. Once the
-caches are warm, encoding is a dictionary lookup per word.
+Text recurs a lot, so ids are cached per whitespace-led word (``" happy."``, cut as in
+:func:`~cs336_basics.pretokenization.split_words`). A new word is cut into pre-tokens, and each
+pre-token is looked up in the same cache (a pre-token on its own is a word that is one pre-token),
+so a pre-token is merged only the first time it is seen. The common case is one dictionary lookup
+per word.
 
 Decoding concatenates the tokens' bytes and decodes them as UTF-8, replacing malformed
 sequences (e.g. a prefix of a multi-byte character) with U+FFFD.
@@ -19,13 +21,16 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import chain, pairwise
 
 from cs336_basics.pretokenization import (
-    GPT2_PRETOKENIZER,
     check_special_tokens,
     last_safe_boundary,
+    pretokenize,
     special_token_regex,
     split_on_special_tokens,
     split_words,
 )
+
+# The rank of a pair of tokens that no merge joins: later than every real merge.
+NO_MERGE = 1 << 62
 
 
 class Tokenizer:
@@ -35,7 +40,7 @@ class Tokenizer:
     tokens of the vocabulary into a third.
     """
 
-    # Each cache (of word ids, of pre-token ids) is emptied when it grows past this many entries.
+    # The cache of word ids is emptied when it grows past this many entries.
     CACHE_SIZE = 1 << 18
 
     def __init__(
@@ -69,8 +74,9 @@ class Tokenizer:
             )
         self.byte_ids: list[int] = [self.token_ids[bytes([b])] for b in range(256)]
 
-        # (left id, right id) -> (rank, merged id): the lower the rank, the earlier it applies.
-        self.merge_ranks: dict[tuple[int, int], tuple[int, int]] = {}
+        # (left id, right id) -> rank: the lower the rank, the earlier the merge applies.
+        self.merge_ranks: dict[tuple[int, int], int] = {}
+        self.merged_ids: list[int] = []  # rank -> id of the token the merge makes
         for rank, (left, right) in enumerate(self.merges):
             try:
                 pair = (self.token_ids[left], self.token_ids[right])
@@ -79,24 +85,24 @@ class Tokenizer:
                 raise ValueError(
                     f"merge {rank} ({left!r}, {right!r}) uses or makes a token not in the vocab"
                 ) from None
-            self.merge_ranks.setdefault(pair, (rank, merged))
+            self.merge_ranks.setdefault(pair, rank)
+            self.merged_ids.append(merged)
 
         self._special_regex = special_token_regex(self.special_tokens)
         self._longest_special = max((len(s) for s in self.special_tokens), default=0)
-        self._new_caches()
+        self._new_cache()
         # END SOLUTION
 
-    def _new_caches(self) -> None:
-        self._word_cache = _Memo(self._encode_word, self.CACHE_SIZE)
-        self._pretoken_cache = _Memo(self._encode_pretoken, self.CACHE_SIZE)
+    def _new_cache(self) -> None:
+        self._cache = _Cache(self._encode_word, self.CACHE_SIZE)
 
     def __getstate__(self) -> dict:
-        # The caches refer back to this object; start empty ones on unpickling instead.
-        return {key: value for key, value in self.__dict__.items() if not key.endswith("_cache")}
+        # The cache refers back to this object; start an empty one on unpickling instead.
+        return {key: value for key, value in self.__dict__.items() if key != "_cache"}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._new_caches()
+        self._new_cache()
 
     @classmethod
     def from_files(
@@ -124,7 +130,7 @@ class Tokenizer:
         """Token ids of ``text``."""
         # BEGIN SOLUTION
         ids: list[int] = []
-        word_ids = self._word_cache.__getitem__  # computes and stores ids on a miss
+        word_ids = self._cache.__getitem__  # computes and stores the ids of a new word
         for piece, is_special in split_on_special_tokens(text, self._special_regex):
             if is_special:
                 ids.append(self.special_ids[piece])
@@ -136,11 +142,11 @@ class Tokenizer:
     def _encode_word(self, word: str) -> list[int]:
         """The ids of one whitespace-led word: those of its pre-tokens, in order."""
         # BEGIN SOLUTION
-        return list(
-            chain.from_iterable(
-                map(self._pretoken_cache.__getitem__, GPT2_PRETOKENIZER.findall(word))
-            )
-        )
+        pretokens = pretokenize(word)
+        if len(pretokens) == 1:
+            return self._encode_pretoken(word)
+        # A pre-token pre-tokenizes to itself, so its ids as a word are its own: share the cache.
+        return list(chain.from_iterable(map(self._cache.__getitem__, pretokens)))
         # END SOLUTION
 
     def _encode_pretoken(self, pretoken: str) -> list[int]:
@@ -148,17 +154,22 @@ class Tokenizer:
         # BEGIN SOLUTION
         ids = [self.byte_ids[b] for b in pretoken.encode("utf-8")]
         rank_of = self.merge_ranks.get
-        while len(ids) > 1:
-            best = None  # (rank, merged id) of the earliest-learned merge among adjacent pairs
-            for i, pair in enumerate(pairwise(ids)):
-                found = rank_of(pair)
-                if found is not None and (best is None or found < best):
-                    best, at = found, i
-            if best is None:
+        # ranks[i] is the rank of the merge joining ids[i] and ids[i + 1] (NO_MERGE if none).
+        ranks = [rank_of(pair, NO_MERGE) for pair in pairwise(ids)]
+        while ranks:
+            best = min(ranks)
+            if best == NO_MERGE:
                 break
-            # Merging the leftmost occurrence now and any later one in the next rounds is the
-            # same as merging all non-overlapping occurrences left to right.
-            ids[at : at + 2] = [best[1]]
+            # The leftmost pair of that rank. Merging it now and any later one in the next rounds
+            # is the same as merging all non-overlapping occurrences left to right.
+            i = ranks.index(best)
+            ids[i : i + 2] = [self.merged_ids[best]]
+            # Only the pairs around the new token change: re-rank them, drop the merged pair.
+            del ranks[i]
+            if i > 0:
+                ranks[i - 1] = rank_of((ids[i - 1], ids[i]), NO_MERGE)
+            if i < len(ranks):
+                ranks[i] = rank_of((ids[i], ids[i + 1]), NO_MERGE)
         return ids
         # END SOLUTION
 
@@ -206,15 +217,19 @@ class Tokenizer:
         # END SOLUTION
 
 
-class _Memo(dict):
-    """A dict that fills in a missing key with ``function(key)``, emptied when it reaches ``max_size``."""
+class _Cache(dict):
+    """Maps a string to its ids, computing a missing entry with ``function``; emptied when full.
 
-    def __init__(self, function: Callable, max_size: int) -> None:
+    Lookups of known strings stay inside the dictionary's C code (``map(cache.__getitem__, ...)``
+    calls no Python function), which is what makes warm encoding fast.
+    """
+
+    def __init__(self, function: Callable[[str], list[int]], max_size: int) -> None:
         super().__init__()
         self.function = function
         self.max_size = max_size
 
-    def __missing__(self, key):
+    def __missing__(self, key: str) -> list[int]:
         if len(self) >= self.max_size:
             self.clear()
         value = self[key] = self.function(key)
