@@ -1,0 +1,183 @@
+"""Cases for the single layers: Linear, Embedding, RMSNorm, SiLU, SwiGLU, softmax."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from tests.cases.compare import close_mismatch, expect_close, first_failure
+from tests.cases.core import Bundle, case, describe_exception
+
+EPS32 = float(torch.finfo(torch.float32).eps)
+
+
+def close_out(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
+    return close_mismatch(outputs, expected, "out")
+
+
+def float32_atol(truth: torch.Tensor) -> float:
+    """A fixed tolerance for float32 results of a few operations on ``truth``'s scale."""
+    return 1e-6 + 64 * EPS32 * float(truth.abs().max())
+
+
+@case(
+    "linear",
+    "basic",
+    check=close_out,
+    snapshot="linear",
+    public=lambda s: {"weight": s.layer()["ffn.w1.weight"], "x": s.inputs["in_embeddings"]},
+)
+def linear(adapters, inputs: Bundle) -> Bundle:
+    weight = inputs["weight"]
+    return {"out": adapters.run_linear(weight.shape[1], weight.shape[0], weight, inputs["x"])}
+
+
+@case(
+    "embedding",
+    "basic",
+    check=close_out,
+    snapshot="embedding",
+    public=lambda s: {
+        "weight": s.state_dict["token_embeddings.weight"],
+        "ids": s.inputs["in_indices"],
+    },
+)
+def embedding(adapters, inputs: Bundle) -> Bundle:
+    weight = inputs["weight"]
+    return {"out": adapters.run_embedding(*weight.shape, weight, inputs["ids"])}
+
+
+def check_out_of_range(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
+    returned = [
+        i
+        for i, outcome in zip(inputs["bad_ids"], outputs.get("bad", []), strict=False)
+        if outcome is None
+    ]
+    if len(outputs.get("bad", [])) != len(inputs["bad_ids"]):
+        return "bad: one outcome per out-of-range id expected"
+    return first_failure(
+        close_mismatch(outputs, expected, "out"),
+        returned
+        and f"looking up ids {returned} (outside the vocabulary) returned instead of raising",
+    )
+
+
+@case(
+    "embedding",
+    "out_of_range",
+    check=check_out_of_range,
+    snapshot="embedding",
+    public=lambda s: {
+        "weight": s.state_dict["token_embeddings.weight"],
+        "ids": s.inputs["in_indices"],
+        "bad_ids": [512, 10_000],
+    },
+)
+def embedding_out_of_range(adapters, inputs: Bundle) -> Bundle:
+    """A valid lookup, then ids past the vocabulary: each must raise (any exception)."""
+    weight = inputs["weight"]
+    outcomes = []
+    for bad in inputs["bad_ids"]:
+        try:
+            adapters.run_embedding(*weight.shape, weight, torch.tensor([[0, bad]]))
+            outcomes.append(None)
+        except Exception as error:  # noqa: BLE001  (any exception type is fine)
+            outcomes.append(describe_exception(error, 200))
+    return {"out": adapters.run_embedding(*weight.shape, weight, inputs["ids"]), "bad": outcomes}
+
+
+@case(
+    "rmsnorm",
+    "basic",
+    check=close_out,
+    snapshot="rmsnorm",
+    public=lambda s: {
+        "weight": s.layer()["ln1.weight"],
+        "x": s.inputs["in_embeddings"],
+        "eps": s.config["norm_eps"],
+    },
+)
+def rmsnorm(adapters, inputs: Bundle) -> Bundle:
+    weight = inputs["weight"]
+    return {"out": adapters.run_rmsnorm(weight.shape[0], inputs["eps"], weight, inputs["x"])}
+
+
+@case(
+    "silu",
+    "basic",
+    check=close_out,
+    snapshot="silu",
+    public=lambda s: {"x": s.inputs["in_embeddings"]},
+)
+def silu(adapters, inputs: Bundle) -> Bundle:
+    return {"out": adapters.run_silu(inputs["x"])}
+
+
+def silu_expected(inputs: Bundle) -> Bundle:
+    truth = F.silu(inputs["x"].double())
+    return expect_close("out", truth, float32_atol(truth))
+
+
+@case(
+    "silu",
+    "extremes",
+    check=close_out,
+    expected=silu_expected,
+    public=lambda s: {"x": torch.tensor([-1e4, -80.0, -1.0, 0.0, 1.0, 80.0, 1e4])},
+)
+def silu_extremes(adapters, inputs: Bundle) -> Bundle:
+    """Large and small inputs, where a naive x / (1 + exp(-x)) overflows."""
+    return {"out": adapters.run_silu(inputs["x"])}
+
+
+@case(
+    "swiglu",
+    "basic",
+    check=close_out,
+    snapshot="swiglu",
+    public=lambda s: {
+        **{n: s.layer()[f"ffn.{n}.weight"] for n in ("w1", "w2", "w3")},
+        "x": s.inputs["in_embeddings"],
+    },
+)
+def swiglu(adapters, inputs: Bundle) -> Bundle:
+    w1, w2, w3 = inputs["w1"], inputs["w2"], inputs["w3"]
+    return {"out": adapters.run_swiglu(w1.shape[1], w1.shape[0], w1, w2, w3, inputs["x"])}
+
+
+@case(
+    "softmax",
+    "basic",
+    check=close_out,
+    snapshot="softmax",
+    public=lambda s: {"x": s.inputs["in_logits"], "dim": -1},
+)
+def softmax(adapters, inputs: Bundle) -> Bundle:
+    return {"out": adapters.run_softmax(inputs["x"], dim=inputs["dim"])}
+
+
+def softmax_stable_expected(inputs: Bundle) -> Bundle:
+    expected: Bundle = {}
+    for dim in inputs["dims"]:
+        truth = F.softmax(inputs["x"].double(), dim=dim)
+        expected |= expect_close(f"dim{dim}", truth, float32_atol(truth))
+    return expected
+
+
+def check_softmax_stable(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
+    return first_failure(*(close_mismatch(outputs, expected, f"dim{d}") for d in inputs["dims"]))
+
+
+@case(
+    "softmax",
+    "large_inputs",
+    check=check_softmax_stable,
+    expected=softmax_stable_expected,
+    public=lambda s: {
+        "x": torch.tensor([[1000.0, 1001.0, 1002.0], [-1000.0, 0.0, 1000.0], [88.0, 89.0, 90.0]]),
+        "dims": [0, 1, -1],
+    },
+)
+def softmax_large_inputs(adapters, inputs: Bundle) -> Bundle:
+    """Inputs near +-1000, where exp overflows unless the max is subtracted first."""
+    return {f"dim{d}": adapters.run_softmax(inputs["x"], dim=d) for d in inputs["dims"]}
