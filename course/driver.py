@@ -38,7 +38,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--inputs", type=Path, required=True, help="case inputs: <component>/<case id>.*"
     )
-    parser.add_argument("--component", required=True)
+    parser.add_argument("--component", required=True, help="a component, or several: a,b")
     parser.add_argument("--out", type=Path, required=True, help="an empty writable folder")
     parser.add_argument("--cases", default="", help="comma-separated case ids (default: all)")
     parser.add_argument(
@@ -88,42 +88,61 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from tests.cases import CASES, Outputs, run_case
-    from tests.cases.core import describe_exception
-    from tests.cases.wire import read_bundle, write_bundle
-
     torch.set_num_threads(1)
     selected = {c for c in args.cases.split(",") if c}
-    instances = []
-    folder = args.inputs / args.component
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        header, inputs = read_bundle(folder, path.stem)
-        if not selected or header["case"] in selected:
-            instances.append((header["case"], CASES[(header["component"], header["kind"])], inputs))
+    instances = load_instances(args.inputs, args.component.split(","), selected)
     if not instances:
-        print(
-            f"driver: no case inputs for component {args.component!r} in {folder}", file=sys.stderr
-        )
+        print(f"driver: no case inputs for {args.component!r} in {args.inputs}", file=sys.stderr)
         return EXIT_BAD_ARGUMENTS
-
     signal.signal(signal.SIGALRM, on_alarm)
-    clock = time.perf_counter
     adapters, import_error = None, None
     try:
         alarm(args.case_timeout)
         adapters = load_student_adapters(args.submission.resolve())
     except BaseException as error:  # noqa: BLE001  (syntax errors, exits, anything)
+        from tests.cases.core import describe_exception
+
         import_error = f"importing your tests/adapters.py failed: {describe_exception(error)}"
     finally:
         alarm(0)
+    run_cases(instances, adapters, import_error, out, args.case_timeout)
+    sys.stderr.flush()
+    # Skip the student's atexit handlers and wait for none of their threads.
+    os._exit(0)
 
+
+def load_instances(inputs: Path, component_names: list[str], selected: set[str]) -> list:
+    """``(case id, case, inputs)`` for every case of the components with inputs present."""
+    from tests.cases import CASES
+    from tests.cases.wire import read_bundle
+
+    instances = []
+    for component in component_names:
+        folder = inputs / component
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            header, bundle = read_bundle(folder, path.stem)
+            if not selected or header["case"] in selected:
+                case = CASES[(header["component"], header["kind"])]
+                instances.append((header["case"], case, bundle))
+    return instances
+
+
+def run_cases(
+    instances: list, adapters, import_error: str | None, out: Path, timeout: float
+) -> None:
+    """Run each case and write its outputs the moment it finishes."""
+    from tests.cases import Outputs, run_case
+    from tests.cases.core import describe_exception
+    from tests.cases.wire import write_bundle
+
+    clock = time.perf_counter
     for case_id, case, inputs in instances:
         start = clock()
         if import_error is not None:
             outputs = Outputs({}, import_error)
         else:
             try:
-                alarm(args.case_timeout)
+                alarm(timeout)
                 outputs = run_case(case, adapters, inputs)
             except CaseTimeout as error:  # the alarm fired outside the case's own try
                 outputs = Outputs({}, describe_exception(error))
@@ -135,9 +154,6 @@ def main(argv: list[str] | None = None) -> int:
         except BaseException as error:  # noqa: BLE001  (unsavable outputs)
             problem = Outputs({}, f"the outputs could not be saved: {describe_exception(error)}")
             write_bundle(out, case_id, {}, header | status_of(problem))
-    sys.stderr.flush()
-    # Skip the student's atexit handlers and wait for none of their threads.
-    os._exit(0)
 
 
 def status_of(outputs) -> dict:

@@ -210,11 +210,13 @@ def training() -> dict[str, Callable[[], Bundle]]:
             0.5, 0.05, 3, 30, [0, 1, 2, 3, 4, 15, 29, 30, 31, 100]
         ),
         "gradient_clipping/large_norm/two": lambda: clipping_problem(
-            s + 7, 20.0, 3.0, [], shapes=((6,), (4, 3))
+            s + 7, 20.0, [3.0], [], shapes=((6,), (4, 3))
         ),
-        "gradient_clipping/small_norm/loose": lambda: clipping_problem(s + 8, 1e-2, 5.0, []),
+        "gradient_clipping/small_norm/loose": lambda: clipping_problem(
+            s + 8, 1e-2, [5.0, 0.01], []
+        ),
         "gradient_clipping/missing_grad/two_missing": lambda: clipping_problem(
-            s + 9, 4.0, 0.5, [0, 2], shapes=((2, 3), (4,), (3,), (5, 1))
+            s + 9, 4.0, [0.5], [0, 2], shapes=((2, 3), (4,), (3,), (5, 1))
         ),
         "get_batch/windows/longer": lambda: batch_problem(s + 10, 55, 8, 9, 150),
         "get_batch/one_window/nine": lambda: batch_problem(s + 11, 9, 4, 8, 3),

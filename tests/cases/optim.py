@@ -203,40 +203,45 @@ case(
 
 
 def clipping_expected(inputs: Bundle) -> Bundle:
-    grads = {
-        i: inputs[f"g{i}"].double() for i in range(inputs["count"]) if i not in inputs["missing"]
-    }
+    """One global norm over the gradients present; each round clips fresh copies."""
+    present = [i for i in range(inputs["count"]) if i not in inputs["missing"]]
+    grads = {i: inputs[f"g{i}"].double() for i in present}
     norm = math.sqrt(sum(float(g.pow(2).sum()) for g in grads.values()))
-    scale = inputs["max_norm"] / (norm + 1e-6) if norm > inputs["max_norm"] else 1.0
+    hint = "each parameter was clipped by its own norm; use one global L2 norm over all gradients"
     expected: Bundle = {}
-    for i, g in grads.items():
-        per_parameter = g / max(1.0, float(g.norm()) / inputs["max_norm"])
-        hint = (
-            "each parameter was clipped by its own norm; use one global L2 norm over all gradients"
-        )
-        expected |= expect_close(
-            f"g{i}", g * scale, float32_atol(g), {"per_parameter": (hint, per_parameter)}
-        )
+    for k, max_norm in enumerate(inputs["max_norms"]):
+        scale = max_norm / (norm + 1e-6) if norm > max_norm else 1.0
+        for i, g in grads.items():
+            per_parameter = g / max(1.0, float(g.norm()) / max_norm)
+            wrong = {"per_parameter": (hint, per_parameter)}
+            expected |= expect_close(f"round{k}.g{i}", g * scale, float32_atol(g), wrong)
     return expected
 
 
 def check_clipping(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
-    kept = [i for i in inputs["missing"] if outputs.get(f"g{i}", "absent") is not None]
+    keys = [
+        f"round{k}.g{i}" for k in range(len(inputs["max_norms"])) for i in range(inputs["count"])
+    ]
+    kept = [
+        key
+        for key in keys
+        if int(key.split(".g")[1]) in inputs["missing"] and outputs.get(key, 0) is not None
+    ]
     return first_failure(
-        kept and f"parameters {kept} had no gradient and must still have none",
-        *(
-            close_mismatch(outputs, expected, f"g{i}")
-            for i in range(inputs["count"])
-            if i not in inputs["missing"]
-        ),
+        kept and f"gradients {kept} did not exist and must still be None",
+        *(close_mismatch(outputs, expected, key) for key in keys if key in expected),
     )
 
 
 def clipping_problem(
-    seed: int, scale: float, max_norm: float, missing: list[int], shapes=((3, 4), (5,), (2, 2, 2))
+    seed: int,
+    scale: float,
+    max_norms: list[float],
+    missing: list[int],
+    shapes=((3, 4), (5,), (2, 2, 2)),
 ) -> Bundle:
     generator = torch.Generator().manual_seed(seed)
-    inputs: Bundle = {"count": len(shapes), "missing": missing, "max_norm": max_norm}
+    inputs: Bundle = {"count": len(shapes), "missing": missing, "max_norms": max_norms}
     for i, shape in enumerate(shapes):
         inputs[f"g{i}"] = torch.randn(shape, generator=generator) * scale
     return inputs
@@ -247,16 +252,20 @@ def clipping_problem(
     "large_norm",
     check=check_clipping,
     expected=clipping_expected,
-    public=lambda s: clipping_problem(0, 10.0, 1.0, []),
+    public=lambda s: clipping_problem(0, 10.0, [1.0], []),
 )
 def clipping(adapters, inputs: Bundle) -> Bundle:
-    params = []
-    for i in range(inputs["count"]):
-        p = torch.nn.Parameter(torch.zeros_like(inputs[f"g{i}"]))
-        p.grad = None if i in inputs["missing"] else inputs[f"g{i}"].clone()
-        params.append(p)
-    adapters.run_gradient_clipping(iter(params), inputs["max_norm"])
-    return {f"g{i}": p.grad for i, p in enumerate(params)}
+    """Clip fresh copies of the gradients once per maximum norm (parameters as an iterator)."""
+    outputs = {}
+    for k, max_norm in enumerate(inputs["max_norms"]):
+        params = []
+        for i in range(inputs["count"]):
+            p = torch.nn.Parameter(torch.zeros_like(inputs[f"g{i}"]))
+            p.grad = None if i in inputs["missing"] else inputs[f"g{i}"].clone()
+            params.append(p)
+        adapters.run_gradient_clipping(iter(params), max_norm)
+        outputs |= {f"round{k}.g{i}": p.grad for i, p in enumerate(params)}
+    return outputs
 
 
 case(
@@ -264,12 +273,12 @@ case(
     "small_norm",
     check=check_clipping,
     expected=clipping_expected,
-    public=lambda s: clipping_problem(0, 1e-3, 1.0, []),
+    public=lambda s: clipping_problem(0, 1e-3, [1.0, 1e-3], []),  # unchanged, then clipped
 )(clipping.call)
 case(
     "gradient_clipping",
     "missing_grad",
     check=check_clipping,
     expected=clipping_expected,
-    public=lambda s: clipping_problem(3, 5.0, 2.0, [1]),
+    public=lambda s: clipping_problem(3, 5.0, [2.0], [1]),
 )(clipping.call)
