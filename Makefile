@@ -1,5 +1,5 @@
 # Developer and instructor commands; see README.md.
-.PHONY: test demo fixtures check-fixtures handout verify-handout submission grade mutants ci-course bench bench-smoke
+.PHONY: test demo fixtures hidden-cases check-fixtures handout verify-handout submission grade mutants ci-course bench bench-smoke
 
 test:
 	uv run pytest
@@ -9,6 +9,10 @@ demo:
 
 fixtures:
 	uv run python -m course.fixtures
+
+# The grader's case inputs and expected values (course/hidden; `make fixtures` runs it too).
+hidden-cases:
+	uv run python -m course.hidden_cases
 
 check-fixtures:
 	uv run python -m course.manifest

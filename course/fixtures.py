@@ -22,6 +22,7 @@ from safetensors.torch import load_file, save
 
 import course.cases_model  # noqa: F401  (registers the model cases)
 import course.cases_variants  # noqa: F401  (registers the architecture-variant cases)
+from course.hidden_cases import write_hidden_cases
 from course.manifest import write_manifest
 from course.snapshot_case import REGISTRY, FixtureData
 from course.tokenizer_fixtures import write_tokenizer_fixtures
@@ -167,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.names or sorted(REGISTRY):
         write_snapshot(name, data)
         print(f"wrote fixtures/snapshots/{name}.npz")
+    write_hidden_cases()  # the grader's cases (course/hidden), which read the fixtures above
     write_manifest()
     return 0
 
