@@ -63,6 +63,7 @@ class CaseResult:
     max_points: float
     message: str
     hidden: bool
+    description: str = ""  # what the case does (the first line of its docstring)
 
 
 def load_rubric(path: Path = RUBRIC) -> Rubric:
@@ -176,6 +177,7 @@ def judge_component(
                 points[case_id],
                 "passed" if passed else message[:MESSAGE_LIMIT],
                 is_hidden(case_id),
+                case.doc.strip().split("\n")[0],
             )
         )
     return results

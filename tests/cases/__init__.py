@@ -6,6 +6,6 @@ See ``tests/cases/core.py`` for what a case is. Importing this package registers
 from __future__ import annotations
 
 from tests.cases import attention, layers, model, optim, tokenizers, training  # noqa: F401
-from tests.cases.core import CASES, Case, Outputs, cases_of, components, judge_case, run_case
+from tests.cases.core import CASES, Case, Outputs, components, judge_case, run_case
 
-__all__ = ["CASES", "Case", "Outputs", "cases_of", "components", "judge_case", "run_case"]
+__all__ = ["CASES", "Case", "Outputs", "components", "judge_case", "run_case"]

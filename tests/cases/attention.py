@@ -21,6 +21,7 @@ ROPE_THETA = 10000.0
     public=lambda s: {n: s.inputs[n] for n in ("q", "k", "v", "mask")},
 )
 def sdpa_masked(adapters, inputs: Bundle) -> Bundle:
+    """Scaled dot-product attention with a boolean mask (True: may attend)."""
     q, k, v, mask = (inputs[n] for n in ("q", "k", "v", "mask"))
     return {"out": adapters.run_scaled_dot_product_attention(q, k, v, mask)}
 
@@ -89,6 +90,7 @@ def check_causal(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | Non
 
 
 def mhsa_call(adapters, inputs: Bundle) -> Bundle:
+    """Causal self-attention on x, and on x with the tokens after a position changed."""
     return {
         "out": attend(adapters, inputs, inputs["x"]),
         "changed": attend(adapters, inputs, inputs["x_changed"]),
@@ -152,6 +154,7 @@ def check_rope(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
     },
 )
 def rope(adapters, inputs: Bundle) -> Bundle:
+    """RoPE at given token positions."""
     x = inputs["x"]
     out = adapters.run_rope(
         x.shape[-1], inputs["theta"], inputs["max_seq_len"], x, inputs["positions"]

@@ -95,10 +95,6 @@ def case(
     return register
 
 
-def cases_of(component: str) -> list[Case]:
-    return [c for (comp, _), c in sorted(CASES.items()) if comp == component]
-
-
 def components() -> list[str]:
     return sorted({comp for comp, _ in CASES})
 

@@ -28,6 +28,7 @@ def float32_atol(truth: torch.Tensor) -> float:
     public=lambda s: {"weight": s.layer()["ffn.w1.weight"], "x": s.inputs["in_embeddings"]},
 )
 def linear(adapters, inputs: Bundle) -> Bundle:
+    """run_linear on fixed weights and inputs."""
     weight = inputs["weight"]
     return {"out": adapters.run_linear(weight.shape[1], weight.shape[0], weight, inputs["x"])}
 
@@ -43,6 +44,7 @@ def linear(adapters, inputs: Bundle) -> Bundle:
     },
 )
 def embedding(adapters, inputs: Bundle) -> Bundle:
+    """run_embedding on fixed weights and token ids."""
     weight = inputs["weight"]
     return {"out": adapters.run_embedding(*weight.shape, weight, inputs["ids"])}
 
@@ -98,6 +100,7 @@ def embedding_out_of_range(adapters, inputs: Bundle) -> Bundle:
     },
 )
 def rmsnorm(adapters, inputs: Bundle) -> Bundle:
+    """run_rmsnorm on fixed gains and inputs."""
     weight = inputs["weight"]
     return {"out": adapters.run_rmsnorm(weight.shape[0], inputs["eps"], weight, inputs["x"])}
 
@@ -110,6 +113,7 @@ def rmsnorm(adapters, inputs: Bundle) -> Bundle:
     public=lambda s: {"x": s.inputs["in_embeddings"]},
 )
 def silu(adapters, inputs: Bundle) -> Bundle:
+    """run_silu on fixed inputs."""
     return {"out": adapters.run_silu(inputs["x"])}
 
 
@@ -141,6 +145,7 @@ def silu_extremes(adapters, inputs: Bundle) -> Bundle:
     },
 )
 def swiglu(adapters, inputs: Bundle) -> Bundle:
+    """run_swiglu on fixed weights and inputs."""
     w1, w2, w3 = inputs["w1"], inputs["w2"], inputs["w3"]
     return {"out": adapters.run_swiglu(w1.shape[1], w1.shape[0], w1, w2, w3, inputs["x"])}
 
@@ -153,6 +158,7 @@ def swiglu(adapters, inputs: Bundle) -> Bundle:
     public=lambda s: {"x": s.inputs["in_logits"], "dim": -1},
 )
 def softmax(adapters, inputs: Bundle) -> Bundle:
+    """run_softmax along a given dimension."""
     return {"out": adapters.run_softmax(inputs["x"], dim=inputs["dim"])}
 
 

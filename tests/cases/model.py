@@ -34,6 +34,7 @@ def block_inputs(s) -> Bundle:
     "transformer_block", "basic", check=close_out, snapshot="transformer_block", public=block_inputs
 )
 def block(adapters, inputs: Bundle) -> Bundle:
+    """A pre-norm Transformer block on fixed weights and inputs."""
     args = [inputs[k] for k in BLOCK_KEYS]
     return {"out": adapters.run_transformer_block(*args, weights_of(inputs), inputs["x"])}
 

@@ -189,6 +189,7 @@ def schedule(high: float, low: float, warmup: int, cycle: int, its: list[int]) -
     public=lambda s: schedule(1.0, 0.1, 7, 21, list(range(25))),
 )
 def cosine(adapters, inputs: Bundle) -> Bundle:
+    """The learning rate at each of several iterations."""
     args = [inputs[k] for k in ("max", "min", "warmup", "cycle")]
     return {"lrs": [float(adapters.run_get_lr_cosine_schedule(it, *args)) for it in inputs["its"]]}
 

@@ -304,6 +304,7 @@ def check_overlapping(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str 
     ),
 )
 def overlapping(adapters, inputs: Bundle) -> Bundle:
+    """Special tokens E and EE: encode E, EE, EEE, and round-trip a text holding them."""
     tokenizer = build_tokenizer(adapters, inputs)
     single, double = inputs["special_tokens"]
     return {

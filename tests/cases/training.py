@@ -50,6 +50,7 @@ def check_loss(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
 
 def loss_case(name: str, public, *, gradient: bool = False):
     def call(adapters, inputs: Bundle) -> Bundle:
+        """Cross-entropy of fixed logits and targets (and its gradient)."""
         logits = inputs["logits"].clone().requires_grad_(gradient)
         loss = adapters.run_cross_entropy(logits, inputs["targets"])
         if not gradient:
