@@ -54,26 +54,28 @@ POLL_S = 0.2
 LAUNCHER = r"""
 import json, os, shutil, subprocess, sys, tarfile
 spec = json.loads(sys.argv[1])
-shutil.copytree("/grader/submission", "/work/submission")
+shutil.copytree("/in/submission", "/work/submission")
 os.makedirs("/work/home")
 code = subprocess.call(spec["argv"], stdin=subprocess.DEVNULL, cwd="/work/submission")
 with os.fdopen(spec["channel"], "wb") as channel, tarfile.open(fileobj=channel, mode="w|") as tar:
     tar.add("/out", arcname="out")
 sys.exit(code if code >= 0 else 128 - code)
 """
-# Runs on the host between fork and bwrap: join limits, and, as root, expose the binds through
-# a private mount namespace and become the sandbox's unprivileged uid.
+# Runs on the host between fork and bwrap: set the limits, and, as root, expose the binds through
+# a private mount namespace and become the sandbox's unprivileged uid. It stays as bwrap's parent
+# and a child subreaper, so the processes bwrap leaves to be reaped are reaped here, and exits
+# with bwrap's status. After setuid the stdlib may be unreadable: nothing is imported late.
 PREPARE = r"""
 import ctypes, json, os, resource, sys
 spec = json.loads(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+def check(result, what):
+    if result != 0:
+        sys.exit(f"sandbox setup: {what}: {os.strerror(ctypes.get_errno())}")
 for name, value in spec["rlimits"].items():
     resource.setrlimit(getattr(resource, name), (value, value))
 if spec["uid"] is not None:
-    libc = ctypes.CDLL(None, use_errno=True)
     CLONE_NEWNS, MS_BIND, MS_REC, MS_PRIVATE = 0x20000, 4096, 16384, 1 << 18
-    def check(result, what):
-        if result != 0:
-            sys.exit(f"sandbox setup: {what}: {os.strerror(ctypes.get_errno())}")
     check(libc.unshare(CLONE_NEWNS), "unshare")
     check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "private mounts")
     for source, target in spec["stage"]:
@@ -81,7 +83,19 @@ if spec["uid"] is not None:
     os.setgroups([])
     os.setgid(spec["uid"])
     os.setuid(spec["uid"])
-os.execv(spec["argv"][0], spec["argv"])  # no PATH search: the stdlib may be out of reach now
+check(libc.prctl(36, 1, 0, 0, 0), "PR_SET_CHILD_SUBREAPER")
+child = os.fork()
+if child == 0:
+    os.execv(spec["argv"][0], spec["argv"])  # no PATH search: the stdlib may be out of reach
+status = 0
+while True:
+    try:
+        pid, code = os.wait()
+    except ChildProcessError:
+        break
+    if pid == child:
+        status = os.waitstatus_to_exitcode(code)
+os._exit(status if status >= 0 else 128 - status)
 """
 
 
@@ -113,6 +127,7 @@ class Job:
     binds: dict[str, Path]
     submission: Path
     env: dict[str, str] = field(default_factory=dict)
+    masks: dict[str, bool] = field(default_factory=dict)  # hidden sandbox path -> is a folder
 
 
 @dataclass
@@ -143,6 +158,19 @@ class Runtime:
 
     def binds(self) -> dict[str, Path]:
         return {"/opt/python": self.prefix, "/opt/site-packages": self.site_packages}
+
+    def masks(self) -> dict[str, bool]:
+        """Sandbox paths of editable installs (path ``.pth`` files and their dist-info), hidden
+        although inert, so nothing in the sandbox even names the instructor's checkout."""
+        hidden = {}  # sandbox path -> is a folder
+        for pth in self.site_packages.glob("*.pth"):
+            lines = pth.read_text(errors="replace").splitlines()
+            if any(line.strip().startswith("/") for line in lines):
+                hidden[f"/opt/site-packages/{pth.name}"] = False
+        for url in self.site_packages.glob("*.dist-info/direct_url.json"):
+            if '"editable": true' in url.read_text(errors="replace").replace('":true', '": true'):
+                hidden[f"/opt/site-packages/{url.parent.name}"] = True
+        return hidden
 
     @property
     def python(self) -> str:
@@ -205,6 +233,15 @@ def bwrap_command(
         args += ["--size", str(size), "--tmpfs", target]
     for target, source in sorted(sources.items()):
         args += ["--ro-bind", source, target]
+    for target, is_dir in sorted(job.masks.items()):
+        empty = (
+            ["--tmpfs", target, "--remount-ro", target]
+            if is_dir
+            else ["--ro-bind", "/dev/null", target]
+        )
+        args += empty
+    # bwrap's own root and /dev are unsized tmpfs mounts: nothing may write there.
+    args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": "/work/home",
@@ -289,12 +326,18 @@ def _resident_bytes(pids: list[int]) -> int:
     return total
 
 
-def kill_tree(root: int) -> None:
-    """SIGKILL ``root`` and every descendant: the sandbox's PID-namespace init is one of them,
-    and its death ends every process inside."""
-    for pid in reversed(process_tree(root)):
+def kill_tree(process: subprocess.Popen) -> None:
+    """SIGKILL every descendant of ``process`` (the sandbox's PID-namespace init is one of them,
+    and its death ends every process inside), then let ``process``, the subreaper, reap them
+    and exit; kill it too if it does not."""
+    for pid in reversed(process_tree(process.pid)[1:]):
         with suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _watch(process: subprocess.Popen, limits: SandboxLimits) -> tuple[bool, str | None]:
@@ -307,12 +350,10 @@ def _watch(process: subprocess.Popen, limits: SandboxLimits) -> tuple[bool, str 
         except subprocess.TimeoutExpired:
             pass
         if time.monotonic() > deadline:
-            kill_tree(process.pid)
-            process.wait()
+            kill_tree(process)
             return True, None
         if _resident_bytes(process_tree(process.pid)) > limits.memory_bytes:
-            kill_tree(process.pid)
-            process.wait()
+            kill_tree(process)
             return False, "memory"
 
 
@@ -366,9 +407,7 @@ def run_sandboxed(job: Job, limits: SandboxLimits, out_dir: Path, slot: int = 0)
     with tempfile.TemporaryDirectory(prefix="cs336-sandbox-") as tmp:
         staging = Path(tmp)
         staging.chmod(0o711)
-        sources, mounts = _stage(
-            {**job.binds, "/grader/submission": job.submission}, staging, as_root
-        )
+        sources, mounts = _stage({**job.binds, "/in/submission": job.submission}, staging, as_root)
         channel_r, channel_w = os.pipe()
         log_r, log_w = os.pipe()
         passwd_r, passwd_w = os.pipe()
@@ -384,6 +423,7 @@ def run_sandboxed(job: Job, limits: SandboxLimits, out_dir: Path, slot: int = 0)
                 stdin=subprocess.DEVNULL,
                 stdout=log_w,
                 stderr=log_w,
+                env={"PATH": "/usr/bin:/bin"},  # the sandbox's init keeps this; it can read it
                 pass_fds=(channel_w, passwd_r),
                 start_new_session=True,
             )
@@ -396,8 +436,7 @@ def run_sandboxed(job: Job, limits: SandboxLimits, out_dir: Path, slot: int = 0)
             timed_out, killed_for = _watch(process, limits)
         finally:
             if process.returncode is None:  # never signal a reaped pid: it may be reused
-                kill_tree(process.pid)
-                process.wait()
+                kill_tree(process)
         outputs.join(timeout=30)
         log.join(timeout=30)
     result = SandboxResult(
