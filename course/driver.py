@@ -47,11 +47,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def isolate_paths(cases_root: Path, submission: Path) -> None:
-    """The pristine cases first, the student's package next; never this script's folder."""
+def isolate_paths(cases_root: Path) -> None:
+    """The pristine cases first; never this script's folder or the working directory."""
     here = str(Path(__file__).resolve().parent)
     rest = [p for p in sys.path if p not in ("", ".", here)]
-    sys.path[:] = [str(cases_root), str(submission), *rest]
+    sys.path[:] = [str(cases_root), *rest]
 
 
 def load_student_adapters(submission: Path):
@@ -84,13 +84,16 @@ def main(argv: list[str] | None = None) -> int:
     # The student's prints go to stderr; stdout carries nothing the grader trusts anyway.
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    isolate_paths(args.cases_root.resolve(), args.submission.resolve())
+    isolate_paths(args.cases_root.resolve())
 
     import torch
 
     torch.set_num_threads(1)
     selected = {c for c in args.cases.split(",") if c}
     instances = load_instances(args.inputs, args.component.split(","), selected)
+    # Only now may the student's files shadow module names: everything the driver itself needs
+    # (torch, numpy, safetensors, the cases) is imported already.
+    sys.path.insert(1, str(args.submission.resolve()))
     if not instances:
         print(f"driver: no case inputs for {args.component!r} in {args.inputs}", file=sys.stderr)
         return EXIT_BAD_ARGUMENTS

@@ -237,6 +237,10 @@ def run_linear(d_in, d_out, weight, x):
 
 def test_driver_subprocess_survives_exits_interrupts_and_prints(tmp_path):
     submission = write_submission(tmp_path / "submission", HOSTILE_ADAPTERS)
+    # Modules the driver needs, shadowed: it imports them before the student's folder is on
+    # the path, so these never run.
+    for shadow in ("safetensors.py", "numpy.py", "json.py"):
+        (submission / shadow).write_text("raise SystemExit('shadowed')\n")
     result = run_driver(submission, tmp_path / "out", "softmax,silu,linear")
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""  # the student's print went to stderr
