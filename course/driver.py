@@ -92,8 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     selected = {c for c in args.cases.split(",") if c}
     instances = load_instances(args.inputs, args.component.split(","), selected)
     # Only now may the student's files shadow module names: everything the driver itself needs
-    # (torch, numpy, safetensors, the cases) is imported already.
-    sys.path.insert(1, str(args.submission.resolve()))
+    # (torch, numpy, safetensors, the cases and their `tests` package) is imported already.
+    # First on the path, so their cs336_basics wins over any other copy (the cases root, an
+    # editable install of the reference in an unsandboxed run).
+    sys.path.insert(0, str(args.submission.resolve()))
     if not instances:
         print(f"driver: no case inputs for {args.component!r} in {args.inputs}", file=sys.stderr)
         return EXIT_BAD_ARGUMENTS
