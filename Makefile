@@ -1,5 +1,5 @@
 # Developer and instructor commands; see README.md.
-.PHONY: test demo fixtures hidden-cases check-fixtures handout verify-handout submission grade mutants ci-course bench bench-smoke
+.PHONY: test demo fixtures hidden-cases check-fixtures handout verify-handout submission grade mutants ci-course gradescope grader-attacks bench bench-smoke
 
 test:
 	uv run pytest
@@ -43,6 +43,14 @@ ci-course:
 	uv run python -m course.submission --root dist/handout --out dist/bare-handout.zip
 	uv run cs336-grade dist/reference.zip --out dist/grading/reference --expect full
 	uv run cs336-grade dist/bare-handout.zip --out dist/grading/bare-handout --expect zero
+
+# The Gradescope autograder zip (setup.sh, run_autograder, grader, hidden cases; no solution).
+gradescope:
+	uv run python -m course.gradescope build --out dist/gradescope-autograder.zip
+
+# Every hostile submission against the real sandbox (the default pytest run has a smoke subset).
+grader-attacks:
+	CS336_GRADER_ATTACKS=all CS336_REQUIRE_SANDBOX=1 uv run pytest -q -p no:cacheprovider course/tests/test_grader_hostile.py
 
 # --- Benchmarks (benchmarks/, see README "Benchmarks") ---
 # Ours beside peer libraries, as ratios; prints a table and writes benchmarks/results/bench-<time>.json.

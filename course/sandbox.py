@@ -42,6 +42,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+MIN_BWRAP = (0, 8, 0)
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`)"
 SANDBOX_UID_BASE = 61000  # uids SANDBOX_UID_BASE + slot; no files or processes of their own
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -481,8 +482,26 @@ def unpack_outputs(data: bytes, out_dir: Path, limit: int) -> tuple[list[str], l
     return sorted(written), skipped
 
 
+def bwrap_version() -> tuple[int, ...]:
+    """The installed bubblewrap's version; ``SandboxUnavailable`` when it is missing."""
+    path = shutil.which("bwrap")
+    if not path:
+        raise SandboxUnavailable(f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
+    words = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.split()
+    match = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+))?", words[-1] if words else "")
+    if not match:
+        raise SandboxUnavailable(f"cannot tell the version of {path}: {words}")
+    return tuple(int(part or 0) for part in match.groups())
+
+
 def check_sandbox() -> None:
     """Raise ``SandboxUnavailable`` (with what to do) unless bwrap works here."""
+    version = bwrap_version()
+    if version < MIN_BWRAP:
+        raise SandboxUnavailable(
+            f"bubblewrap {'.'.join(map(str, version))} is too old: the sandbox needs "
+            f"{'.'.join(map(str, MIN_BWRAP))} or newer (--disable-userns, --size)"
+        )
     runtime = Runtime.current()
     with tempfile.TemporaryDirectory(prefix="cs336-probe-") as tmp:
         probe = Path(tmp) / "probe"
