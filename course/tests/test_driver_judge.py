@@ -219,6 +219,7 @@ def run_driver(submission: Path, out: Path, components: str) -> subprocess.Compl
 
 HOSTILE_ADAPTERS = """
 import atexit, os, sys
+from cs336_basics.only_in_submission import MARK  # the reference (cases root) must not shadow it
 
 atexit.register(lambda: open(os.path.join(sys.argv[sys.argv.index("--out") + 1], "x.json"), "w"))
 
@@ -241,6 +242,7 @@ def test_driver_subprocess_survives_exits_interrupts_and_prints(tmp_path):
     # the path, so these never run.
     for shadow in ("safetensors.py", "numpy.py", "json.py"):
         (submission / shadow).write_text("raise SystemExit('shadowed')\n")
+    (submission / "cs336_basics" / "only_in_submission.py").write_text("MARK = 1\n")
     result = run_driver(submission, tmp_path / "out", "softmax,silu,linear")
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""  # the student's print went to stderr
