@@ -269,3 +269,36 @@ def test_load_student_adapters_registers_the_students_module(tmp_path, monkeypat
     submission = write_submission(tmp_path, "def run_silu(x):\n    return 'mine'\n")
     module = load_student_adapters(submission)
     assert module.run_silu(None) == "mine" and sys.modules["tests.adapters"] is module
+
+
+def test_only_the_instructors_cases_count(tmp_path):
+    """Extra output files (a forged case, a copy of a passing one) earn nothing."""
+    out = drive(reference, tmp_path, ["rope"])
+    for suffix in (".json", ".safetensors"):
+        forged = (out / f"rope-public-basic{suffix}").read_bytes()
+        (out / f"rope-hidden-forged-extra{suffix}").write_bytes(forged)
+    results = judge_component("rope", out, rubric=RUBRIC)
+    assert "rope-hidden-forged-extra" not in {r.case for r in results}
+    assert sum(r.max_points for r in results) == pytest.approx(RUBRIC.component("rope").points)
+
+
+def test_case_weights_and_rubric_errors(tmp_path):
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text(
+        '[grading]\nhidden_share = 0.5\n[[component]]\nname = "rope"\npoints = 4\n'
+        'weights = { "rope-hidden-basic-d32" = 3 }\n'
+    )
+    component = load_rubric(rubric).component("rope")
+    ids = [
+        "rope-public-basic",
+        "rope-public-heads",
+        "rope-hidden-basic-d32",
+        "rope-hidden-heads-four",
+    ]
+    assert case_points(component, ids) == pytest.approx(
+        {ids[0]: 1.0, ids[1]: 1.0, ids[2]: 1.5, ids[3]: 0.5}
+    )
+    for bad in ('name = "nope"\npoints = 1', 'name = "rope"\npoints = -1', 'name = "rope"'):
+        rubric.write_text(f"[[component]]\n{bad}\n")
+        with pytest.raises(ValueError):
+            load_rubric(rubric)
