@@ -33,7 +33,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -105,27 +104,6 @@ def type_of(field_name: str) -> type:
 
 
 # --- One component ------------------------------------------------------------------------------
-
-
-class Slots:
-    """Small integers unique among the sandboxes running at once (each gets its own uid)."""
-
-    def __init__(self) -> None:
-        self._free = set(range(256))
-        self._lock = threading.Lock()
-
-    def take(self) -> int:
-        with self._lock:
-            slot = min(self._free)
-            self._free.remove(slot)
-            return slot
-
-    def give(self, slot: int) -> None:
-        with self._lock:
-            self._free.add(slot)
-
-
-SLOTS = Slots()
 
 
 def driver_argv(
@@ -248,11 +226,7 @@ def grade_component(
         staged = stage_grader_files(course, component.name, scratch / "grader" / component.name)
         if sandbox:
             job = driver_job(staged, component.name, submission, Runtime.current())
-            slot = SLOTS.take()
-            try:
-                run = run_sandboxed(job, limits, outputs, slot)
-            finally:
-                SLOTS.give(slot)
+            run = run_sandboxed(job, limits, outputs)
         else:
             run = run_unsandboxed(staged, component.name, submission, outputs, limits)
         cases = judge_component(component.name, outputs, course.expected, rubric=rubric)

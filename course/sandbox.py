@@ -26,12 +26,14 @@ checked like any other untrusted input; the judge validates every file again.
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
 import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tarfile
@@ -182,6 +184,48 @@ class Runtime:
         return {"PYTHONPATH": "/opt/site-packages", "LD_LIBRARY_PATH": "/opt/python/lib"}
 
 
+class Slots:
+    """Small integers unique among the sandboxes running at once on this machine, also across
+    grader processes (a lock file per slot): each slot is its own sandbox uid."""
+
+    def __init__(self, count: int = 256) -> None:
+        self.count = count
+        self._held: dict[int, int] = {}  # slot -> fd of its lock file
+        self._lock = threading.Lock()
+
+    def _folder(self) -> Path:
+        folder = Path(tempfile.gettempdir()) / f"cs336-grade-slots-{os.getuid()}"
+        with suppress(FileExistsError):
+            folder.mkdir(mode=0o700)
+        info = folder.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+            raise RuntimeError(f"{folder} is not a private folder of this user")
+        return folder
+
+    def take(self) -> int:
+        folder = self._folder()
+        with self._lock:
+            for slot in range(self.count):
+                if slot in self._held:
+                    continue
+                fd = os.open(folder / f"{slot}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    continue
+                self._held[slot] = fd
+                return slot
+        raise RuntimeError(f"all {self.count} sandbox slots are busy")
+
+    def give(self, slot: int) -> None:
+        with self._lock:
+            os.close(self._held.pop(slot))  # closing releases the lock
+
+
+SLOTS = Slots()
+
+
 # --- Command line -------------------------------------------------------------------------------
 
 
@@ -300,10 +344,10 @@ def _children_map() -> dict[int, list[int]]:
         if not entry.isdigit():
             continue
         try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
+            line = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        ppid = int(line.rsplit(")", 1)[1].split()[1])
         children.setdefault(ppid, []).append(int(entry))
     return children
 

@@ -44,7 +44,7 @@ name = "{COMPONENT}"
 points = 4
 """
 FULL = 4.0
-SMOKE = {"forge_outputs_then_exit", "import_reference", "escape_all"}
+SMOKE = {"all_in_one"}
 WANT_ALL = os.environ.get("CS336_GRADER_ATTACKS") == "all"
 
 
@@ -357,17 +357,23 @@ if _got:
 }
 
 
-# Several escapes in one submission, for the smoke run (each raises only on success).
-ATTACKS["escape_all"] = "\n".join(
+# Several attacks in one submission, for the smoke run: each raises only on success, and the
+# forgery comes last because it ends the process.
+ATTACKS["all_in_one"] = "\n".join(
     ATTACKS[name]
     for name in (
+        "import_reference",
         "write_outside_and_remount",
         "read_secrets",
         "network",
         "namespaces_and_setuid",
         "daemon_survives",
+        "forge_outputs_then_exit",
     )
 )
+# The same probes without the sandbox succeed: proof that the attacks above have teeth. Only
+# those that read: the writing ones would damage the checkout.
+READING_PROBES = {"import_reference": "LEAK reference found", "network": "LEAK network"}
 
 
 # --- Building zips -----------------------------------------------------------------------------
@@ -485,19 +491,37 @@ class Host:
                 listener.accept()  # nobody connected
 
     def leftover_processes(self) -> list[str]:
-        found = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
+        """Processes of this test (the attack's marker, or a sandbox uid below this process)
+        still alive. Other graders running on the machine are not ours to count."""
+        parents, found = {}, []
+        for entry in filter(str.isdigit, os.listdir("/proc")):
             try:
+                status = Path(f"/proc/{entry}/status").read_text()
                 cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-                uid = os.stat(f"/proc/{entry}").st_uid
             except OSError:
                 continue
-            sandbox_uid = os.geteuid() == 0 and SANDBOX_UID_BASE <= uid < SANDBOX_UID_BASE + 256
-            if self.token.encode() in cmdline or sandbox_uid:
+            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+            parents[int(entry)] = int(fields["PPid"])
+            uid = int(fields["Uid"].split()[0])
+            in_sandbox = SANDBOX_UID_BASE <= uid < SANDBOX_UID_BASE + 256
+            if self.token.encode() in cmdline or (
+                in_sandbox and self._below_us(int(entry), parents)
+            ):
                 found.append(f"{entry} uid={uid} {cmdline[:100]!r}")
         return found
+
+    @staticmethod
+    def _below_us(pid: int, parents: dict[int, int]) -> bool:
+        while pid > 1:
+            try:
+                pid = parents.get(pid) or int(
+                    Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+                )
+            except (OSError, ValueError, IndexError):
+                return False
+            if pid == os.getpid():
+                return True
+        return False
 
     def close(self) -> None:
         for listener in self.listeners:
@@ -551,6 +575,18 @@ def test_attack(
     assert scores["reference"] <= FULL
     host.assert_untouched()
     assert host.leftover_processes() == []
+
+
+@pytest.mark.parametrize("probe", list(READING_PROBES))
+def test_the_probes_find_leaks_without_the_sandbox(
+    probe: str, bases: dict[str, Path], host: Host, rubric: Path, tmp_path: Path
+) -> None:
+    snippet = host.fill(textwrap.dedent(ATTACKS[probe]))
+    zip_path = with_attack(bases["bare"], tmp_path / "probe.zip", snippet)
+    report = grade(
+        zip_path, tmp_path / "out", rubric=rubric, course=host.course, sandbox=False, quiet=True
+    )
+    assert READING_PROBES[probe] in json.dumps(report)
 
 
 def test_reference_and_bare_without_attack(
