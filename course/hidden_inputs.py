@@ -93,6 +93,12 @@ def layers(offset: int) -> dict[str, Callable[[], Bundle]]:
             "w3": linear_weight(g(16), 80, 32),
             "x": randn(g(17), 2, 6, 32),
         },
+        "swiglu/basic/four_dims": lambda: {
+            "w1": linear_weight(g(21), 56, 24),
+            "w2": linear_weight(g(22), 24, 56),
+            "w3": linear_weight(g(23), 56, 24),
+            "x": randn(g(24), 2, 2, 3, 24),
+        },
         "softmax/basic/dim1": lambda: {"x": randn(g(18), 5, 7, 30, scale=5.0), "dim": 1},
         "softmax/basic/dim0": lambda: {"x": randn(g(19), 6, 4, scale=3.0), "dim": 0},
         "softmax/large_inputs/other": lambda: {
@@ -159,11 +165,11 @@ def lm_case(offset: int, length: int, prefixes: list[int]) -> Bundle:
     return {**{f"w.{k}": v for k, v in weights.items()}, **config, "ids": ids, "prefixes": prefixes}
 
 
-def block_case(offset: int) -> Bundle:
+def block_case(offset: int, d_model: int, heads: int, d_ff: int, seq: int, context: int) -> Bundle:
     g = rng(offset)
-    config = {"d_model": 48, "num_heads": 4, "d_ff": 96, "context_length": 12, "rope_theta": 1000.0}
-    weights = {f"w.{k}": v for k, v in block_weights(g, 48, 96).items()}
-    return {**weights, **config, "x": randn(g, 2, 12, 48)}
+    config = {"d_model": d_model, "num_heads": heads, "d_ff": d_ff, "context_length": context}
+    weights = {f"w.{k}": v for k, v in block_weights(g, d_model, d_ff).items()}
+    return {**weights, **config, "rope_theta": 1000.0, "x": randn(g, 2, seq, d_model)}
 
 
 def model(offset: int) -> dict[str, Callable[[], Bundle]]:
@@ -184,7 +190,8 @@ def model(offset: int) -> dict[str, Callable[[], Bundle]]:
         ),
         "rope/basic/d32": lambda: rope_case(offset + 5, 3, None, 10, 32),
         "rope/heads/four": lambda: rope_case(offset + 6, 2, 4, 8, 16),
-        "transformer_block/basic/d48": lambda: block_case(offset + 7),
+        "transformer_block/basic/d48": lambda: block_case(offset + 7, 48, 4, 96, 12, 12),
+        "transformer_block/basic/short_seq": lambda: block_case(offset + 10, 32, 2, 80, 7, 16),
         "transformer_lm/prefixes/small": lambda: lm_case(offset + 8, 20, [3, 11]),
         "transformer_lm/truncated/small": lambda: lm_case(offset + 9, 6, []),
     }
@@ -281,6 +288,12 @@ def tokenizers() -> dict[str, Callable[[], Bundle]]:
             "text": HIDDEN_TEXT * 3,
             "vocab_size": 300,
             "special_tokens": [END_OF_TEXT],
+        },
+        "train_bpe/samples/two_specials": lambda: {
+            # Stories cut by a second special token too: no merge may cross either.
+            "text": "<|pad|>".join(stories[3000:6000].split(" the ")),
+            "vocab_size": 360,
+            "special_tokens": ["<|pad|>", END_OF_TEXT],
         },
         "tokenizer/samples/hidden": lambda: tokenizer_inputs(
             {"mixed": HIDDEN_TEXT, "story": stories[:3000]}
