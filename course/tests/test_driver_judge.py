@@ -203,17 +203,13 @@ def write_submission(root: Path, adapters: str) -> Path:
     return root
 
 
-def run_driver(submission: Path, out: Path, components: str) -> subprocess.CompletedProcess:
+def run_driver(
+    submission: Path, out: Path, components: str, *options: str
+) -> subprocess.CompletedProcess:
     out.mkdir()
-    command = [
-        sys.executable,
-        str(DRIVER),
-        "--cases-root",
-        str(ROOT),
-        "--submission",
-        str(submission),
-    ]
-    command += ["--inputs", str(INPUTS_ROOT), "--component", components, "--out", str(out)]
+    command = [sys.executable, str(DRIVER), "--cases-root", str(ROOT)]
+    command += ["--submission", str(submission), "--inputs", str(INPUTS_ROOT)]
+    command += ["--component", components, "--out", str(out), *options]
     return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=submission)
 
 
@@ -302,3 +298,34 @@ def test_case_weights_and_rubric_errors(tmp_path):
         rubric.write_text(f"[[component]]\n{bad}\n")
         with pytest.raises(ValueError):
             load_rubric(rubric)
+
+
+def test_driver_soft_timeout_stops_a_hanging_case_and_goes_on(tmp_path):
+    adapters = """
+    import time
+    calls = []
+
+    def run_transformer_block(*args):
+        calls.append(1)
+        if len(calls) == 1:
+            while True:  # the first case hangs, even through `except Exception`
+                try:
+                    time.sleep(0.05)
+                except Exception:
+                    pass
+        raise ValueError("second case ran")
+    """
+    submission = write_submission(tmp_path / "submission", adapters)
+    chosen = "transformer_block-hidden-basic-d48,transformer_block-public-basic"
+    result = run_driver(
+        submission, tmp_path / "out", "transformer_block", "--cases", chosen, "--case-timeout", "1"
+    )
+    assert result.returncode == 0, result.stderr
+    results = {
+        r.case: r for r in judge_component("transformer_block", tmp_path / "out", rubric=RUBRIC)
+    }
+    assert "CaseTimeout" in results["transformer_block-hidden-basic-d48"].message
+    assert "second case ran" in results["transformer_block-public-basic"].message
+    assert (
+        "did not finish" in results["transformer_block-hidden-basic-short_seq"].message
+    )  # not chosen
