@@ -1,5 +1,5 @@
 # Developer and instructor commands; see README.md.
-.PHONY: test demo fixtures hidden-cases check-fixtures handout verify-handout submission grade mutants ci-course gradescope grader-attacks bench bench-smoke
+.PHONY: test demo fixtures hidden-cases case-mutants check-fixtures handout verify-handout submission grade mutants ci-course gradescope grader-attacks bench bench-smoke
 
 test:
 	uv run pytest
@@ -13,6 +13,10 @@ fixtures:
 # The grader's case inputs and expected values (course/hidden; `make fixtures` runs it too).
 hidden-cases:
 	uv run python -m course.hidden_cases
+
+# Every catalogued bug must lose points in grading (driver + judge on public and hidden cases).
+case-mutants:
+	uv run python -m course.case_mutants
 
 check-fixtures:
 	uv run python -m course.manifest

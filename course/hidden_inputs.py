@@ -83,6 +83,11 @@ def layers(offset: int) -> dict[str, Callable[[], Bundle]]:
             "x": randn(g(12), 5, 16, scale=0.1),
             "eps": 1e-5,
         },
+        "rmsnorm/float16/wide": lambda: {
+            "weight": gain(g(25), 40).half(),
+            "x": randn(g(26), 3, 5, 40, scale=1000.0).half(),
+            "eps": 1e-6,
+        },
         "silu/basic/wide": lambda: {"x": randn(g(13), 3, 50, scale=4.0)},
         "silu/extremes/other": lambda: {
             "x": torch.tensor([-500.0, -30.0, -0.5, 0.25, 30.0, 500.0, 3e4])

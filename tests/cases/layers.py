@@ -108,6 +108,52 @@ def rmsnorm(adapters, inputs: Bundle) -> Bundle:
     return {"out": adapters.run_rmsnorm(weight.shape[0], inputs["eps"], weight, inputs["x"])}
 
 
+def low_precision_expected(inputs: Bundle) -> Bundle:
+    x, weight = inputs["x"].double(), inputs["weight"].double()
+    return {"out": F.rms_norm(x, weight.shape, weight, eps=inputs["eps"])}
+
+
+# A float32 computation rounded once to float16 is within half a float16 ulp; one more rounding
+# (the gain applied after the cast, as HF's Llama does) is fine too.
+LOW_PRECISION_ROUNDINGS = 2.5
+
+
+def check_low_precision(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
+    out, dtype = outputs.get("out"), inputs["x"].dtype
+    if not isinstance(out, torch.Tensor) or out.dtype != dtype:
+        kind = out.dtype if isinstance(out, torch.Tensor) else type(out).__name__
+        return f"out: expected the input's dtype {dtype}, got {kind}"
+    truth = expected["out"]
+    if out.shape != truth.shape:
+        return f"out: shape {tuple(out.shape)} differs from the input's {tuple(truth.shape)}"
+    bound = LOW_PRECISION_ROUNDINGS * torch.finfo(dtype).eps / 2 * truth.abs() + 1e-6
+    ratio = ((out.double() - truth).abs() / bound).nan_to_num(nan=float("inf"))
+    if float(ratio.max()) <= 1.0:
+        return None
+    return (
+        f"out: {int((ratio > 1).sum())} of {ratio.numel()} elements are off by more than "
+        f"{LOW_PRECISION_ROUNDINGS} {dtype} roundings (worst {float(ratio.max()):.3g}x)\n"
+        "  hint: compute the mean square in float32 (x.float()) and cast the result back to the "
+        "input's dtype; in float16, x**2 overflows past 256"
+    )
+
+
+@case(
+    "rmsnorm",
+    "float16",
+    check=check_low_precision,
+    expected=low_precision_expected,
+    public=lambda s: {
+        "weight": s.layer()["ln1.weight"].half(),
+        "x": (300 * s.inputs["in_embeddings"]).half(),
+        "eps": s.config["norm_eps"],
+    },
+)
+def rmsnorm_float16(adapters, inputs: Bundle) -> Bundle:
+    """float16 inputs as large as 1000: the statistics are computed in float32."""
+    return rmsnorm.call(adapters, inputs)
+
+
 @case(
     "silu",
     "basic",
