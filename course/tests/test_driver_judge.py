@@ -329,3 +329,13 @@ def test_driver_soft_timeout_stops_a_hanging_case_and_goes_on(tmp_path):
     assert (
         "did not finish" in results["transformer_block-hidden-basic-short_seq"].message
     )  # not chosen
+
+
+def test_case_mutants_grades_a_catalogued_bug(tmp_path):
+    from course.bugs import BUGS
+    from course.case_mutants import CASE_FILES, grade_bug, stage
+
+    bug = next(b for b in BUGS if b.name == "linear_weight_not_transposed")
+    result = grade_bug(bug, stage(tmp_path, CASE_FILES), timeout=120)
+    assert result.lost == pytest.approx(RUBRIC.component("linear").points)
+    assert result.hidden_failed == 2 and not result.note
