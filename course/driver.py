@@ -99,14 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     if not instances:
         print(f"driver: no case inputs for {args.component!r} in {args.inputs}", file=sys.stderr)
         return EXIT_BAD_ARGUMENTS
+    run_cases = case_runner()
+    from tests.cases.core import describe_exception
+
     signal.signal(signal.SIGALRM, on_alarm)
     adapters, import_error = None, None
     try:
         alarm(args.case_timeout)
         adapters = load_student_adapters(args.submission.resolve())
     except BaseException as error:  # noqa: BLE001  (syntax errors, exits, anything)
-        from tests.cases.core import describe_exception
-
         import_error = f"importing your tests/adapters.py failed: {describe_exception(error)}"
     finally:
         alarm(0)
@@ -132,33 +133,38 @@ def load_instances(inputs: Path, component_names: list[str], selected: set[str])
     return instances
 
 
-def run_cases(
-    instances: list, adapters, import_error: str | None, out: Path, timeout: float
-) -> None:
-    """Run each case and write its outputs the moment it finishes."""
+def case_runner():
+    """``run_cases(instances, adapters, import_error, out, timeout)``, with what it calls bound
+    now, before any student code runs: whatever that code later does to ``sys.modules`` or
+    ``sys.path``, the driver keeps its own functions and goes on writing outputs."""
     from tests.cases import Outputs, run_case
     from tests.cases.core import describe_exception
     from tests.cases.wire import write_bundle
 
     clock = time.perf_counter
-    for case_id, case, inputs in instances:
-        start = clock()
-        if import_error is not None:
-            outputs = Outputs({}, import_error)
-        else:
+
+    def run_cases(instances: list, adapters, import_error: str | None, out: Path, timeout: float):
+        """Run each case and write its outputs the moment it finishes."""
+        for case_id, case, inputs in instances:
+            start = clock()
+            if import_error is not None:
+                outputs = Outputs({}, import_error)
+            else:
+                try:
+                    alarm(timeout)
+                    outputs = run_case(case, adapters, inputs)
+                except CaseTimeout as error:  # the alarm fired outside the case's own try
+                    outputs = Outputs({}, describe_exception(error))
+                finally:
+                    alarm(0)
+            header = {"case": case_id, "seconds": round(clock() - start, 3)}
             try:
-                alarm(timeout)
-                outputs = run_case(case, adapters, inputs)
-            except CaseTimeout as error:  # the alarm fired outside the case's own try
-                outputs = Outputs({}, describe_exception(error))
-            finally:
-                alarm(0)
-        header = {"case": case_id, "seconds": round(clock() - start, 3)}
-        try:
-            write_bundle(out, case_id, outputs.data, header | status_of(outputs))
-        except BaseException as error:  # noqa: BLE001  (unsavable outputs)
-            problem = Outputs({}, f"the outputs could not be saved: {describe_exception(error)}")
-            write_bundle(out, case_id, {}, header | status_of(problem))
+                write_bundle(out, case_id, outputs.data, header | status_of(outputs))
+            except BaseException as error:  # noqa: BLE001  (unsavable outputs)
+                problem = f"the outputs could not be saved: {describe_exception(error)}"
+                write_bundle(out, case_id, {}, header | status_of(Outputs({}, problem)))
+
+    return run_cases
 
 
 def status_of(outputs) -> dict:
