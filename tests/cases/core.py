@@ -140,6 +140,7 @@ def judge_case(case: Case, outputs: Outputs, expected: Bundle, inputs: Bundle) -
     if outputs.raised is not None:
         return f"raised {outputs.raised}"
     try:
-        return case.check(outputs.data, expected, inputs)
+        message = case.check(outputs.data, expected, inputs)
     except Exception as error:  # noqa: BLE001  (malformed outputs of any kind)
         return f"malformed outputs ({describe_exception(error, 300)})"
+    return str(message) if message else None
