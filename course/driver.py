@@ -15,6 +15,7 @@ See course/GRADING_INTERFACE.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import signal
@@ -88,20 +89,20 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from tests.cases.core import describe_exception
+
     torch.set_num_threads(1)
     selected = {c for c in args.cases.split(",") if c}
     instances = load_instances(args.inputs, args.component.split(","), selected)
+    if not instances:
+        print(f"driver: no case inputs for {args.component!r} in {args.inputs}", file=sys.stderr)
+        return EXIT_BAD_ARGUMENTS
+    run_cases = case_runner()
     # Only now may the student's files shadow module names: everything the driver itself needs
     # (torch, numpy, safetensors, the cases and their `tests` package) is imported already.
     # First on the path, so their cs336_basics wins over any other copy (the cases root, an
     # editable install of the reference in an unsandboxed run).
     sys.path.insert(0, str(args.submission.resolve()))
-    if not instances:
-        print(f"driver: no case inputs for {args.component!r} in {args.inputs}", file=sys.stderr)
-        return EXIT_BAD_ARGUMENTS
-    run_cases = case_runner()
-    from tests.cases.core import describe_exception
-
     signal.signal(signal.SIGALRM, on_alarm)
     adapters, import_error = None, None
     try:
@@ -112,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         alarm(0)
     run_cases(instances, adapters, import_error, out, args.case_timeout)
-    sys.stderr.flush()
+    with contextlib.suppress(BaseException):  # the student may have closed or replaced stderr
+        sys.stderr.flush()
     # Skip the student's atexit handlers and wait for none of their threads.
     os._exit(0)
 
