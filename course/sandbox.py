@@ -87,6 +87,11 @@ if spec["uid"] is not None:
     os.setgid(spec["uid"])
     os.setuid(spec["uid"])
 check(libc.prctl(36, 1, 0, 0, 0), "PR_SET_CHILD_SUBREAPER")
+# Die with the grader (bwrap's --die-with-parent then ends the sandbox). Set after setuid,
+# which clears it; a grader already gone is seen as a changed parent.
+check(libc.prctl(1, 9, 0, 0, 0), "PR_SET_PDEATHSIG")
+if os.getppid() != spec["parent"]:
+    os._exit(1)
 child = os.fork()
 if child == 0:
     os.execv(spec["argv"][0], spec["argv"])  # no PATH search: the stdlib may be out of reach
@@ -442,12 +447,22 @@ def _stage(binds: dict[str, Path], staging: Path, as_root: bool) -> tuple[dict[s
     return sources, mounts
 
 
-def run_sandboxed(job: Job, limits: SandboxLimits, out_dir: Path, slot: int = 0) -> SandboxResult:
-    """Run ``job`` in a fresh sandbox; write its ``/out`` files into ``out_dir`` (created)."""
+def run_sandboxed(job: Job, limits: SandboxLimits, out_dir: Path) -> SandboxResult:
+    """Run ``job`` in a fresh sandbox; write its ``/out`` files into ``out_dir`` (created).
+    As root, the sandbox gets a uid of its own (a free slot) for as long as it runs."""
     if not shutil.which("bwrap"):
         raise SandboxUnavailable(f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
-    as_root = os.geteuid() == 0
-    uid = SANDBOX_UID_BASE + slot if as_root else None
+    if os.geteuid() != 0:
+        return _run(job, limits, out_dir, uid=None)
+    slot = SLOTS.take()
+    try:
+        return _run(job, limits, out_dir, uid=SANDBOX_UID_BASE + slot)
+    finally:
+        SLOTS.give(slot)
+
+
+def _run(job: Job, limits: SandboxLimits, out_dir: Path, uid: int | None) -> SandboxResult:
+    as_root = uid is not None
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="cs336-sandbox-") as tmp:
         staging = Path(tmp)
@@ -459,7 +474,13 @@ def run_sandboxed(job: Job, limits: SandboxLimits, out_dir: Path, slot: int = 0)
         os.write(passwd_w, _passwd(uid if uid is not None else os.getuid()).encode())
         os.close(passwd_w)
         command = bwrap_command(job, limits, sources, channel_w, passwd_r)
-        prepare = {"rlimits": _rlimits(limits, uid), "uid": uid, "stage": mounts, "argv": command}
+        prepare = {
+            "rlimits": _rlimits(limits, uid),
+            "uid": uid,
+            "stage": mounts,
+            "argv": command,
+            "parent": os.getpid(),
+        }
         outputs = _CappedReader(channel_r, limits.out_bytes + 2**20, keep_tail=False)
         log = _CappedReader(log_r, limits.log_bytes // 2, keep_tail=True)
         try:
@@ -487,16 +508,20 @@ def run_sandboxed(job: Job, limits: SandboxLimits, out_dir: Path, slot: int = 0)
     result = SandboxResult(
         process.returncode, time.monotonic() - started, log.text(), timed_out, killed_for
     )
+    _collect_outputs(result, outputs, out_dir, limits.out_bytes)
+    return result
+
+
+def _collect_outputs(
+    result: SandboxResult, outputs: _CappedReader, out_dir: Path, limit: int
+) -> None:
     out_dir.mkdir(parents=True)
     if outputs.overflowed:
-        result.output_error = f"the outputs were over {limits.out_bytes} bytes"
+        result.output_error = f"the outputs were over {limit} bytes"
     elif outputs.total:
-        result.output_files, skipped = unpack_outputs(
-            bytes(outputs.head), out_dir, limits.out_bytes
-        )
+        result.output_files, skipped = unpack_outputs(bytes(outputs.head), out_dir, limit)
         if skipped:
             result.output_error = "outputs left out: " + ", ".join(skipped[:5])
-    return result
 
 
 def unpack_outputs(data: bytes, out_dir: Path, limit: int) -> tuple[list[str], list[str]]:

@@ -323,7 +323,7 @@ def sandboxed(code: str, tmp_path: Path, limits: SandboxLimits, submission: dict
     for name, text in (submission or {}).items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text)
-    folder.mkdir(exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     for path in [folder, *folder.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     job = Job(
@@ -419,3 +419,21 @@ except OSError:
     assert (tmp_path / "out" / "full.json").is_file()
     assert sum(p.stat().st_size for p in (tmp_path / "out").iterdir()) <= 16 * 2**20
     assert result.returncode == 0
+
+
+def test_parallel_sandboxes_run_as_different_users(tmp_path: Path) -> None:
+    """As root, each running sandbox has a uid of its own, so process limits never mix."""
+    if os.geteuid() != 0:
+        pytest.skip("the grader runs sandboxes as dedicated uids only when it runs as root")
+    from concurrent.futures import ThreadPoolExecutor
+
+    code = "import os, time\nopen('/out/uid', 'w').write(str(os.getuid()))\ntime.sleep(2)\n"
+    with ThreadPoolExecutor(2) as pool:
+        results = list(
+            pool.map(
+                lambda i: sandboxed(code, tmp_path / str(i), SandboxLimits(wall_s=60)), range(2)
+            )
+        )
+    assert all(r.output_files == ["uid"] for r in results)
+    uids = {(tmp_path / str(i) / "out" / "uid").read_text() for i in range(2)}
+    assert len(uids) == 2
