@@ -11,6 +11,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -437,3 +438,36 @@ def test_parallel_sandboxes_run_as_different_users(tmp_path: Path) -> None:
     assert all(r.output_files == ["uid"] for r in results)
     uids = {(tmp_path / str(i) / "out" / "uid").read_text() for i in range(2)}
     assert len(uids) == 2
+
+
+def test_the_sandbox_dies_with_the_grader(tmp_path: Path) -> None:
+    """A grader killed mid-run (OOM killer, Ctrl-C) takes its sandbox and daemons with it."""
+    needs_sandbox()
+    daemon = f"cs336-daemon-{os.getpid()}"  # spelled in two halves below: only the daemon's
+    split = f"'cs336-' + 'daemon-{os.getpid()}'"  # own command line holds it whole
+    script = f"""
+from pathlib import Path
+from course.sandbox import Job, Runtime, SandboxLimits, run_sandboxed
+runtime = Runtime.current()
+folder = Path({str(tmp_path)!r}) / "submission"
+folder.mkdir()
+folder.chmod(0o755)
+code = "import subprocess, sys, time\\nsubprocess.Popen([sys.executable, '-S', '-c', 'import time; time.sleep(300)', {split}], start_new_session=True)\\ntime.sleep(300)"
+job = Job(runtime.python, [runtime.python, "-S", "-c", code], runtime.binds(), folder, runtime.env())
+run_sandboxed(job, SandboxLimits(wall_s=300), Path({str(tmp_path)!r}) / "out")
+"""
+    grader = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_ROOT)
+    deadline = time.monotonic() + 60
+    while not _with_marker(daemon) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _with_marker(daemon), "the sandbox's daemon did not start"
+    grader.kill()
+    grader.wait()
+    deadline = time.monotonic() + 10
+    while _with_marker(daemon) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _with_marker(daemon) == []
+
+
+def _with_marker(marker: str) -> list[str]:
+    return [p for p in os.listdir("/proc") if p.isdigit() and marker.encode() in _cmdline(p)]
