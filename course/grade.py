@@ -390,13 +390,21 @@ def grade_batch(folder: Path, out_dir: Path, jobs: int = 2, **kwargs) -> Path:
     rows = [["submission", "total", *names, "note"]]
     for zip_path, report in zip(zips, reports, strict=True):
         scores = {t["name"]: t["score"] for t in report["tests"]}
-        note = report["output"] if "grader error" in report["output"] else ""
+        note = csv_note(report)
         rows.append([zip_path.name, report["score"], *(scores.get(n, 0.0) for n in names), note])
     csv_path = out_dir / "grades.csv"
     with tempfile.NamedTemporaryFile("w", dir=out_dir, delete=False, newline="") as stream:
         csv.writer(stream).writerows(rows)
     os.replace(stream.name, csv_path)
     return csv_path
+
+
+def csv_note(report: dict) -> str:
+    """What the instructor should see beside the scores: a grader error or a refused zip."""
+    if "grader error" in report["output"]:
+        return report["output"]
+    refused = [t["output"] for t in report["tests"] if t["output"].startswith("Submission refused")]
+    return refused[0] if refused else ""
 
 
 def main(argv: list[str] | None = None) -> int:
