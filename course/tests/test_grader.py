@@ -293,8 +293,8 @@ def test_batch_writes_a_csv_and_goes_on(tmp_path: Path) -> None:
     csv_path = grade_batch(folder, tmp_path / "grades", jobs=2, rubric=rubric, sandbox=False)
     rows = csv_path.read_text().splitlines()
     assert rows[0] == "submission,total,softmax,silu,note"
-    assert rows[1].startswith("garbage.zip,0.0,0.0,0.0,\"Submission refused")
-    assert rows[2].startswith("nocode.zip,0.0,0.0,0.0,\"Submission refused")
+    assert rows[1].startswith('garbage.zip,0.0,0.0,0.0,"Submission refused')
+    assert rows[2].startswith('nocode.zip,0.0,0.0,0.0,"Submission refused')
     assert "no cs336_basics/" in rows[2]
 
 
