@@ -229,7 +229,9 @@ def grade_component(
             run = run_sandboxed(job, limits, outputs)
         else:
             run = run_unsandboxed(staged, component.name, submission, outputs, limits)
-        cases = judge_component(component.name, outputs, course.expected, rubric=rubric)
+        cases = judge_component(
+            component.name, outputs, course.expected, rubric=rubric, inputs_root=course.inputs
+        )
         result = summarize(component, cases, run, limits)
     except Exception as error:  # noqa: BLE001  (a grader-side failure: this component only)
         result = ComponentResult(
