@@ -115,7 +115,7 @@ class SandboxUnavailable(RuntimeError):
 class SandboxLimits:
     wall_s: float = 300
     cpu_s: int = 600  # per process (RLIMIT_CPU)
-    memory_bytes: int = 8 * 2**30  # resident memory of the whole tree; also RLIMIT_AS per process
+    memory_bytes: int = 8 * 2**30  # resident memory of the whole tree (the watchdog)
     address_space_bytes: int = 16 * 2**30  # per process; torch maps far more than it touches
     processes: int = 256  # processes and threads (RLIMIT_NPROC)
     file_size_bytes: int = 64 * 2**20  # largest file (RLIMIT_FSIZE)
@@ -311,7 +311,9 @@ def bwrap_command(
 
 
 class _CappedReader(threading.Thread):
-    """Drains a pipe, keeping at most ``limit`` bytes (head and tail, or head only)."""
+    """Drains a pipe, keeping at most ``limit`` bytes: head and tail (a log, drained to the
+    end so the writer never blocks), or the head only (outputs: reading stops past the limit,
+    and the writer gets a broken pipe instead of streaming on)."""
 
     def __init__(self, fd: int, limit: int, keep_tail: bool) -> None:
         super().__init__(daemon=True)
@@ -324,6 +326,8 @@ class _CappedReader(threading.Thread):
         with open(self.fd, "rb", buffering=0) as stream:
             while chunk := stream.read(1 << 16):
                 self.total += len(chunk)
+                if not self.keep_tail and self.overflowed:
+                    break
                 room = self.limit - len(self.head)
                 self.head += chunk[: max(room, 0)]
                 if self.keep_tail and room < len(chunk):

@@ -293,6 +293,16 @@ for _i in range(20000):
     except OSError:
         break
 """,
+    # Sparse files: little space on the tmpfs, gigabytes in the output stream.
+    "sparse_output_bomb": """
+import os
+for _i in range(200):
+    try:
+        with open("/out/s%d.json" % _i, "wb") as _stream:
+            _stream.truncate(60 * 2**20)
+    except OSError:
+        break
+""",
     "output_bomb": """
 import sys
 for _ in range(200):
