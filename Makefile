@@ -1,5 +1,5 @@
 # Developer and instructor commands; see README.md.
-.PHONY: test demo fixtures check-fixtures handout handout-extensions verify-handout submission grade mutants ci-course bench bench-smoke check-solutions
+.PHONY: test demo fixtures hidden-cases case-mutants check-fixtures handout handout-extensions verify-handout submission grade mutants ci-course gradescope grader-attacks bench bench-smoke check-solutions
 
 test:
 	uv run pytest
@@ -9,6 +9,14 @@ demo:
 
 fixtures:
 	uv run python -m course.fixtures
+
+# The grader's case inputs and expected values (course/hidden; `make fixtures` runs it too).
+hidden-cases:
+	uv run python -m course.hidden_cases
+
+# Every catalogued bug must lose points in grading (driver + judge on public and hidden cases).
+case-mutants:
+	uv run python -m course.case_mutants
 
 check-fixtures:
 	uv run python -m course.manifest
@@ -46,6 +54,14 @@ ci-course:
 	uv run python -m course.submission --root dist/handout --out dist/bare-handout.zip
 	uv run cs336-grade dist/reference.zip --out dist/grading/reference --expect full
 	uv run cs336-grade dist/bare-handout.zip --out dist/grading/bare-handout --expect zero
+
+# The Gradescope autograder zip (setup.sh, run_autograder, grader, hidden cases; no solution).
+gradescope:
+	uv run python -m course.gradescope build --out dist/gradescope-autograder.zip
+
+# Every hostile submission against the real sandbox (the default pytest run has a smoke subset).
+grader-attacks:
+	CS336_GRADER_ATTACKS=all CS336_REQUIRE_SANDBOX=1 uv run pytest -q -p no:cacheprovider course/tests/test_grader_hostile.py
 
 # --- Benchmarks (benchmarks/, see README "Benchmarks") ---
 # Ours beside peer libraries, as ratios; prints a table and writes benchmarks/results/bench-<time>.json.

@@ -26,6 +26,7 @@ from safetensors.torch import load_file, save
 import course.cases_model  # noqa: F401  (registers the model cases)
 import course.cases_variants  # noqa: F401  (registers the architecture-variant cases)
 from course.fixture_diff import fixture_differences
+from course.hidden_cases import write_hidden_cases
 from course.manifest import write_manifest
 from course.snapshot_case import REGISTRY, FixtureData
 from course.tokenizer_fixtures import write_tokenizer_fixtures
@@ -209,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     data = load_fixture_data()
     names = args.names or sorted(REGISTRY)
     written = sum(write_snapshot(name, data) for name in names)
+    write_hidden_cases()  # the grader's cases (course/hidden), which read the fixtures above
     write_manifest()
     print(
         f"snapshots: {written} rewritten, {len(names) - written} unchanged "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import queue
+import re
 import shutil
 import subprocess
 import sys
@@ -19,14 +20,112 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 from course.bugs import BUGS, Bug
-from course.grade import collected_nodeids, load_rubric, pristine_files, test_files_for
-from course.handout import REPO_ROOT
+from course.handout import REPO_ROOT, is_instructor_test, source_files
 from course.pytest_outcomes import summarize
 
 PLUGIN = Path(__file__).with_name("pytest_outcomes.py")
+ADAPTERS = "tests/adapters.py"
+# The pytest -k expression that picks each rubric component's tests.
+SELECT = {
+    "linear": "linear",
+    "embedding": "embedding and not variants",
+    "rmsnorm": "rmsnorm",
+    "silu": "silu and not swiglu and not ablations and not variants",
+    "swiglu": "swiglu",
+    "rope": "rope and not attention and not parity and not variants",
+    "softmax": "softmax",
+    "scaled_dot_product_attention": "scaled_dot_product_attention",
+    "multihead_self_attention": "multihead_self_attention",
+    "transformer_block": "transformer_block",
+    "transformer_lm": "transformer_lm and not config",
+    "cross_entropy": "cross_entropy",
+    "adamw": "adamw",
+    "cosine_schedule": "cosine_schedule",
+    "gradient_clipping": "gradient_clipping",
+    "get_batch": "get_batch",
+    "checkpoint": "checkpoint and not training",
+    "train_bpe": "train_bpe",
+    "tokenizer": "tokenizer and not train_bpe",
+}
+
+
+def pristine_files(instructor_root: Path) -> list[Path]:
+    """Instructor files every workspace gets: tests (minus toolchain tests), fixtures, pytest config."""
+    return [
+        p
+        for p in source_files(instructor_root)
+        if (
+            p.parts[0] == "fixtures"
+            or (
+                p.parts[0] == "tests"
+                and p.as_posix() != ADAPTERS
+                and not is_instructor_test(instructor_root / p)
+            )
+        )
+    ] + [Path("pyproject.toml")]
+
+
+def keyword_match(expression: str, nodeid: str) -> bool:
+    """Approximately pytest's ``-k``: each name matches as a case-insensitive substring of the
+    node id. Used only to pick which test files a component's run needs to import."""
+    python = []
+    for token in re.findall(r"\(|\)|[^\s()]+", expression):
+        python.append(
+            token if token in ("(", ")", "and", "or", "not") else f"{token.lower()!r} in s"
+        )
+    return bool(eval(" ".join(python), {"__builtins__": {}}, {"s": nodeid.lower()}))
+
+
+@cache
+def collected_nodeids(instructor_root: Path, plugin_autoload: bool = True) -> tuple[str, ...]:
+    """Every test id of the instructor's suite (collected once, from the reference code)."""
+    with tempfile.TemporaryDirectory(prefix="cs336-collect-") as tmp:
+        shutil.copyfile(PLUGIN, Path(tmp) / PLUGIN.name)
+        outcomes = Path(tmp) / "collected.jsonl"
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env.update(
+            PYTHONPATH=f"{tmp}:{instructor_root}",
+            CS336_OUTCOMES=str(outcomes),
+            PYTHONDONTWRITEBYTECODE="1",
+        )
+        if not plugin_autoload:
+            env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        files = sorted(
+            {
+                rel.as_posix()
+                for rel in pristine_files(instructor_root)
+                if rel.parts[0] == "tests" and rel.name.startswith("test_") and rel.suffix == ".py"
+            }
+        )
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "--collect-only",
+                "-p",
+                "pytest_outcomes",
+                "-p",
+                "no:cacheprovider",
+                *files,
+            ],
+            cwd=instructor_root,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        return tuple(summarize(outcomes))
+
+
+def test_files_for(select: str, nodeids: tuple[str, ...]) -> list[str]:
+    """The test files a ``-k select`` run needs; all of ``tests`` when nothing is known."""
+    files = sorted({n.split("::")[0] for n in nodeids if "::" in n and keyword_match(select, n)})
+    return files or ["tests"]
 
 
 @dataclass
@@ -125,10 +224,10 @@ def mutate_and_test(
 def run_all(
     bugs: list[Bug], jobs: int, timeout: float, root: Path = REPO_ROOT
 ) -> tuple[list[MutantResult], list[str]]:
-    components = {c.name: c.select for c in load_rubric()[0]}
+    components = SELECT
     unknown = sorted({b.component for b in bugs} - set(components))
     if unknown:
-        raise ValueError(f"bugs name components missing from the rubric: {unknown}")
+        raise ValueError(f"bugs name components missing from mutants.SELECT: {unknown}")
     with tempfile.TemporaryDirectory(prefix="cs336-mutants-") as tmp:
         copies: queue.Queue[Path] = queue.Queue()
         for worker in range(max(1, jobs)):

@@ -1,0 +1,180 @@
+"""The Gradescope autograder: ``make gradescope`` builds its zip; Gradescope runs it.
+
+``python -m course.gradescope build [--out ZIP]`` writes the zip Gradescope's "Configure
+Autograder" page takes: ``setup.sh`` and ``run_autograder`` at the top, and the grader's files
+(``course/``: grader, driver, judge, rubric, hidden inputs and expected values; the case
+definitions under ``tests/``; ``fixtures/``; ``pyproject.toml`` and ``uv.lock``). The reference
+solution is not in it: the machine that runs students' code never holds it.
+
+On Gradescope, ``setup.sh`` (once, as root) installs bubblewrap and uv, creates the locked
+environment under ``/opt/cs336`` (world-readable, so the sandbox's unprivileged uid can run it),
+makes the expected values readable by root only, and checks that the sandbox works.
+``run_autograder`` (per submission, as root) runs ``python -m course.gradescope run``, which
+packs ``/autograder/submission`` back into a zip (links, devices and FIFOs are kept as such,
+so the strict unpacker refuses them with its usual message) and grades it with
+``cs336-grade``'s code into ``/autograder/results/results.json``. The driver runs as an
+unprivileged uid inside the sandbox; the judge runs as root, outside.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import stat
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from course.grade import CASE_FILES, REPO_ROOT, RUBRIC, Course, grade
+from course.unpack import ArchiveLimits
+
+OPT = "/opt/cs336"
+BUNDLED = (
+    "pyproject.toml",
+    "uv.lock",
+    "course/__init__.py",
+    "course/grade.py",
+    "course/sandbox.py",
+    "course/unpack.py",
+    "course/judge.py",
+    "course/driver.py",
+    "course/gradescope.py",
+    "course/rubric.toml",
+    "course/hidden",
+    "fixtures",
+    *CASE_FILES,
+)
+SETUP_SH = f"""#!/usr/bin/env bash
+# Gradescope runs this once, as root, when the autograder image is built.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y --no-install-recommends bubblewrap curl ca-certificates
+bwrap --version
+curl -LsSf https://astral.sh/uv/install.sh | env UV_INSTALL_DIR={OPT}/bin UV_NO_MODIFY_PATH=1 sh
+cd /autograder/source
+# The environment lives outside /root so the sandbox's unprivileged uid can read it.
+UV_PYTHON_INSTALL_DIR={OPT}/python UV_PROJECT_ENVIRONMENT={OPT}/venv UV_PYTHON=3.11 \\
+    {OPT}/bin/uv sync --locked --no-install-project
+chmod -R a+rX {OPT}
+# The judge (root) reads the expected values; nobody else may.
+chown -R root:root course/hidden/expected
+chmod -R go-rwx course/hidden/expected
+{OPT}/venv/bin/python -m course.gradescope check
+"""
+RUN_AUTOGRADER = f"""#!/usr/bin/env bash
+# Gradescope runs this for every submission, as root.
+cd /autograder/source
+mkdir -p /autograder/results
+chmod 700 /autograder/results
+{OPT}/venv/bin/python -m course.gradescope run /autograder/submission /autograder/results
+if [ ! -s /autograder/results/results.json ]; then
+    echo '{{"score": 0, "output": "grader error: the autograder stopped without a result; tell the course staff", "tests": []}}' \\
+        > /autograder/results/results.json
+fi
+"""
+
+
+def bundle_files(root: Path = REPO_ROOT) -> list[Path]:
+    """The files of the autograder zip, relative to ``root`` (no reference solution)."""
+    files = []
+    for rel in BUNDLED:
+        path = root / rel
+        if path.is_dir():
+            files += [
+                p for p in sorted(path.rglob("*")) if p.is_file() and "__pycache__" not in p.parts
+            ]
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise FileNotFoundError(
+                f"{path} is missing (run `make hidden-cases` / `make fixtures`?)"
+            )
+    return [p.relative_to(root) for p in files]
+
+
+def build(out: Path, root: Path = REPO_ROOT) -> Path:
+    """Write the Gradescope autograder zip to ``out`` atomically."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(out.name + ".partial")
+    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = (stat.S_IFREG | 0o755) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, text)
+        for rel in bundle_files(root):
+            info = zipfile.ZipInfo(rel.as_posix(), date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = (stat.S_IFREG | 0o644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, (root / rel).read_bytes())
+    os.replace(partial, out)
+    return out
+
+
+def pack_folder(folder: Path, out: Path, limits: ArchiveLimits | None = None) -> Path:
+    """Zip what Gradescope unpacked into ``folder`` without following links; links, FIFOs and
+    devices become entries of their own type, which the strict unpacker then refuses. An
+    uploaded zip that Gradescope kept as it is (the only file) is used directly."""
+    limits = limits or ArchiveLimits()
+    entries = []
+    for top, dirs, files in os.walk(folder):  # never follows links
+        entries += [Path(top) / name for name in sorted(dirs) + sorted(files)]
+    zips = [p for p in entries if p.suffix == ".zip" and p.is_file() and not p.is_symlink()]
+    if len(zips) == 1 and not any(p.name == "cs336_basics" for p in entries):
+        return zips[0]
+    budget = limits.max_bytes + 1  # one byte over is enough for the unpacker to refuse
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in entries[: limits.max_members + 1]:  # one entry over is enough, too
+            mode = path.lstat().st_mode
+            name = path.relative_to(folder).as_posix()
+            info = zipfile.ZipInfo(name + "/" if stat.S_ISDIR(mode) else name)
+            info.external_attr = mode << 16
+            data = b""
+            if stat.S_ISREG(mode):
+                with open(path, "rb") as stream:
+                    data = stream.read(budget)
+                budget = max(budget - len(data), 0)
+            archive.writestr(info, data)
+    return out
+
+
+def run(
+    submission: Path, results: Path, rubric: Path = RUBRIC, course: Course | None = None
+) -> dict:
+    """Grade Gradescope's submission folder into ``results/results.json``."""
+    with tempfile.TemporaryDirectory(prefix="cs336-gradescope-") as tmp:
+        zip_path = pack_folder(submission, Path(tmp) / "submission.zip")
+        jobs = os.cpu_count() or 2
+        return grade(zip_path, results, rubric=rubric, course=course or Course(), jobs=jobs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    build_cmd = commands.add_parser("build", help="write the autograder zip")
+    build_cmd.add_argument(
+        "--out", type=Path, default=REPO_ROOT / "dist" / "gradescope-autograder.zip"
+    )
+    run_cmd = commands.add_parser("run", help="grade a submission folder (run_autograder)")
+    run_cmd.add_argument("submission", type=Path)
+    run_cmd.add_argument("results", type=Path)
+    commands.add_parser("check", help="fail unless the sandbox works here (setup.sh)")
+    args = parser.parse_args(argv)
+    if args.command == "build":
+        print(f"wrote {build(args.out)}")
+    elif args.command == "run":
+        report = run(args.submission, args.results)
+        print(json.dumps({"score": report["score"], "output": report["output"]}))
+    else:
+        from course.sandbox import check_sandbox
+
+        check_sandbox()
+        print("sandbox ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

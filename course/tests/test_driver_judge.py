@@ -1,0 +1,344 @@
+"""The driver and the judge without a sandbox: the reference passes every case (public and
+hidden), a bare handout fails every case, known mistakes fail their component's cases, the
+driver survives exits and prints, and malformed outputs fail cleanly without the judge raising.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+import tests.adapters as reference
+from course.driver import case_runner, load_instances, load_student_adapters
+from course.judge import INPUTS_ROOT, case_points, judge_component, load_rubric
+from tests.cases import components
+from tests.cases.wire import Caps
+
+ROOT = Path(__file__).resolve().parents[2]
+DRIVER = ROOT / "course" / "driver.py"
+RUBRIC = load_rubric()
+NAMES = [c.name for c in RUBRIC.components]
+ADAPTER_NAMES = [n for n in dir(reference) if n.startswith(("run_", "get_"))]
+
+
+def drive(adapters, out: Path, names: list[str] = NAMES) -> Path:
+    case_runner()(load_instances(INPUTS_ROOT, names, set()), adapters, None, out, 0)
+    return out
+
+
+def score(out: Path, names: list[str] = NAMES) -> dict[str, list]:
+    return {name: judge_component(name, out, rubric=RUBRIC) for name in names}
+
+
+@pytest.fixture(scope="module")
+def reference_outputs(tmp_path_factory) -> Path:
+    return drive(reference, tmp_path_factory.mktemp("reference"))
+
+
+def test_rubric_covers_every_component_with_public_and_hidden_cases():
+    assert sorted(NAMES) == components()
+    assert RUBRIC.total == 64
+    assert {"timeout_s", "memory_gib"} <= set(RUBRIC.limits)
+    for component in RUBRIC.components:
+        ids = [p.stem for p in (INPUTS_ROOT / component.name).glob("*.json")]
+        points = case_points(component, ids)
+        hidden = sum(v for k, v in points.items() if "-hidden-" in k)
+        assert any("-public-" in i for i in ids) and any("-hidden-" in i for i in ids)
+        assert sum(points.values()) == pytest.approx(component.points)
+        assert hidden == pytest.approx(0.75 * component.points)
+
+
+def test_reference_passes_every_public_and_hidden_case(reference_outputs):
+    for name, results in score(reference_outputs).items():
+        failed = [(r.case, r.message) for r in results if not r.passed]
+        assert not failed, f"{name}: {failed}"
+        assert sum(r.points for r in results) == pytest.approx(RUBRIC.component(name).points)
+
+
+def stub(behaviour) -> types.SimpleNamespace:
+    return types.SimpleNamespace(**{n: behaviour for n in ADAPTER_NAMES})
+
+
+def test_bare_handout_fails_every_case(tmp_path):
+    def not_implemented(*args, **kwargs):
+        raise NotImplementedError
+
+    for name, results in score(drive(stub(not_implemented), tmp_path)).items():
+        assert all(not r.passed and "NotImplementedError" in r.message for r in results), name
+        assert sum(r.points for r in results) == 0
+
+
+def test_plausible_constant_answers_fail_every_case(tmp_path):
+    """Outputs of the right kind but wrong values (zeros, empty lists) never pass a case."""
+
+    def zeros(*args, **kwargs):
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        return torch.zeros_like(tensors[-1], dtype=torch.float32) if tensors else 0.0
+
+    scores = score(drive(stub(zeros), tmp_path))
+    assert sum(r.points for results in scores.values() for r in results) == 0
+
+
+@pytest.mark.parametrize(
+    ("component", "mistake", "failing"),
+    [
+        ("softmax", "no_max_subtraction", {"large_inputs"}),
+        ("cross_entropy", "summed", {"basic", "leading_dims", "large_logits", "gradient"}),
+        ("rope", "rotate_half", {"basic", "heads"}),
+    ],
+)
+def test_known_mistakes_fail_public_and_hidden_cases(tmp_path, component, mistake, failing):
+    def softmax(x, dim):
+        return x.exp() / x.exp().sum(dim, keepdim=True)
+
+    def cross_entropy(logits, targets):
+        return reference.run_cross_entropy(logits, targets) * targets.numel()
+
+    def rope(d_k, theta, max_seq_len, x, positions):
+        halves = torch.cat((x[..., 0::2], x[..., 1::2]), dim=-1)  # interleaved read as halves
+        return reference.run_rope(d_k, theta, max_seq_len, halves, positions)
+
+    mutant = types.ModuleType("mutant")
+    mutant.__dict__.update(vars(reference))
+    replacement = {"softmax": softmax, "cross_entropy": cross_entropy, "rope": rope}[component]
+    setattr(mutant, f"run_{component}", replacement)
+    results = score(drive(mutant, tmp_path, [component]), [component])[component]
+    failed = {r.case.split("-")[2] for r in results if not r.passed}
+    assert failed == failing
+    assert any(r.hidden and not r.passed for r in results)
+
+
+def corrupt(out: Path, case: str, how: str) -> None:
+    """Damage one case's outputs the way a hostile or crashing driver could."""
+    json_path, tensor_path = out / f"{case}.json", out / f"{case}.safetensors"
+    header = json.loads(json_path.read_text())
+    if how == "missing":
+        json_path.unlink()
+    elif how == "garbage_json":
+        json_path.write_bytes(b"\x00\xff{not json")
+    elif how == "deep_json":
+        json_path.write_text("[" * 100_000 + "]" * 100_000)
+    elif how == "huge_json":
+        json_path.write_text(json.dumps(header | {"values": {"x": "a" * 5000}}))
+    elif how == "symlink":
+        json_path.unlink()
+        json_path.symlink_to("/etc/passwd")
+    elif how == "fifo":
+        json_path.unlink()
+        os.mkfifo(json_path)
+    elif how == "directory":
+        json_path.unlink()
+        json_path.mkdir()
+    elif how == "other_case":
+        json_path.write_text(json.dumps(header | {"case": "rope-public-heads"}))
+    elif how == "no_tensor_file":
+        tensor_path.unlink()
+    elif how == "garbage_tensors":
+        tensor_path.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{}" + os.urandom(64))
+    elif how in ("int_dtype", "wrong_shape", "nan", "extra_tensor", "not_a_tensor"):
+        from safetensors.torch import load_file, save_file
+
+        tensors = load_file(tensor_path)
+        out_tensor = tensors["out"]
+        tensors["out"] = {
+            "int_dtype": out_tensor.round().to(torch.int64),
+            "wrong_shape": out_tensor[..., :-1].contiguous(),
+            "nan": out_tensor.clone().fill_(float("nan")),
+        }.get(how, out_tensor)
+        names = sorted(tensors)
+        if how == "extra_tensor":
+            tensors["sneaky"] = torch.zeros(1)
+        if how == "not_a_tensor":
+            del tensors["out"]
+            names = []
+            header["values"]["out"] = [1.0, 2.0]
+        save_file(tensors, tensor_path)
+        json_path.write_text(json.dumps(header | {"tensors": names}))
+    elif how == "raised_status_forged":
+        json_path.write_text(json.dumps(header | {"status": "passed"}))
+
+
+CORRUPTIONS = [
+    "missing", "garbage_json", "deep_json", "huge_json", "symlink", "fifo", "directory",
+    "other_case", "no_tensor_file", "garbage_tensors", "int_dtype", "wrong_shape", "nan",
+    "extra_tensor", "not_a_tensor", "raised_status_forged",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("how", CORRUPTIONS)
+def test_malformed_outputs_fail_only_their_case(tmp_path, how):
+    out = drive(reference, tmp_path, ["rope"])
+    corrupt(out, "rope-public-basic", how)
+    caps = Caps(json_bytes=4096, tensor_bytes=1 << 20)
+    results = {r.case: r for r in judge_component("rope", out, rubric=RUBRIC, caps=caps)}
+    assert not results["rope-public-basic"].passed
+    assert results["rope-public-basic"].message
+    assert all(r.passed for case, r in results.items() if case != "rope-public-basic")
+
+
+def test_hidden_messages_do_not_quote_expected_values(tmp_path):
+    def off_by_a_bit(d_in, d_out, weight, x):
+        return reference.run_linear(d_in, d_out, weight, x) + 0.01
+
+    mutant = types.SimpleNamespace(run_linear=off_by_a_bit)
+    results = judge_component("linear", drive(mutant, tmp_path, ["linear"]), rubric=RUBRIC)
+    assert not any(r.passed for r in results)
+    for r in results:
+        assert ("expected " in r.message) == (not r.hidden), r.message
+
+
+def write_submission(root: Path, adapters: str) -> Path:
+    (root / "cs336_basics").mkdir(parents=True)
+    (root / "cs336_basics" / "__init__.py").write_text("")
+    (root / "tests").mkdir()
+    (root / "tests" / "adapters.py").write_text(textwrap.dedent(adapters))
+    return root
+
+
+def run_driver(
+    submission: Path, out: Path, components: str, *options: str
+) -> subprocess.CompletedProcess:
+    out.mkdir()
+    command = [sys.executable, str(DRIVER), "--cases-root", str(ROOT)]
+    command += ["--submission", str(submission), "--inputs", str(INPUTS_ROOT)]
+    command += ["--component", components, "--out", str(out), *options]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=submission)
+
+
+HOSTILE_ADAPTERS = """
+import atexit, os, sys
+from cs336_basics.only_in_submission import MARK  # the reference (cases root) must not shadow it
+
+atexit.register(lambda: open(os.path.join(sys.argv[sys.argv.index("--out") + 1], "x.json"), "w"))
+for name in [m for m in sys.modules if m.startswith("tests")]:
+    del sys.modules[name]  # the driver keeps the functions it bound before this ran
+sys.path[:] = [p for p in sys.path if "site-packages" in p]
+
+def run_softmax(x, dim):
+    print("student output on stdout")
+    sys.exit(0)
+
+def run_silu(x):
+    raise KeyboardInterrupt
+
+def run_linear(d_in, d_out, weight, x):
+    import torch
+    return weight  # the wrong shape: fails, but the driver saves it
+"""
+
+
+def test_driver_subprocess_survives_exits_interrupts_and_prints(tmp_path):
+    submission = write_submission(tmp_path / "submission", HOSTILE_ADAPTERS)
+    # Modules the driver needs, shadowed: it imports them before the student's folder is on
+    # the path, so these never run.
+    for shadow in ("safetensors.py", "numpy.py", "json.py"):
+        (submission / shadow).write_text("raise SystemExit('shadowed')\n")
+    (submission / "cs336_basics" / "only_in_submission.py").write_text("MARK = 1\n")
+    result = run_driver(submission, tmp_path / "out", "softmax,silu,linear")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""  # the student's print went to stderr
+    assert "student output on stdout" in result.stderr
+    assert not (tmp_path / "out" / "x.json").exists()  # atexit handlers never ran
+    scores = score(tmp_path / "out", ["softmax", "silu", "linear"])
+    messages = {r.case: r.message for results in scores.values() for r in results}
+    assert all(r.points == 0 for results in scores.values() for r in results)
+    assert "SystemExit" in messages["softmax-public-basic"]
+    assert "KeyboardInterrupt" in messages["silu-public-basic"]
+    assert "shape" in messages["linear-public-basic"]
+
+
+def test_driver_reports_an_adapters_import_error_for_every_case(tmp_path):
+    submission = write_submission(tmp_path / "submission", "def broken(:\n")
+    result = run_driver(submission, tmp_path / "out", "rope")
+    assert result.returncode == 0, result.stderr
+    results = judge_component("rope", tmp_path / "out", rubric=RUBRIC)
+    assert all("SyntaxError" in r.message and not r.passed for r in results)
+
+
+def test_load_student_adapters_registers_the_students_module(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tests.adapters", reference)
+    submission = write_submission(tmp_path, "def run_silu(x):\n    return 'mine'\n")
+    module = load_student_adapters(submission)
+    assert module.run_silu(None) == "mine" and sys.modules["tests.adapters"] is module
+
+
+def test_only_the_instructors_cases_count(tmp_path):
+    """Extra output files (a forged case, a copy of a passing one) earn nothing."""
+    out = drive(reference, tmp_path, ["rope"])
+    for suffix in (".json", ".safetensors"):
+        forged = (out / f"rope-public-basic{suffix}").read_bytes()
+        (out / f"rope-hidden-forged-extra{suffix}").write_bytes(forged)
+    results = judge_component("rope", out, rubric=RUBRIC)
+    assert "rope-hidden-forged-extra" not in {r.case for r in results}
+    assert sum(r.max_points for r in results) == pytest.approx(RUBRIC.component("rope").points)
+
+
+def test_case_weights_and_rubric_errors(tmp_path):
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text(
+        '[grading]\nhidden_share = 0.5\n[[component]]\nname = "rope"\npoints = 4\n'
+        'weights = { "rope-hidden-basic-d32" = 3 }\n'
+    )
+    component = load_rubric(rubric).component("rope")
+    ids = [
+        "rope-public-basic",
+        "rope-public-heads",
+        "rope-hidden-basic-d32",
+        "rope-hidden-heads-four",
+    ]
+    assert case_points(component, ids) == pytest.approx(
+        {ids[0]: 1.0, ids[1]: 1.0, ids[2]: 1.5, ids[3]: 0.5}
+    )
+    for bad in ('name = "nope"\npoints = 1', 'name = "rope"\npoints = -1', 'name = "rope"'):
+        rubric.write_text(f"[[component]]\n{bad}\n")
+        with pytest.raises(ValueError):
+            load_rubric(rubric)
+
+
+def test_driver_soft_timeout_stops_a_hanging_case_and_goes_on(tmp_path):
+    adapters = """
+    import time
+    calls = []
+
+    def run_transformer_block(*args):
+        calls.append(1)
+        if len(calls) == 1:
+            while True:  # the first case hangs, even through `except Exception`
+                try:
+                    time.sleep(0.05)
+                except Exception:
+                    pass
+        raise ValueError("second case ran")
+    """
+    submission = write_submission(tmp_path / "submission", adapters)
+    chosen = "transformer_block-hidden-basic-d48,transformer_block-public-basic"
+    result = run_driver(
+        submission, tmp_path / "out", "transformer_block", "--cases", chosen, "--case-timeout", "1"
+    )
+    assert result.returncode == 0, result.stderr
+    results = {
+        r.case: r for r in judge_component("transformer_block", tmp_path / "out", rubric=RUBRIC)
+    }
+    assert "CaseTimeout" in results["transformer_block-hidden-basic-d48"].message
+    assert "second case ran" in results["transformer_block-public-basic"].message
+    assert (
+        "did not finish" in results["transformer_block-hidden-basic-short_seq"].message
+    )  # not chosen
+
+
+def test_case_mutants_grades_a_catalogued_bug(tmp_path):
+    from course.bugs import BUGS
+    from course.case_mutants import CASE_FILES, grade_bug, stage
+
+    bug = next(b for b in BUGS if b.name == "linear_weight_not_transposed")
+    result = grade_bug(bug, stage(tmp_path, CASE_FILES), timeout=120)
+    assert result.lost == pytest.approx(RUBRIC.component("linear").points)
+    assert result.hidden_failed == 2 and not result.note

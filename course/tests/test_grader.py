@@ -1,0 +1,472 @@
+"""The grader's pieces: strict unpacking, the sandbox's limits, results that are always written.
+
+Attacks by whole hostile submissions are in ``test_grader_hostile.py``. Tests that need
+bubblewrap skip without it, unless ``CS336_REQUIRE_SANDBOX=1`` (CI), where they fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from course.grade import REPO_ROOT, grade, grade_batch, write_json
+from course.sandbox import (
+    Job,
+    Runtime,
+    SandboxLimits,
+    SandboxUnavailable,
+    check_sandbox,
+    run_sandboxed,
+    unpack_outputs,
+)
+from course.unpack import ArchiveLimits, UnsafeArchive, unpack_submission
+
+GOOD = {"cs336_basics/__init__.py": "", "cs336_basics/model.py": "X = 1\n", "tests/adapters.py": ""}
+RUBRIC = '[[component]]\nname = "softmax"\npoints = 1\n\n[[component]]\nname = "silu"\npoints = 2\n'
+
+
+def needs_sandbox() -> None:
+    try:
+        check_sandbox()
+    except SandboxUnavailable as error:
+        if os.environ.get("CS336_REQUIRE_SANDBOX") == "1":
+            raise
+        pytest.skip(f"no working bubblewrap sandbox here: {error}")
+
+
+def make_zip(path: Path, files: dict[str, str | bytes], method: int = zipfile.ZIP_DEFLATED) -> Path:
+    with zipfile.ZipFile(path, "w", method) as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return path
+
+
+def special(name: str, mode: int) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name)
+    info.external_attr = mode << 16
+    return info
+
+
+def bad_crc(path: Path) -> Path:
+    make_zip(path, {**GOOD, "cs336_basics/model.py": "Y = 2\n" * 50}, zipfile.ZIP_STORED)
+    data = bytearray(path.read_bytes())
+    offset = data.index(b"Y = 2")
+    data[offset] ^= 0x01
+    path.write_bytes(bytes(data))
+    return path
+
+
+def with_members(path: Path, members: list[tuple[zipfile.ZipInfo | str, bytes | str]]) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in GOOD.items():
+            archive.writestr(name, data)
+        for info, data in members:
+            archive.writestr(info, data)
+    return path
+
+
+def duplicate(path: Path) -> Path:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns about the duplicate name: that is the point
+        return with_members(path, [("cs336_basics/model.py", "X = 2\n")])
+
+
+def encrypted(path: Path) -> Path:
+    """A zip whose member says it is encrypted (flag bit 0 in both of its headers)."""
+    make_zip(path, GOOD)
+    data = bytearray(path.read_bytes())
+    for signature, flag_offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        start = 0
+        while (start := data.find(signature, start)) != -1:
+            data[start + flag_offset] |= 0x01
+            start += 4
+    path.write_bytes(bytes(data))
+    return path
+
+
+MALFORMED = {
+    "bad-crc": (bad_crc, "Bad CRC"),
+    "file-and-folder": (
+        lambda p: with_members(p, [("cs336_basics/model.py/inner.py", "")]),
+        "both a file and a folder",
+    ),
+    "300-char-name": (
+        lambda p: with_members(p, [("cs336_basics/" + "a" * 300 + ".py", "")]),
+        "303 bytes",
+    ),
+    "unsupported-compression": (
+        lambda p: make_zip(p, GOOD, zipfile.ZIP_BZIP2),
+        "compression method 12",
+    ),
+    "3000-deep": (
+        lambda p: with_members(p, [("cs336_basics/" + "d/" * 3000 + "x.py", "")]),
+        "deep",
+    ),
+    "symlink": (
+        lambda p: with_members(
+            p, [(special("cs336_basics/link.py", stat.S_IFLNK | 0o777), "/etc")]
+        ),
+        "symbolic link",
+    ),
+    "fifo": (
+        lambda p: with_members(p, [(special("cs336_basics/pipe", stat.S_IFIFO | 0o644), "")]),
+        "FIFO",
+    ),
+    "device": (
+        lambda p: with_members(p, [(special("cs336_basics/dev", stat.S_IFCHR | 0o644), "")]),
+        "device",
+    ),
+    "duplicate": (duplicate, "same name"),
+    "case-collision": (lambda p: with_members(p, [("cs336_basics/Model.py", "")]), "same name"),
+    "unicode-collision": (
+        lambda p: with_members(
+            p, [("cs336_basics/caf\u00e9.py", ""), ("cs336_basics/cafe\u0301.py", "")]
+        ),
+        "same name",
+    ),
+    "dotdot": (lambda p: with_members(p, [("cs336_basics/../../escape.py", "")]), ".."),
+    "absolute": (lambda p: with_members(p, [("/tmp/cs336-absolute.py", "")]), "absolute"),
+    "backslash": (lambda p: with_members(p, [("cs336_basics\\..\\x.py", "")]), "Windows"),
+    "control-char": (lambda p: with_members(p, [("cs336_basics/a\nb.py", "")]), "control"),
+    "encrypted": (encrypted, "encrypted"),
+    "bomb": (lambda p: with_members(p, [("cs336_basics/bomb.txt", b"\0" * (8 << 20))]), "bomb"),
+    "too-many-members": (
+        lambda p: with_members(p, [(f"cs336_basics/m{i}.py", "") for i in range(600)]),
+        "entries",
+    ),
+    "too-many-bytes": (
+        lambda p: with_members(p, [("cs336_basics/big.bin", os.urandom(21 << 20))]),
+        "bytes unpacked",
+    ),
+    "not-a-zip": (lambda p: p.write_bytes(b"PK\x03\x04 garbage") and p, "damaged or unreadable"),
+    "truncated": (lambda p: p.write_bytes(make_zip(p, GOOD).read_bytes()[:-30]) and p, "damaged"),
+    "no-package": (lambda p: make_zip(p, {"notes.txt": "hi"}), "no cs336_basics/"),
+    "no-python": (lambda p: make_zip(p, {"cs336_basics/data.txt": "hi"}), "no Python files"),
+}
+
+
+@pytest.mark.parametrize("kind", list(MALFORMED), ids=list(MALFORMED))
+def test_malformed_zips_are_refused_with_a_result(kind: str, tmp_path: Path) -> None:
+    build, reason = MALFORMED[kind]
+    zip_path = tmp_path / "bad.zip"
+    build(zip_path)
+    with pytest.raises(UnsafeArchive, match=reason.replace("\\", "\\\\").replace(".", r"\.")):
+        unpack_submission(zip_path, tmp_path / "unpacked")
+    assert not Path("/tmp/cs336-absolute.py").exists() and not (tmp_path / "escape.py").exists()
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text(RUBRIC)
+    # Refused before anything runs, so no sandbox is needed to check the result.
+    report = grade(zip_path, tmp_path / "out", rubric=rubric, sandbox=False, quiet=True)
+    assert json.loads((tmp_path / "out" / "results.json").read_text()) == report
+    assert report["score"] == 0.0
+    assert [t["name"] for t in report["tests"]] == ["softmax", "silu"]
+    assert all("Submission refused" in t["output"] for t in report["tests"])
+
+
+def test_unpacking_keeps_only_the_code_with_plain_modes(tmp_path: Path) -> None:
+    zip_path = tmp_path / "sub.zip"
+    with zipfile.ZipFile(zip_path, "w") as archive:
+        for name, data in {
+            **GOOD,
+            "notes.txt": "x",
+            "tests/conftest.py": "x",
+            "conftest.py": "x",
+        }.items():
+            archive.writestr(f"project/{name}", data)
+        archive.writestr(special("project/cs336_basics/run.py", stat.S_IFREG | 0o4777), "")
+    written = unpack_submission(zip_path, tmp_path / "out")
+    assert written == [
+        "cs336_basics/__init__.py",
+        "cs336_basics/model.py",
+        "cs336_basics/run.py",
+        "tests/adapters.py",
+    ]
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "out").rglob("*")}
+    assert modes["run.py"] == 0o644 and modes["cs336_basics"] == 0o755
+    assert not (tmp_path / "out" / "conftest.py").exists()
+
+
+def test_unpacking_counts_real_bytes(tmp_path: Path) -> None:
+    zip_path = make_zip(tmp_path / "sub.zip", {**GOOD, "cs336_basics/data.txt": "x" * 5000})
+    with pytest.raises(UnsafeArchive, match="bytes"):
+        unpack_submission(zip_path, tmp_path / "out", ArchiveLimits(max_bytes=4000))
+
+
+def test_outputs_stream_keeps_only_plain_files(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    stream = io.BytesIO()
+    with tarfile.open(fileobj=stream, mode="w") as tar:
+        for name, kind in (
+            ("out/ok.json", tarfile.REGTYPE),
+            ("out/link", tarfile.SYMTYPE),
+            ("out/fifo", tarfile.FIFOTYPE),
+            ("out/../escape", tarfile.REGTYPE),
+            ("out/sub/deep.json", tarfile.REGTYPE),
+            ("out/big.json", tarfile.REGTYPE),
+        ):
+            info = tarfile.TarInfo(name)
+            info.type = kind
+            data = b"x" * (2000 if "big" in name else 2)
+            info.size = len(data) if kind == tarfile.REGTYPE else 0
+            tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+    written, skipped = unpack_outputs(stream.getvalue(), tmp_path, limit=1000)
+    assert written == ["ok.json"]
+    assert len(skipped) == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.json"]
+
+
+def test_results_are_written_atomically(tmp_path: Path) -> None:
+    target = tmp_path / "results.json"
+    write_json(target, {"score": 1})
+    write_json(target, {"score": 2})
+    assert json.loads(target.read_text()) == {"score": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
+
+
+def test_a_grader_error_still_writes_a_result(tmp_path: Path) -> None:
+    zip_path = make_zip(tmp_path / "sub.zip", GOOD)
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text('[[component]]\nname = "no_such_component"\npoints = 1\n')
+    report = grade(zip_path, tmp_path / "out", rubric=rubric, sandbox=False, quiet=True)
+    assert report["score"] == 0.0
+    assert "grader error" in report["output"]
+    assert json.loads((tmp_path / "out" / "results.json").read_text()) == report
+
+
+def test_one_components_failure_does_not_touch_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The judge fails for one component (a grader-side error): that one scores 0 with a
+    'grader error', the other is graded normally. Trusted reference code: no sandbox needed."""
+    import course.judge
+
+    real = course.judge.judge_component
+
+    def flaky(component, *args, **kwargs):
+        if component == "softmax":
+            raise RuntimeError("expected values unreadable")
+        return real(component, *args, **kwargs)
+
+    monkeypatch.setattr(course.judge, "judge_component", flaky)
+    zip_path = tmp_path / "reference.zip"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "course.submission",
+            "--root",
+            str(REPO_ROOT),
+            "--out",
+            str(zip_path),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text(RUBRIC)
+    report = grade(zip_path, tmp_path / "out", rubric=rubric, sandbox=False, quiet=True)
+    tests = {t["name"]: t for t in report["tests"]}
+    assert tests["softmax"]["score"] == 0.0
+    assert "grader error: RuntimeError: expected values unreadable" in tests["softmax"]["output"]
+    assert tests["silu"]["score"] == 2.0
+
+
+def test_batch_writes_a_csv_and_goes_on(tmp_path: Path) -> None:
+    folder = tmp_path / "zips"
+    folder.mkdir()
+    (folder / "garbage.zip").write_bytes(b"not a zip")
+    make_zip(folder / "nocode.zip", {"notes.txt": "hi"})
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text(RUBRIC)
+    csv_path = grade_batch(folder, tmp_path / "grades", jobs=2, rubric=rubric, sandbox=False)
+    rows = csv_path.read_text().splitlines()
+    assert rows[0] == "submission,total,softmax,silu,note"
+    assert rows[1].startswith('garbage.zip,0.0,0.0,0.0,"Submission refused')
+    assert rows[2].startswith('nocode.zip,0.0,0.0,0.0,"Submission refused')
+    assert "no cs336_basics/" in rows[2]
+
+
+def test_cli_refuses_without_a_sandbox(tmp_path: Path) -> None:
+    zip_path = make_zip(tmp_path / "sub.zip", GOOD)
+    env = {**os.environ, "PATH": str(tmp_path)}  # no bwrap on PATH
+    done = subprocess.run(
+        [sys.executable, "-m", "course.grade", str(zip_path), "--out", str(tmp_path / "out")],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    assert done.returncode == 2
+    assert "refusing to grade without a sandbox" in done.stderr
+    assert "apt-get install bubblewrap" in done.stderr
+
+
+# --- The sandbox itself -------------------------------------------------------------------------
+
+
+def sandboxed(code: str, tmp_path: Path, limits: SandboxLimits, submission: dict | None = None):
+    needs_sandbox()
+    runtime = Runtime.current()
+    folder = tmp_path / "submission"
+    for name, text in (submission or {}).items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    job = Job(
+        runtime.python,
+        [runtime.python, "-S", "-c", code],
+        runtime.binds(),
+        folder,
+        runtime.env(),
+        masks=runtime.masks(),
+    )
+    return run_sandboxed(job, limits, tmp_path / "out")
+
+
+def test_only_the_students_package_is_importable(tmp_path: Path) -> None:
+    code = """
+import os, sys
+os.chdir("/tmp")
+sys.path[:] = [p for p in sys.path if p not in ("", ".")]
+try:
+    import cs336_basics
+    print("FOUND", cs336_basics.__file__)
+except ImportError:
+    print("NOT FOUND")
+sys.path.insert(0, "/work/submission")
+import cs336_basics
+print("STUDENT", cs336_basics.__file__, cs336_basics.MARK)
+"""
+    submission = {"cs336_basics/__init__.py": "MARK = 'mine'\n"}
+    result = sandboxed(code, tmp_path, SandboxLimits(wall_s=60), submission)
+    assert "NOT FOUND" in result.log, result.log
+    assert "STUDENT /work/submission/cs336_basics/__init__.py mine" in result.log
+
+
+def test_memory_limit_holds_for_the_whole_tree(tmp_path: Path) -> None:
+    code = """
+import os, time
+for _ in range(6):
+    if os.fork() == 0:
+        block = bytearray(300 * 2**20)
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        time.sleep(60)
+        os._exit(0)
+time.sleep(60)
+"""
+    result = sandboxed(code, tmp_path, SandboxLimits(wall_s=50, memory_bytes=2**30))
+    assert result.killed_for == "memory" and not result.timed_out
+
+
+def test_wall_clock_limit_kills_daemons_too(tmp_path: Path) -> None:
+    code = """
+import os, subprocess, sys, time
+subprocess.Popen([sys.executable, "-S", "-c", "import time; time.sleep(300)", "cs336-daemon-marker"],
+                 start_new_session=True)
+time.sleep(300)
+"""
+    result = sandboxed(code, tmp_path, SandboxLimits(wall_s=3))
+    assert result.timed_out
+    leftover = [
+        p for p in os.listdir("/proc") if p.isdigit() and b"cs336-daemon-marker" in _cmdline(p)
+    ]
+    assert leftover == []
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def test_processes_and_outputs_are_capped(tmp_path: Path) -> None:
+    code = """
+import os, time
+count = 0
+try:
+    for _ in range(1000):
+        if os.fork() == 0:
+            time.sleep(5)
+            os._exit(0)
+        count += 1
+except OSError:
+    pass
+open("/out/count.json", "w").write(str(count))
+try:
+    open("/out/big.bin", "wb").write(b"x" * (40 * 2**20))
+except OSError:
+    open("/out/full.json", "w").write("1")
+"""
+    limits = SandboxLimits(wall_s=60, processes=50, out_bytes=16 * 2**20)
+    result = sandboxed(code, tmp_path, limits)
+    assert int((tmp_path / "out" / "count.json").read_text()) < 50
+    assert (tmp_path / "out" / "full.json").is_file()
+    assert sum(p.stat().st_size for p in (tmp_path / "out").iterdir()) <= 16 * 2**20
+    assert result.returncode == 0
+
+
+def test_parallel_sandboxes_run_as_different_users(tmp_path: Path) -> None:
+    """As root, each running sandbox has a uid of its own, so process limits never mix."""
+    if os.geteuid() != 0:
+        pytest.skip("the grader runs sandboxes as dedicated uids only when it runs as root")
+    from concurrent.futures import ThreadPoolExecutor
+
+    code = "import os, time\nopen('/out/uid', 'w').write(str(os.getuid()))\ntime.sleep(2)\n"
+    with ThreadPoolExecutor(2) as pool:
+        results = list(
+            pool.map(
+                lambda i: sandboxed(code, tmp_path / str(i), SandboxLimits(wall_s=60)), range(2)
+            )
+        )
+    assert all(r.output_files == ["uid"] for r in results)
+    uids = {(tmp_path / str(i) / "out" / "uid").read_text() for i in range(2)}
+    assert len(uids) == 2
+
+
+def test_the_sandbox_dies_with_the_grader(tmp_path: Path) -> None:
+    """A grader killed mid-run (OOM killer, Ctrl-C) takes its sandbox and daemons with it."""
+    needs_sandbox()
+    daemon = f"cs336-daemon-{os.getpid()}"  # spelled in two halves below: only the daemon's
+    split = f"'cs336-' + 'daemon-{os.getpid()}'"  # own command line holds it whole
+    script = f"""
+from pathlib import Path
+from course.sandbox import Job, Runtime, SandboxLimits, run_sandboxed
+runtime = Runtime.current()
+folder = Path({str(tmp_path)!r}) / "submission"
+folder.mkdir()
+folder.chmod(0o755)
+code = "import subprocess, sys, time\\nsubprocess.Popen([sys.executable, '-S', '-c', 'import time; time.sleep(300)', {split}], start_new_session=True)\\ntime.sleep(300)"
+job = Job(runtime.python, [runtime.python, "-S", "-c", code], runtime.binds(), folder, runtime.env())
+run_sandboxed(job, SandboxLimits(wall_s=300), Path({str(tmp_path)!r}) / "out")
+"""
+    grader = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_ROOT)
+    deadline = time.monotonic() + 60
+    while not _with_marker(daemon) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _with_marker(daemon), "the sandbox's daemon did not start"
+    grader.kill()
+    grader.wait()
+    deadline = time.monotonic() + 10
+    while _with_marker(daemon) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _with_marker(daemon) == []
+
+
+def _with_marker(marker: str) -> list[str]:
+    return [p for p in os.listdir("/proc") if p.isdigit() and marker.encode() in _cmdline(p)]

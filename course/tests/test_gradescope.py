@@ -1,0 +1,101 @@
+"""The Gradescope autograder zip: what it holds, and that it grades on its own (no checkout)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from course.grade import REPO_ROOT
+from course.gradescope import build, pack_folder
+from course.sandbox import SandboxUnavailable, check_sandbox
+from course.unpack import UnsafeArchive, unpack_submission
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build(tmp_path_factory.mktemp("gradescope") / "autograder.zip")
+
+
+def test_bundle_holds_the_grader_but_not_the_solution(bundle: Path) -> None:
+    with zipfile.ZipFile(bundle) as archive:
+        infos = {info.filename: info for info in archive.infolist()}
+        setup = archive.read("setup.sh").decode()
+        run = archive.read("run_autograder").decode()
+    for script in ("setup.sh", "run_autograder"):
+        assert stat.S_IMODE(infos[script].external_attr >> 16) == 0o755
+    assert not any(name.startswith("cs336_basics/") for name in infos)
+    assert "tests/adapters.py" not in infos
+    for needed in ("uv.lock", "course/driver.py", "course/judge.py", "course/rubric.toml"):
+        assert needed in infos
+    assert any(name.startswith("course/hidden/expected/") for name in infos)
+    assert any(name.startswith("tests/cases/") for name in infos)
+    assert "apt-get install" in setup and "bubblewrap" in setup
+    assert "uv sync --locked" in setup
+    assert "chmod -R go-rwx course/hidden/expected" in setup
+    assert "/autograder/results/results.json" in run
+
+
+def test_folder_packing_keeps_links_and_fifos_for_the_unpacker_to_refuse(tmp_path: Path) -> None:
+    folder = tmp_path / "submission"
+    (folder / "cs336_basics").mkdir(parents=True)
+    (folder / "cs336_basics" / "__init__.py").write_text("")
+    (folder / "cs336_basics" / "secret.py").symlink_to("/etc/passwd")
+    zip_path = pack_folder(folder, tmp_path / "packed.zip")
+    with pytest.raises(UnsafeArchive, match="symbolic link"):
+        unpack_submission(zip_path, tmp_path / "out1")
+    (folder / "cs336_basics" / "secret.py").unlink()
+    os.mkfifo(folder / "cs336_basics" / "pipe")
+    zip_path = pack_folder(folder, tmp_path / "packed2.zip")
+    with pytest.raises(UnsafeArchive, match="FIFO"):
+        unpack_submission(zip_path, tmp_path / "out2")
+
+
+def test_uploaded_zip_is_used_as_it_is(tmp_path: Path) -> None:
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "submission.zip").write_bytes(b"PK...")
+    assert pack_folder(folder, tmp_path / "packed.zip") == folder / "submission.zip"
+
+
+def test_bundle_grades_a_submission_folder_on_its_own(bundle: Path, tmp_path: Path) -> None:
+    """Unpacked elsewhere (no checkout, no reference solution), the bundle's run command grades
+    the reference's code, given as the folder Gradescope would hand it, to full marks."""
+    try:
+        check_sandbox()
+    except SandboxUnavailable as error:
+        if os.environ.get("CS336_REQUIRE_SANDBOX") == "1":
+            raise
+        pytest.skip(f"no working bubblewrap sandbox here: {error}")
+    source = tmp_path / "source"
+    with zipfile.ZipFile(bundle) as archive:
+        archive.extractall(source)
+    (source / "course" / "rubric.toml").write_text('[[component]]\nname = "silu"\npoints = 3\n')
+    submission = tmp_path / "submission"
+    shutil.copytree(REPO_ROOT / "cs336_basics", submission / "cs336_basics")
+    (submission / "tests").mkdir()
+    shutil.copyfile(REPO_ROOT / "tests" / "adapters.py", submission / "tests" / "adapters.py")
+    results = tmp_path / "results"
+    # Without the checkout on sys.path (the editable install puts it there), so a module
+    # missing from the bundle cannot be borrowed from it.
+    launcher = (
+        "import runpy, sys\n"
+        f"sys.path[:] = [p for p in sys.path if p.rstrip('/') != {str(REPO_ROOT)!r}]\n"
+        "runpy.run_module('course.gradescope', run_name='__main__')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", launcher, "run", str(submission), str(results)],
+        cwd=source,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads((results / "results.json").read_text())
+    assert report["score"] == 3.0, report

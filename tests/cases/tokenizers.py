@@ -1,0 +1,344 @@
+"""Cases for BPE training (against a naive trainer) and the tokenizer (against tiktoken).
+
+Bytes travel as hex strings: a vocab is ``{"<id>": "<hex>"}``, merges ``[["<hex>", "<hex>"]]``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import regex
+import tiktoken
+
+from tests.cases.compare import equal_mismatch, first_failure
+from tests.cases.core import Bundle, case
+from tests.cases.shipped import END_OF_TEXT
+
+# Written out here rather than imported, so a wrong pattern in the code under test is caught.
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def vocab_to_wire(vocab: dict[int, bytes]) -> dict[str, str]:
+    return {str(i): token.hex() for i, token in sorted(vocab.items())}
+
+
+def vocab_from_wire(wire: dict[str, str]) -> dict[int, bytes]:
+    return {int(i): bytes.fromhex(token) for i, token in wire.items()}
+
+
+def merges_to_wire(merges) -> list[list[str]]:
+    return [[a.hex(), b.hex()] for a, b in merges]
+
+
+def merges_from_wire(wire: list[list[str]]) -> list[tuple[bytes, bytes]]:
+    return [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in wire]
+
+
+# --- BPE training ---------------------------------------------------------------------------
+
+
+def naive_train_bpe(text: str, vocab_size: int, special_tokens: list[str]):
+    """The handout's algorithm, slowly: recount every pair over every pre-token at each step."""
+    vocab = {i: bytes([i]) for i in range(256)}
+    for token in special_tokens:
+        vocab[len(vocab)] = token.encode("utf-8")
+    pieces = [text]
+    if special_tokens:
+        alternatives = sorted(special_tokens, key=len, reverse=True)
+        pieces = regex.split("|".join(regex.escape(t) for t in alternatives), text)
+    words: Counter[tuple[bytes, ...]] = Counter()
+    for piece in pieces:
+        for pretoken in regex.findall(GPT2_PATTERN, piece):
+            words[tuple(bytes([b]) for b in pretoken.encode("utf-8"))] += 1
+    merges = []
+    while len(vocab) < vocab_size:
+        pairs: Counter[tuple[bytes, bytes]] = Counter()
+        for word, count in words.items():
+            for pair in zip(word, word[1:], strict=False):
+                pairs[pair] += count
+        if not pairs:
+            break
+        best = max(pairs, key=lambda pair: (pairs[pair], pair))
+        merges.append(best)
+        vocab[len(vocab)] = best[0] + best[1]
+        words = Counter({merge_word(word, best): count for word, count in words.items()})
+    return vocab, merges
+
+
+def merge_word(word: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[bytes, ...]:
+    out, i = [], 0
+    while i < len(word):
+        if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
+            out.append(pair[0] + pair[1])
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def train_bpe_expected(inputs: Bundle) -> Bundle:
+    vocab, merges = naive_train_bpe(inputs["text"], inputs["vocab_size"], inputs["special_tokens"])
+    return {"vocab": vocab_to_wire(vocab), "merges": merges_to_wire(merges)}
+
+
+def check_train_bpe(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
+    """Merges in order and the set of vocabulary tokens (not their ids) must match."""
+    reveal = expected.get("reveal", True)
+    merges, vocab = outputs.get("merges"), outputs.get("vocab")
+    if not isinstance(vocab, list) or not isinstance(merges, list):
+        return "vocab and merges: missing from the outputs"
+    ours = {bytes.fromhex(t) for t in vocab}
+    theirs = {bytes.fromhex(t) for t in expected["vocab"].values()}
+    difference = sorted(ours ^ theirs)[:5]
+    return first_failure(
+        equal_mismatch(merges, expected["merges"], "merges (as hex byte pairs)", reveal),
+        len(vocab) != len(expected["vocab"])
+        and f"vocab has {len(vocab)} entries, expected {len(expected['vocab'])}",
+        difference and "vocab tokens differ" + (f", e.g. {difference}" if reveal else ""),
+    )
+
+
+@case(
+    "train_bpe",
+    "handout_example",
+    check=check_train_bpe,
+    expected=train_bpe_expected,
+    public=lambda s: {
+        # The handout's corpus; the special token makes every word one pre-token.
+        "text": END_OF_TEXT.join(["low"] * 5 + ["lower"] * 2 + ["widest"] * 3 + ["newest"] * 6),
+        "vocab_size": 263,
+        "special_tokens": [END_OF_TEXT],
+    },
+)
+def train_bpe(adapters, inputs: Bundle) -> Bundle:
+    """Train on ``text`` written to a file; report the merges and the vocabulary's tokens."""
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "corpus.txt"
+        path.write_bytes(inputs["text"].encode("utf-8"))
+        vocab, merges = adapters.run_train_bpe(
+            os.fspath(path), inputs["vocab_size"], list(inputs["special_tokens"])
+        )
+    return {
+        "vocab": sorted(bytes(t).hex() for t in vocab.values()),
+        "merges": [[bytes(a).hex(), bytes(b).hex()] for a, b in merges],
+    }
+
+
+case(
+    "train_bpe",
+    "stories",
+    check=check_train_bpe,
+    expected=train_bpe_expected,
+    public=lambda s: {"text": s.corpus(6000), "vocab_size": 400, "special_tokens": [END_OF_TEXT]},
+)(train_bpe.call)
+case(
+    "train_bpe",
+    "samples",
+    check=check_train_bpe,
+    expected=train_bpe_expected,
+    public=lambda s: {
+        "text": END_OF_TEXT.join(s.samples.values()),
+        "vocab_size": 330,
+        "special_tokens": [END_OF_TEXT, "<|pad|>"],
+    },
+)(train_bpe.call)
+
+
+# --- the tokenizer --------------------------------------------------------------------------
+
+
+def tokenizer_inputs(
+    s, texts: dict[str, str], specials: list[str] | None = (END_OF_TEXT,)
+) -> Bundle:
+    vocab, merges = s.vocab_and_merges
+    return {
+        "vocab": vocab_to_wire(vocab),
+        "merges": merges_to_wire(merges),
+        "special_tokens": None if specials is None else list(specials),
+        "texts": texts,
+    }
+
+
+def tiktoken_encoding(inputs: Bundle) -> tiktoken.Encoding:
+    """tiktoken, built offline from the same vocab (ranks = ids) and special tokens."""
+    vocab = vocab_from_wire(inputs["vocab"])
+    specials = inputs["special_tokens"] or []
+    special_bytes = {t.encode("utf-8") for t in specials}
+    return tiktoken.Encoding(
+        name="cs336-case",
+        pat_str=GPT2_PATTERN,
+        mergeable_ranks={t: i for i, t in vocab.items() if t not in special_bytes},
+        special_tokens={t: next(i for i, v in vocab.items() if v == t.encode()) for t in specials},
+    )
+
+
+def encode_expected(inputs: Bundle) -> Bundle:
+    encoding = tiktoken_encoding(inputs)
+    allowed = {"allowed_special": "all"} if inputs["special_tokens"] else {"disallowed_special": ()}
+    return {
+        "ids": {name: encoding.encode(text, **allowed) for name, text in inputs["texts"].items()}
+    }
+
+
+def check_encode(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
+    reveal = expected.get("reveal", True)
+    for name, text in inputs["texts"].items():
+        mismatch = first_failure(
+            equal_mismatch(
+                outputs["ids"].get(name), expected["ids"][name], f"encode({name})", reveal
+            ),
+            outputs["decoded"].get(name) != text
+            and f"decode(encode({name})) does not give the text back",
+        )
+        if mismatch:
+            return mismatch
+    return None
+
+
+def build_tokenizer(adapters, inputs: Bundle):
+    specials = inputs["special_tokens"]
+    vocab, merges = vocab_from_wire(inputs["vocab"]), merges_from_wire(inputs["merges"])
+    if specials is None:
+        return adapters.get_tokenizer(vocab, merges)
+    return adapters.get_tokenizer(vocab, merges, list(specials))
+
+
+def as_ids(ids) -> list[int]:
+    return [int(i) for i in ids]
+
+
+@case(
+    "tokenizer",
+    "samples",
+    check=check_encode,
+    expected=encode_expected,
+    public=lambda s: tokenizer_inputs(s, s.samples),
+)
+def encode_texts(adapters, inputs: Bundle) -> Bundle:
+    """Encode each text, and decode the ids back."""
+    tokenizer = build_tokenizer(adapters, inputs)
+    ids = {name: as_ids(tokenizer.encode(text)) for name, text in inputs["texts"].items()}
+    return {"ids": ids, "decoded": {name: str(tokenizer.decode(i)) for name, i in ids.items()}}
+
+
+case(
+    "tokenizer",
+    "stories",
+    check=check_encode,
+    expected=encode_expected,
+    public=lambda s: tokenizer_inputs(s, {"stories": s.corpus(20_000)}),
+)(encode_texts.call)
+case(
+    "tokenizer",
+    "no_special_tokens",
+    check=check_encode,
+    expected=encode_expected,
+    public=lambda s: tokenizer_inputs(
+        s, {"special_tokens.txt": s.samples["special_tokens.txt"]}, None
+    ),
+)(encode_texts.call)
+
+
+def iterable_expected(inputs: Bundle) -> Bundle:
+    text = "".join(inputs["texts"].values())
+    return {"ids": tiktoken_encoding(inputs).encode(text, allowed_special="all")}
+
+
+def check_iterable(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
+    reveal = expected.get("reveal", True)
+    return first_failure(
+        *(
+            equal_mismatch(
+                outputs[f"chunks{size}"],
+                expected["ids"],
+                f"encode_iterable in chunks of {size}",
+                reveal,
+            )
+            for size in inputs["chunk_sizes"]
+        )
+    )
+
+
+@case(
+    "tokenizer",
+    "encode_iterable",
+    check=check_iterable,
+    expected=iterable_expected,
+    public=lambda s: tokenizer_inputs(s, s.samples) | {"chunk_sizes": [1, 3, 7, 64]},
+)
+def encode_iterable(adapters, inputs: Bundle) -> Bundle:
+    """The texts, joined, fed to encode_iterable in chunks of several sizes."""
+    tokenizer = build_tokenizer(adapters, inputs)
+    text = "".join(inputs["texts"].values())
+    outputs = {}
+    for size in inputs["chunk_sizes"]:
+        chunks = (text[i : i + size] for i in range(0, len(text), size))
+        outputs[f"chunks{size}"] = as_ids(tokenizer.encode_iterable(chunks))
+    return outputs
+
+
+def check_overlapping(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
+    """With specials E and EE, "EE" is one token, "EEE" is [EE, E], and text round-trips."""
+    single, double, triple = outputs["single"], outputs["double"], outputs["triple"]
+    return first_failure(
+        (len(single) != 1 or len(double) != 1 or single == double)
+        and "each special token must encode to its own single id",
+        triple != double + single
+        and "overlapping special tokens must match longest first: EEE is [EE, E]",
+        outputs["round_trip"] != inputs["texts"]["mixed"]
+        and "decode(encode(text)) does not give the text back",
+    )
+
+
+@case(
+    "tokenizer",
+    "overlapping_specials",
+    check=check_overlapping,
+    expected=lambda inputs: {},
+    public=lambda s: tokenizer_inputs(
+        s, {"mixed": f"x{END_OF_TEXT * 3}y"}, [END_OF_TEXT, END_OF_TEXT * 2]
+    ),
+)
+def overlapping(adapters, inputs: Bundle) -> Bundle:
+    """Special tokens E and EE: encode E, EE, EEE, and round-trip a text holding them."""
+    tokenizer = build_tokenizer(adapters, inputs)
+    single, double = inputs["special_tokens"]
+    return {
+        "single": as_ids(tokenizer.encode(single)),
+        "double": as_ids(tokenizer.encode(double)),
+        "triple": as_ids(tokenizer.encode(single * 3)),
+        "round_trip": str(tokenizer.decode(tokenizer.encode(inputs["texts"]["mixed"]))),
+    }
+
+
+def malformed_inputs(s) -> Bundle:
+    inputs = tokenizer_inputs(s, {})
+    byte_id = {bytes.fromhex(t): int(i) for i, t in inputs["vocab"].items()}
+    # The first two bytes of "€" (e2 82 ac) then "a"; and a lone 0xff.
+    return inputs | {
+        "sequences": [[byte_id[b"\xe2"], byte_id[b"\x82"], byte_id[b"a"]], [byte_id[b"\xff"]]]
+    }
+
+
+@case(
+    "tokenizer",
+    "decode_malformed",
+    check=lambda o, e, i: equal_mismatch(o.get("decoded"), e["decoded"], "decoded texts", True),
+    expected=lambda inputs: {
+        "decoded": [
+            b"".join(bytes.fromhex(inputs["vocab"][str(i)]) for i in ids).decode(
+                "utf-8", errors="replace"
+            )
+            for ids in inputs["sequences"]
+        ]
+    },
+    public=malformed_inputs,
+)
+def decode_malformed(adapters, inputs: Bundle) -> Bundle:
+    """Ids whose bytes are not valid UTF-8 decode with U+FFFD replacements."""
+    tokenizer = build_tokenizer(adapters, inputs)
+    return {"decoded": [str(tokenizer.decode(ids)) for ids in inputs["sequences"]]}
