@@ -33,7 +33,7 @@ PRESETS: dict[str, ModelConfig] = {
 }
 
 
-def variant_accounting(config: ModelConfig) -> ModuleType | None:
+def _variant_accounting(config: ModelConfig) -> ModuleType | None:
     """The variants' accounting module for a ``VariantConfig``; ``None`` for the handout's."""
     if type(config) is ModelConfig:
         return None
@@ -44,7 +44,7 @@ def variant_accounting(config: ModelConfig) -> ModuleType | None:
 
 def parameter_counts(config: ModelConfig) -> dict[str, int]:
     """Trainable parameters by component; ``sum(...)`` equals ``model.num_parameters()``."""
-    if variants := variant_accounting(config):
+    if variants := _variant_accounting(config):
         return variants.parameter_counts(config)
     # BEGIN SOLUTION
     d, d_ff = config.d_model, config.d_ff
@@ -64,7 +64,7 @@ def forward_flops(
     """Matmul FLOPs of one forward pass over ``batch_size`` sequences of ``seq_len`` tokens,
     by component (summed over layers)."""
     T = config.context_length if seq_len is None else seq_len
-    if variants := variant_accounting(config):
+    if variants := _variant_accounting(config):
         return variants.forward_flops(config, batch_size, T)
     tokens = batch_size * T
     d, layers = config.d_model, config.num_layers
@@ -95,7 +95,7 @@ def activation_counts(
 ) -> dict[str, int]:
     """Values kept for the backward pass, by component, after the handout's itemisation."""
     T = config.context_length if seq_len is None else seq_len
-    if variants := variant_accounting(config):
+    if variants := _variant_accounting(config):
         return variants.activation_counts(config, batch_size, T)
     tokens, d, h, d_ff = batch_size * T, config.d_model, config.num_heads, config.d_ff
     per_layer = {
@@ -146,7 +146,7 @@ def kv_cache_bytes(
     """Bytes a KV cache holds for ``batch_size`` sequences of ``seq_len`` tokens: MHA keeps a
     key and a value per head, GQA/MQA per shared head, MLA one latent plus one RoPE key."""
     T = config.context_length if seq_len is None else seq_len
-    if variants := variant_accounting(config):
+    if variants := _variant_accounting(config):
         per_token = variants.kv_cache_elements_per_token(config)
     else:
         per_token = config.num_layers * 2 * config.d_model  # a key and a value per head
