@@ -8,22 +8,8 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from cs336_basics.devices import resolve_device
 from cs336_basics.token_arrays import load_tokens  # noqa: F401  (re-exported: support code)
-
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    """``torch.device(device)``, raising a clear error if that device is not usable here."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise RuntimeError(f"device {device} was requested but CUDA is not available")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise RuntimeError(
-                f"device {device} was requested but only {torch.cuda.device_count()} CUDA device(s) exist"
-            )
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise RuntimeError(f"device {device} was requested but MPS is not available")
-    return device
 
 
 def sample_start_indices(

@@ -14,8 +14,22 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from cs336_basics.data import resolve_device
 from cs336_basics.errors import InputError
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """``torch.device(device)``, raising a clear error if that device is not usable here."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"device {device} was requested but CUDA is not available")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise RuntimeError(
+                f"device {device} was requested but only {torch.cuda.device_count()} CUDA device(s) exist"
+            )
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise RuntimeError(f"device {device} was requested but MPS is not available")
+    return device
 
 
 def auto_device() -> str:

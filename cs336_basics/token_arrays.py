@@ -101,9 +101,9 @@ def _id_range(real_path: str, size: int, mtime_ns: int, dtype: str) -> tuple[int
     ) as bar:
         for start in range(0, len(tokens), _SCAN_CHUNK):
             chunk = tokens[start : start + _SCAN_CHUNK]
-            high = max(high, int(chunk.max()))
+            high = max(high, int(np.max(chunk)))
             if np.issubdtype(chunk.dtype, np.signedinteger):
-                low = min(low, int(chunk.min()))
+                low = min(low, int(np.min(chunk)))
             bar.update(len(chunk))
     return low, high
 

@@ -5,7 +5,7 @@ import math
 import torch
 from torch import nn
 
-from .errors import ConfigError, ShapeMismatch
+from .failures import ConfigError, ShapeMismatch
 from .primitives import Dense, stable_softmax
 
 

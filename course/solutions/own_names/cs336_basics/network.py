@@ -2,7 +2,7 @@
 
 from torch import nn
 
-from .errors import ShapeMismatch
+from .failures import ShapeMismatch
 from .mixing import CausalSelfAttention
 from .primitives import Dense, GatedMLP, Lookup, PlainMLP, RootMeanSquareNorm
 from .rotary import Rotary

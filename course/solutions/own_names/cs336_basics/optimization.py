@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from .errors import ConfigError, ShapeMismatch
+from .failures import ConfigError, ShapeMismatch
 
 
 def nll(logits, targets):

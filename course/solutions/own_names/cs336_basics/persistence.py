@@ -5,7 +5,7 @@ import tempfile
 
 import torch
 
-from .errors import CheckpointUnreadable
+from .failures import CheckpointUnreadable
 
 
 def save_state(model, optimizer, step, destination):

@@ -5,7 +5,7 @@ import math
 import torch
 from torch import nn
 
-from .errors import UnknownToken
+from .failures import UnknownToken
 
 # Documentation-only annotations (no runtime checker understands them, and none needs to).
 Activations = "float tensor (..., width)"

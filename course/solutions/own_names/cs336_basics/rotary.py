@@ -4,7 +4,7 @@ number x_2i + i x_2i+1, rotated by position * theta^(-2i/d)."""
 import torch
 from torch import nn
 
-from .errors import ConfigError, PositionOutOfRange
+from .failures import ConfigError, PositionOutOfRange
 
 
 class Rotary(nn.Module):

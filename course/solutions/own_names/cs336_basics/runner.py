@@ -2,9 +2,9 @@
 
 import os
 
-from .batches import sample_windows
 from .optimization import DecoupledAdam, clip_global_norm, nll, warmup_cosine
 from .persistence import save_state
+from .windows import sample_windows
 
 
 def fit(model, tokens, batch, steps, peak_lr, floor_lr, warmup, decay, clip, out_dir, device):

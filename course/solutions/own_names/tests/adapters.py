@@ -7,7 +7,6 @@ from cs336_basics.text.codec import ByteLevelCodec
 from cs336_basics.text.merges import learn_bpe
 
 from cs336_basics import (
-    batches,
     budget,
     mixing,
     network,
@@ -17,6 +16,7 @@ from cs336_basics import (
     rotary,
     runner,
     sampling,
+    windows,
 )
 
 # handout name -> our name (block level; the LM adds "layers.{i}." -> "blocks.{i}.")
@@ -186,7 +186,7 @@ def run_softmax(in_features, dim):
 
 
 def run_get_batch(dataset, batch_size, context_length, device):
-    return batches.sample_windows(dataset, batch_size, context_length, device)
+    return windows.sample_windows(dataset, batch_size, context_length, device)
 
 
 def run_cross_entropy(inputs, targets):

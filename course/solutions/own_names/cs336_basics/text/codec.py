@@ -2,7 +2,7 @@
 
 import regex
 
-from ..errors import BadInput, UnknownToken
+from ..failures import BadInput, UnknownToken
 from .pretokens import GPT2_SPLIT, checked_specials, special_splitter
 
 _SPACE = regex.compile(r"\s")

@@ -4,7 +4,7 @@ then one token per merge."""
 import heapq
 from collections import Counter, defaultdict
 
-from ..errors import ConfigError, CorpusError
+from ..failures import ConfigError, CorpusError
 from .pretokens import GPT2_SPLIT, checked_specials, special_splitter
 
 

@@ -2,7 +2,7 @@
 
 import regex
 
-from ..errors import BadInput
+from ..failures import BadInput
 
 GPT2_SPLIT = regex.compile(
     r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""

@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from .errors import BadInput
+from .failures import BadInput
 
 
 def sample_windows(tokens, count, length, device):
