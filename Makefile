@@ -46,13 +46,19 @@ mutants:
 check-solutions:
 	uv run python -m course.check_solutions
 
-# CI smoke test: verify the handout, then grade the reference (full marks) and the bare handout (zero).
+# CI check of the course toolchain: verify both handouts, then grade (in the sandbox) the reference
+# and the two independent solutions of course/solutions/ (full marks) and the bare handout (zero).
 ci-course:
 	uv run python -m course.verify_handout
+	uv run python -m course.verify_handout --extensions
 	uv run python -m course.handout
 	uv run python -m course.submission --out dist/reference.zip
 	uv run python -m course.submission --root dist/handout --out dist/bare-handout.zip
+	uv run python -m course.submission --root course/solutions/single_module --out dist/single-module.zip
+	uv run python -m course.submission --root course/solutions/own_names --out dist/own-names.zip
 	uv run cs336-grade dist/reference.zip --out dist/grading/reference --expect full
+	uv run cs336-grade dist/single-module.zip --out dist/grading/single-module --expect full
+	uv run cs336-grade dist/own-names.zip --out dist/grading/own-names --expect full
 	uv run cs336-grade dist/bare-handout.zip --out dist/grading/bare-handout --expect zero
 
 # The Gradescope autograder zip (setup.sh, run_autograder, grader, hidden cases; no solution).

@@ -24,7 +24,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from cs336_basics.atomic_write import atomic_writer
-from cs336_basics.pretokenization import find_chunk_boundaries, read_text_range
+from cs336_basics.chunking import find_chunk_boundaries, read_text_range
 from cs336_basics.tokenizer import Tokenizer
 
 # Text per job: small enough for a smooth progress bar and bounded memory, big enough that

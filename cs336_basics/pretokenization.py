@@ -33,7 +33,6 @@ from collections.abc import Iterator, Sequence
 import regex
 
 # Re-exported: the file-cutting helpers used to live here.
-from cs336_basics.chunking import find_chunk_boundaries, read_text_range  # noqa: F401
 
 # The pattern GPT-2 uses (also tiktoken's ``r50k_base``): contractions, optional space +
 # letters, optional space + digits, optional space + other symbols, whitespace not followed by

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cs336_basics.bpe import train_bpe
-from cs336_basics.pretokenization import count_pretokens, find_chunk_boundaries
+from cs336_basics.chunking import find_chunk_boundaries
+from cs336_basics.pretokenization import count_pretokens
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "corpora" / "stories-400k.txt"
 EOT = "<|endoftext|>"

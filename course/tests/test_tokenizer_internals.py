@@ -17,7 +17,6 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cs336_basics import chunking, pretokenization
 from cs336_basics.pretokenization import GPT2_PRETOKENIZER, WHITESPACE, pretokenize
 from cs336_basics.tokenizer import Tokenizer
 
@@ -79,8 +78,3 @@ def test_an_overflowing_cache_gives_the_same_ids() -> None:
     assert tiny.encode(text) == expected
     assert tiny.encode(text) == expected
     assert len(tiny._cache) <= 7
-
-
-def test_chunking_helpers_keep_their_old_import_path() -> None:
-    assert pretokenization.find_chunk_boundaries is chunking.find_chunk_boundaries
-    assert pretokenization.read_text_range is chunking.read_text_range
