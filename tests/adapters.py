@@ -834,6 +834,7 @@ def run_to_hf(
     """Our state dict as the state dict of the HF ``family`` model."""
     # BEGIN SOLUTION
     return to_hf(state_dict, VariantConfig(**config), family)
+    # END SOLUTION
 
 
 # END EXTENSION
