@@ -126,6 +126,7 @@ def run_all(
     bugs: list[Bug], jobs: int, timeout: float, root: Path = REPO_ROOT
 ) -> tuple[list[MutantResult], list[str]]:
     components = {c.name: c.select for c in load_rubric()[0]}
+    components |= {b.component: b.select for b in bugs if b.select}
     unknown = sorted({b.component for b in bugs} - set(components))
     if unknown:
         raise ValueError(f"bugs name components missing from the rubric: {unknown}")

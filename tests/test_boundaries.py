@@ -167,6 +167,13 @@ def test_gradient_clipping_zero_gradients_stay_zero() -> None:
 # --- checkpoints of wrapped models ------------------------------------------------------------
 
 
+PREFIX_HINT = (
+    "save the state dict of the underlying model (model.module for DDP, model._orig_mod for "
+    "torch.compile), not the wrapper's, whose keys carry a prefix; load into the underlying "
+    "model the same way"
+)
+
+
 def tiny_model(seed: int) -> torch.nn.Module:
     torch.manual_seed(seed)
     return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
@@ -185,14 +192,19 @@ def check_plain_round_trip(wrapped: torch.nn.Module, plain: torch.nn.Module, pat
     # would compile it, which takes long.)
     run_save_checkpoint(wrapped, trained_step(plain), 7, path)
     fresh = tiny_model(seed=1)
-    assert run_load_checkpoint(path, fresh, torch.optim.AdamW(fresh.parameters())) == 7
+    try:
+        iteration = run_load_checkpoint(path, fresh, torch.optim.AdamW(fresh.parameters()))
+    except Exception as error:
+        raise AssertionError(
+            f"a checkpoint of a {type(wrapped).__name__} does not load into the plain model: "
+            f"{error}\nhint: {PREFIX_HINT}"
+        ) from error
+    assert iteration == 7
     for (name, want), got in zip(
         plain.state_dict().items(), fresh.state_dict().values(), strict=True
     ):
         assert torch.equal(got, want), (
-            f"{name} differs after loading into an unwrapped model\nhint: save the state dict "
-            "of the underlying model (model.module for DDP, model._orig_mod for torch.compile), "
-            "not the wrapper's, whose keys carry a prefix"
+            f"{name} differs after loading into an unwrapped model\nhint: {PREFIX_HINT}"
         )
     rewrapped_inner = tiny_model(seed=2)
     rewrapped = torch.compile(rewrapped_inner)
