@@ -43,7 +43,8 @@ class MutantResult:
 
 
 def make_copy(root: Path, destination: Path) -> Path:
-    code = [p.relative_to(root) for p in (root / "cs336_basics").rglob("*.py")] + [
+    package = [p for p in (root / "cs336_basics").rglob("*") if p.is_file()]
+    code = [p.relative_to(root) for p in package if "__pycache__" not in p.parts] + [
         Path("tests/adapters.py")
     ]
     for rel in pristine_files(root) + code:
