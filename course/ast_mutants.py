@@ -11,8 +11,8 @@ index      an integer index or slice bound changed by one, a non-constant slice 
            stop of ``range`` plus / minus one
 drop       a term or factor dropped (``a + b`` -> ``a``, ``a * b`` -> ``b``), a unary minus
            dropped
-swap       the operands of a non-commutative operator, or the first two arguments of a call,
-           swapped
+swap       the operands of a non-commutative operator, or the first two arguments of a call
+           (other than ``max`` / ``min``), swapped
 constant   a number changed (``0`` -> ``1``, ``n`` -> ``n + 1``, ``x`` -> ``2x``), a boolean
            flipped
 transpose  ``.T`` / ``.mT`` / ``.transpose(...)`` / ``.permute(...)`` dropped
@@ -47,6 +47,8 @@ COMPARE_NEIGHBOUR = {
 NON_COMMUTATIVE = (ast.Sub, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.MatMult)
 TRANSPOSE_METHODS = {"transpose", "permute", "swapaxes", "t"}
 DIM_KEYWORDS = {"dim", "axis"}
+# Calls whose arguments commute: swapping them is never a mutant.
+COMMUTATIVE_CALLS = {"max", "min", "maximum", "minimum"}
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,13 @@ def call_mutants(node: ast.Call) -> Iterator[tuple[str, ast.AST]]:
     if isinstance(function, ast.Attribute) and function.attr in TRANSPOSE_METHODS:
         yield "transpose", copy.deepcopy(function.value)
     positional = [a for a in node.args if not isinstance(a, ast.Starred)]
-    if len(positional) >= 2 and ast.dump(positional[0]) != ast.dump(positional[1]):
+    name = function.id if isinstance(function, ast.Name) else getattr(function, "attr", "")
+    commutative = name in COMMUTATIVE_CALLS
+    if (
+        len(positional) >= 2
+        and not commutative
+        and ast.dump(positional[0]) != ast.dump(positional[1])
+    ):
         args = list(node.args)
         args[0], args[1] = args[1], args[0]
         yield "swap", replaced(node, args=args)

@@ -180,12 +180,17 @@ def baselines(pool: Pool, modules: list[str], nodeids, timeout: float) -> dict[s
     return durations
 
 
-def run(modules: list[str], jobs: int, match: str = "", root: Path = REPO_ROOT) -> list[Outcome]:
+def run(
+    modules: list[str], jobs: int, match: list[str] | None = None, root: Path = REPO_ROOT
+) -> list[Outcome]:
     from tqdm import tqdm
 
     equivalents = load_equivalents()
     mutants = [
-        m for module in modules for m in generate(root, f"cs336_basics/{module}") if match in m.key
+        m
+        for module in modules
+        for m in generate(root, f"cs336_basics/{module}")
+        if not match or any(part in m.key for part in match)
     ]
     nodeids = collected_nodeids(root)
     preload_test_dependencies()
@@ -274,7 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("modules", nargs="*", help="graded modules, e.g. rope.py (default: all)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--smoke", action="store_true", help=f"only {', '.join(SMOKE_MODULES)}")
-    parser.add_argument("--match", default="", help="only mutants whose key contains this")
+    parser.add_argument(
+        "--match", action="append", default=[], help="only mutants whose key contains this"
+    )
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
     args = parser.parse_args(argv)
     modules = SMOKE_MODULES if args.smoke else (args.modules or graded_modules())
@@ -284,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for module in modules:
             mutants = generate(REPO_ROOT, f"cs336_basics/{module}")
-            print("\n".join(str(m) for m in mutants if args.match in m.key))
+            chosen = [m for m in mutants if not args.match or any(p in m.key for p in args.match)]
+            print("\n".join(str(m) for m in chosen))
         return 0
     outcomes = run(modules, max(1, args.jobs), args.match)
     text, clean = report(outcomes, load_equivalents(), complete=not args.match)
