@@ -7,6 +7,8 @@
 - gradient clipping: a norm equal to the maximum is left alone; the scale is
   ``max / (norm + 1e-6)``, whose ``eps`` matters for tiny norms (checked against
   ``torch.nn.utils.clip_grad_norm_``);
+- BPE training to exhaustion: a pair whose every occurrence was absorbed by another merge is
+  never merged later (worked out by hand below);
 - checkpoints of a ``torch.compile``-d or ``DistributedDataParallel``-wrapped model hold the
   plain model's state dict (no ``_orig_mod.`` / ``module.`` prefixes), so they load into an
   unwrapped model and back.
@@ -27,6 +29,7 @@ from .adapters import (
     run_sample_next_token,
     run_save_checkpoint,
     run_top_p_filter,
+    run_train_bpe,
 )
 
 # --- top-p ------------------------------------------------------------------------------------
@@ -256,3 +259,34 @@ def test_checkpoint_loads_into_ddp_model(tmp_path) -> None:
         torch.equal(a, b)
         for a, b in zip(plain.state_dict().values(), inner.state_dict().values(), strict=True)
     )
+
+
+# --- BPE training until nothing is left ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # Pre-tokens "abc", " abc". Counts (a,b) 2, (b,c) 2, (' ',a) 1. The tie goes to the
+        # greater pair (b,c); "a bc" then leaves no (a,b) at all, so (a,b) and (' ',a) never
+        # come back once a+bc and ' '+abc are merged.
+        ("abc abc", [(b"b", b"c"), (b"a", b"bc"), (b" ", b"abc")]),
+        # Pre-tokens "xab", " xa" x2, " ab". (x,a) 3 merges first and takes one (a,b), which
+        # drops from 2 to 1 but must still be merged: after ' '+xa (2) the count-1 pairs go
+        # greatest first: (xa,b), (a,b), then (' ',ab).
+        (
+            "xab xa xa ab",
+            [(b"x", b"a"), (b" ", b"xa"), (b"xa", b"b"), (b"a", b"b"), (b" ", b"ab")],
+        ),
+    ],
+)
+def test_train_bpe_to_exhaustion_tracks_changing_counts(tmp_path, text, expected) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(text, encoding="utf-8")
+    vocab, merges = run_train_bpe(corpus, 1000, [])
+    assert merges == expected, (
+        f"merges on {text!r}: {merges}, expected {expected}\nhint: after each merge update "
+        "the counts of the pairs it changed: a pair with no occurrence left is gone for good, "
+        "and a pair whose count dropped is still merged later at its new count"
+    )
+    assert len(vocab) == 256 + len(expected)
