@@ -119,7 +119,11 @@ def mutate_and_test(
         if result["outcome"] in ("failed", "error", "collect_error", "running")
         and baseline.get(nodeid, {}).get("outcome", "passed") == "passed"
     )
-    hinted = any("hint" in outcomes[nodeid]["message"].lower() for nodeid in caught_by)
+    hinted = any(
+        word in outcomes[nodeid]["message"].lower()
+        for nodeid in caught_by
+        for word in ("hint", "diagnosis:")
+    )
     return MutantResult(bug, caught_by, hinted, note, time.monotonic() - started)
 
 

@@ -10,7 +10,8 @@ holds:
 - ``wrong.<slug>`` and ``hint.<slug>``: outputs of known mistakes and a sentence naming each,
   so a failure that matches one says what the likely bug is.
 
-Before the catalogue, a failure is diagnosed generically (:func:`relation_hints`): is the output
+Before the catalogue's hints, a failure is diagnosed generically (:func:`relation_hints`, printed
+as ``diagnosis:`` lines): is the output
 the expected one times a constant (which one: ``sqrt(d_k)``, ``d_k``, 2, -1, ...), transposed or
 with permuted axes, with the last dimension permuted, shifted by one position, right except at
 some masked or trailing positions, right up to float16/bfloat16 rounding; and where a NaN or inf
@@ -72,7 +73,7 @@ def describe_mismatch(name: str, actual: np.ndarray, snap: Snapshot, *, exact: b
         return (
             f"snapshot {name!r}: output shape {actual.shape} differs from the expected shape "
             f"{expected.shape}"
-            + "".join(f"\n  hint: {h}" for h in axes_hints(actual, expected, snap.atol))
+            + "".join(f"\n  diagnosis: {d}" for d in axes_hints(actual, expected, snap.atol))
         )
     if not np.all(np.isfinite(actual)):
         where = tuple(int(i) for i in np.argwhere(~np.isfinite(actual))[0])
@@ -93,8 +94,8 @@ def describe_mismatch(name: str, actual: np.ndarray, snap: Snapshot, *, exact: b
         f"  max abs error {error.max():.3e}, max rel error {relative.max():.3e}, "
         f"{np.count_nonzero(error > tolerance)} of {error.size} elements off; atol {tolerance:.3e}",
     ]
-    hints = relation_hints(actual, expected, snap.atol) + matching_hints(actual, snap)
-    lines += [f"  hint: {hint}" for hint in hints]
+    lines += [f"  diagnosis: {d}" for d in relation_hints(actual, expected, snap.atol)]
+    lines += [f"  hint: {hint}" for hint in matching_hints(actual, snap)]
     return "\n".join(lines)
 
 
