@@ -1,5 +1,5 @@
 # Developer and instructor commands; see README.md.
-.PHONY: test demo fixtures hidden-cases case-mutants check-fixtures handout handout-extensions verify-handout submission grade mutants ci-course gradescope grader-attacks bench bench-smoke check-solutions
+.PHONY: test demo fixtures hidden-cases case-mutants check-fixtures handout handout-extensions verify-handout submission grade mutants mutants-smoke test-thorough ci-course gradescope grader-attacks bench bench-smoke check-solutions
 
 test:
 	uv run pytest
@@ -39,8 +39,18 @@ submission:
 grade:
 	uv run cs336-grade $(SUBMISSION)
 
+# Mutation testing (course/mutants.py, course/generated_mutants.py): the catalogue of common bugs,
+# then mutants generated from the reference's syntax tree, on every core. mutants-smoke: CI-sized.
 mutants:
 	uv run python -m course.mutants
+	uv run python -m course.generated_mutants
+
+mutants-smoke:
+	uv run python -m course.generated_mutants --smoke --jobs 2
+
+# The property tests with many random examples (the default profile is quick and derandomized).
+test-thorough:
+	HYPOTHESIS_PROFILE=thorough uv run pytest
 
 # The shipped suite on the independent solutions in course/solutions/ (graded tests must pass).
 check-solutions:

@@ -20,6 +20,8 @@ class Bug:
     path: str
     edits: tuple[tuple[str, str], ...]
     hint: str
+    # The pytest -k expression of the tests to run; empty: the rubric component's own.
+    select: str = ""
 
     def apply(self, root: Path) -> None:
         """Rewrite ``root / path`` with the bug; raise if an edit no longer fits the source."""
@@ -35,8 +37,14 @@ class Bug:
         file.write_text(text, encoding="utf-8")
 
 
-def bug(name: str, component: str, path: str, before: str, after: str, hint: str) -> Bug:
-    return Bug(name, component, f"cs336_basics/{path}", ((before, after),), hint)
+def bug(
+    name: str, component: str, path: str, before: str, after: str, hint: str, select: str = ""
+) -> Bug:
+    return Bug(name, component, f"cs336_basics/{path}", ((before, after),), hint, select)
+
+
+# Decoding is not a graded component of the rubric; its bugs run these tests.
+DECODING_TESTS = "top_p or sample_next_token or generation"
 
 
 BUGS: list[Bug] = [
@@ -454,5 +462,97 @@ BUGS: list[Bug] = [
         "cut = last_safe_boundary(buffer, searched, stop, self._special_regex)",
         "cut = len(buffer)",
         "encode_iterable must not split pre-tokens at chunk boundaries: carry the unfinished tail over",
+    ),
+    # --- Found by mistakes written outside this catalogue (issue 14) ---------------------------
+    bug(
+        "linear_init_variance_as_std",
+        "linear",
+        "linear.py",
+        "std = math.sqrt(2.0 / (self.in_features + self.out_features))",
+        "std = 2.0 / (self.in_features + self.out_features)",
+        "the init's std is sqrt(2 / (d_in + d_out)); 2 / (d_in + d_out) is the variance",
+    ),
+    bug(
+        "linear_init_truncated_at_3_absolute",
+        "linear",
+        "linear.py",
+        "a=-3 * std, b=3 * std",
+        "a=-3.0, b=3.0",
+        "truncate the init at ±3σ: trunc_normal_'s a and b are absolute bounds",
+    ),
+    bug(
+        "embedding_init_std_0_02",
+        "embedding",
+        "embedding.py",
+        "std=1.0, a=-3.0, b=3.0",
+        "std=0.02, a=-3.0, b=3.0",
+        "the handout initialises embeddings from N(0, 1) truncated at ±3, not GPT-2's std 0.02",
+    ),
+    bug(
+        "encode_merges_equal_ranks_from_the_right",
+        "tokenizer",
+        "tokenizer.py",
+        "found is not None and (best is None or found < best)",
+        "found is not None and (best is None or found <= best)",
+        "merge the lowest-rank pair at its leftmost occurrence first ('ooo' is [oo, o])",
+    ),
+    bug(
+        "encode_iterable_decides_specials_early",
+        "tokenizer",
+        "tokenizer.py",
+        "lookahead = max(1, self._longest_special)",
+        "lookahead = 1",
+        "keep text that may still grow into a longer special token for the next chunk",
+    ),
+    bug(
+        "encode_iterable_waits_for_shortest_special_only",
+        "tokenizer",
+        "tokenizer.py",
+        "self._longest_special = max((len(s) for s in self.special_tokens), default=0)",
+        "self._longest_special = min((len(s) for s in self.special_tokens), default=0)",
+        "at a chunk boundary wait until the longest special token could have arrived",
+    ),
+    bug(
+        "top_p_exclusive_at_threshold",
+        "decoding",
+        "generation.py",
+        "masked_fill(mass_before >= top_p, 0.0)",
+        "masked_fill(mass_before > top_p, 0.0)",
+        "the nucleus is the smallest set with mass >= top_p: mass exactly top_p closes it",
+        DECODING_TESTS,
+    ),
+    bug(
+        "top_p_drops_the_token_that_crosses",
+        "decoding",
+        "generation.py",
+        "mass_before = sorted_probabilities.cumsum(dim=-1) - sorted_probabilities",
+        "mass_before = sorted_probabilities.cumsum(dim=-1)",
+        "keep the token whose probability brings the mass up to top_p",
+        DECODING_TESTS,
+    ),
+    bug(
+        "temperature_multiplies_logits",
+        "decoding",
+        "generation.py",
+        "softmax(logits.double() / temperature, dim=-1)",
+        "softmax(logits.double() * temperature, dim=-1)",
+        "divide the logits by the temperature",
+        DECODING_TESTS,
+    ),
+    bug(
+        "clipping_without_eps",
+        "gradient_clipping",
+        "gradient_clipping.py",
+        "scale = max_l2_norm / (total_norm + eps)",
+        "scale = max_l2_norm / total_norm",
+        "scale by max / (norm + 1e-6); the eps matters for tiny norms",
+    ),
+    bug(
+        "checkpoint_keeps_wrapper_prefixes",
+        "checkpoint",
+        "checkpoint.py",
+        '"model": unwrap_model(model).state_dict(),',
+        '"model": model.state_dict(),',
+        "save the underlying model's state dict (model.module, model._orig_mod), not the wrapper's",
     ),
 ]

@@ -142,7 +142,8 @@ class MutantResult:
 
 
 def make_copy(root: Path, destination: Path) -> Path:
-    code = [p.relative_to(root) for p in (root / "cs336_basics").rglob("*.py")] + [
+    package = [p for p in (root / "cs336_basics").rglob("*") if p.is_file()]
+    code = [p.relative_to(root) for p in package if "__pycache__" not in p.parts] + [
         Path("tests/adapters.py")
     ]
     for rel in pristine_files(root) + code:
@@ -217,14 +218,18 @@ def mutate_and_test(
         if result["outcome"] in ("failed", "error", "collect_error", "running")
         and baseline.get(nodeid, {}).get("outcome", "passed") == "passed"
     )
-    hinted = any("hint" in outcomes[nodeid]["message"].lower() for nodeid in caught_by)
+    hinted = any(
+        word in outcomes[nodeid]["message"].lower()
+        for nodeid in caught_by
+        for word in ("hint", "diagnosis:")
+    )
     return MutantResult(bug, caught_by, hinted, note, time.monotonic() - started)
 
 
 def run_all(
     bugs: list[Bug], jobs: int, timeout: float, root: Path = REPO_ROOT
 ) -> tuple[list[MutantResult], list[str]]:
-    components = SELECT
+    components = dict(SELECT) | {b.component: b.select for b in bugs if b.select}
     unknown = sorted({b.component for b in bugs} - set(components))
     if unknown:
         raise ValueError(f"bugs name components missing from mutants.SELECT: {unknown}")

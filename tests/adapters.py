@@ -479,6 +479,57 @@ def run_forward_flops(
     # END SOLUTION
 
 
+# --- Fresh modules and decoding boundaries (issue 14) -----------------------------------------
+# Initialisation and sampling are specified by the handout but never reached by loading weights.
+# Imported here rather than at the top so this section can be merged and moved as a unit.
+
+from cs336_basics.generation import sample_next_token, top_p_filter  # noqa: E402
+
+
+def run_init_linear(d_in: int, d_out: int) -> Float[Tensor, " d_out d_in"]:
+    """The weight of a freshly constructed ``Linear(d_in, d_out)`` (no weights loaded)."""
+    # BEGIN SOLUTION
+    return Linear(d_in, d_out).weight.detach()
+    # END SOLUTION
+
+
+def run_init_embedding(vocab_size: int, d_model: int) -> Float[Tensor, " vocab_size d_model"]:
+    """The table of a freshly constructed ``Embedding(vocab_size, d_model)``."""
+    # BEGIN SOLUTION
+    return Embedding(vocab_size, d_model).weight.detach()
+    # END SOLUTION
+
+
+def run_init_rmsnorm(d_model: int) -> Float[Tensor, " d_model"]:
+    """The gain of a freshly constructed ``RMSNorm(d_model)``."""
+    # BEGIN SOLUTION
+    return RMSNorm(d_model).weight.detach()
+    # END SOLUTION
+
+
+def run_top_p_filter(
+    probabilities: Float[Tensor, " vocab_size"], top_p: float
+) -> Float[Tensor, " vocab_size"]:
+    """Nucleus truncation: keep the smallest set of most likely tokens whose mass reaches
+    ``top_p``, zero the rest, renormalise."""
+    # BEGIN SOLUTION
+    return top_p_filter(probabilities, top_p)
+    # END SOLUTION
+
+
+def run_sample_next_token(
+    logits: Float[Tensor, " vocab_size"],
+    temperature: float,
+    top_p: float,
+    generator: torch.Generator | None = None,
+) -> int:
+    """One token id from ``softmax(logits / temperature)`` cut to its top-p nucleus;
+    temperature 0 is greedy (argmax)."""
+    # BEGIN SOLUTION
+    return sample_next_token(logits, temperature, top_p, generator)
+    # END SOLUTION
+
+
 # BEGIN EXTENSION
 # --- Architecture variants (issue 6): beyond the assignment ----------------------------------
 # Imported here rather than at the top so this section can be dropped as a unit.

@@ -9,10 +9,19 @@ holds:
 - ``atol``: the tolerance, derived from the reference's float32 error against ``expected``;
 - ``wrong.<slug>`` and ``hint.<slug>``: outputs of known mistakes and a sentence naming each,
   so a failure that matches one says what the likely bug is.
+
+Before the catalogue's hints, a failure is diagnosed generically (:func:`relation_hints`, printed
+as ``diagnosis:`` lines): is the output
+the expected one times a constant (which one: ``sqrt(d_k)``, ``d_k``, 2, -1, ...), transposed or
+with permuted axes, with the last dimension permuted, shifted by one position, right except at
+some masked or trailing positions, right up to float16/bfloat16 rounding; and where a NaN or inf
+comes from.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,13 +73,13 @@ def describe_mismatch(name: str, actual: np.ndarray, snap: Snapshot, *, exact: b
         return (
             f"snapshot {name!r}: output shape {actual.shape} differs from the expected shape "
             f"{expected.shape}"
+            + "".join(f"\n  diagnosis: {d}" for d in axes_hints(actual, expected, snap.atol))
         )
     if not np.all(np.isfinite(actual)):
         where = tuple(int(i) for i in np.argwhere(~np.isfinite(actual))[0])
         return (
             f"snapshot {name!r}: output contains {float(actual[where])} at index {where}.\n"
-            "hint: NaN or inf usually means exp() overflowed (subtract the max before softmax) "
-            "or a query row was fully masked (is the diagonal allowed?)."
+            f"hint: {non_finite_hint(actual, expected)}"
         )
     error = np.abs(actual - expected)
     tolerance = 0.0 if exact else snap.atol
@@ -85,6 +94,7 @@ def describe_mismatch(name: str, actual: np.ndarray, snap: Snapshot, *, exact: b
         f"  max abs error {error.max():.3e}, max rel error {relative.max():.3e}, "
         f"{np.count_nonzero(error > tolerance)} of {error.size} elements off; atol {tolerance:.3e}",
     ]
+    lines += [f"  diagnosis: {d}" for d in relation_hints(actual, expected, snap.atol)]
     lines += [f"  hint: {hint}" for hint in matching_hints(actual, snap)]
     return "\n".join(lines)
 
@@ -100,6 +110,253 @@ def matching_hints(actual: np.ndarray, snap: Snapshot) -> list[str]:
         for hint, wrong in snap.hints.values()
         if wrong.shape == actual.shape and np.abs(actual - wrong).max() <= tolerance
     ]
+
+
+# --- Generic diagnosis: how does a wrong output relate to the right one? -----------------------
+
+# Within this fraction of the output's scale, a relation "holds" (a float32 computation that
+# matches the reference up to the relation is far closer than this).
+RELATION_REL = 1e-3
+
+
+def relation_tolerance(atol: float, expected: np.ndarray) -> float:
+    return max(
+        match_tolerance(atol, expected), RELATION_REL * float(np.abs(expected).max(initial=0))
+    )
+
+
+def relation_hints(actual: np.ndarray, expected: np.ndarray, atol: float) -> list[str]:
+    """Plain sentences naming each simple relation between a wrong ``actual`` and ``expected``
+    (same shape, both finite); the first that explains the whole output wins."""
+    tolerance = relation_tolerance(atol, expected)
+    for diagnose in (
+        constant_factor_hint,
+        low_precision_hint,
+        axes_hint,
+        last_dim_permutation_hint,
+        shift_hint,
+        sign_pattern_hint,
+        partial_agreement_hint,
+    ):
+        hint = diagnose(actual, expected, tolerance)
+        if hint:
+            return [hint]
+    return []
+
+
+def named_constant(factor: float, shape: tuple[int, ...]) -> str:
+    """``"sqrt(64) (the size of the last dimension, e.g. d_k)"`` etc. for a factor, or ``""``."""
+    sizes = sorted({n for n in shape if n > 2}, reverse=True)
+    candidates = [("2", 2.0), ("sqrt(2)", math.sqrt(2)), ("pi", math.pi), ("e", math.e)]
+    for n in sizes:
+        where = (
+            "the last dimension, e.g. d_k or d_model"
+            if n == shape[-1]
+            else f"a dimension of size {n}"
+        )
+        candidates += [(f"sqrt({n}) (sqrt of {where})", math.sqrt(n)), (f"{n} ({where})", float(n))]
+    magnitude = abs(factor)
+    for label, value in candidates:
+        for power, text in ((1, "{}"), (-1, "1/{}")):
+            if math.isclose(magnitude, value**power, rel_tol=1e-3):
+                return ("-" if factor < 0 else "") + text.format(label)
+    return ""
+
+
+def constant_factor_hint(actual: np.ndarray, expected: np.ndarray, tolerance: float) -> str:
+    norm = float(np.vdot(expected, expected))
+    if norm == 0:
+        return ""
+    factor = float(np.vdot(expected, actual)) / norm
+    if abs(factor) < 1e-12 or math.isclose(factor, 1.0, rel_tol=1e-3):
+        return ""
+    if np.abs(actual - factor * expected).max() > tolerance * max(1.0, abs(factor)):
+        return ""
+    if math.isclose(factor, -1.0, rel_tol=1e-3):
+        return "your output is the expected one with its sign flipped (got = -expected)"
+    name = named_constant(factor, expected.shape)
+    which = f" = {name}" if name else ""
+    return (
+        f"your output is the expected one times a constant: got = expected x {factor:.6g}{which}. "
+        "Look for a missing or extra scale factor (e.g. 1/sqrt(d_k), a mean vs a sum)"
+    )
+
+
+def low_precision_hint(actual: np.ndarray, expected: np.ndarray, tolerance: float) -> str:
+    """Errors of the size a float16 or bfloat16 intermediate leaves: spread over the elements,
+    each a few unit roundoffs of that format relative to the element (a float32 near miss and a
+    small missing term are far below, a real bug far above)."""
+    scale = np.abs(expected)
+    sizable = scale > 1e-3 * scale.max(initial=0)
+    if sizable.sum() < 8:
+        return ""
+    relative = np.abs(actual - expected)[sizable] / scale[sizable]
+    typical, worst = float(np.median(relative)), float(relative.max())
+    formats = {torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
+    # The median relative error of one rounding is about a quarter of the unit roundoff.
+    dtype = min(formats, key=lambda d: abs(math.log(4 * typical / formats[d] + 1e-300)))
+    unit_roundoff = formats[dtype]
+    if not (unit_roundoff / 16 <= typical <= unit_roundoff and worst <= 8 * unit_roundoff):
+        return ""
+    name = str(dtype).removeprefix("torch.")
+    exact = np.array_equal(torch.from_numpy(actual).to(dtype).double().numpy(), actual)
+    return (
+        f"your output agrees with the expected one only to {name} precision (max relative "
+        f"error {worst:.1e}, {worst / unit_roundoff:.1f} {name} unit roundoffs)"
+        f"{f' (every value of your output is exactly a {name})' if exact else ''}: part of the "
+        f"computation runs in {name}; compute in float32 and cast back at the end"
+    )
+
+
+def axes_hints(actual: np.ndarray, expected: np.ndarray, atol: float) -> list[str]:
+    """For a shape mismatch: is the output the expected one with its axes permuted?"""
+    hint = axes_hint(actual, expected, relation_tolerance(atol, expected))
+    return [hint] if hint else []
+
+
+def axes_hint(actual: np.ndarray, expected: np.ndarray, tolerance: float) -> str:
+    if actual.ndim != expected.ndim or actual.ndim < 2 or actual.ndim > 5:
+        return ""
+    for order in itertools.permutations(range(expected.ndim)):
+        if order == tuple(range(expected.ndim)):
+            continue
+        moved = np.transpose(expected, order)
+        if moved.shape == actual.shape and np.abs(actual - moved).max() <= tolerance:
+            if order[:-2] == tuple(range(expected.ndim - 2)):
+                return "your output is the expected one transposed (last two axes swapped)"
+            return (
+                f"your output is the expected one with its axes permuted to {order} "
+                "(check the order of the batch / head / sequence / feature axes)"
+            )
+    return ""
+
+
+def last_dim_permutation_hint(actual: np.ndarray, expected: np.ndarray, tolerance: float) -> str:
+    d = expected.shape[-1]
+    if expected.ndim == 0 or d < 2 or d > 1024:
+        return ""
+    got, want = actual.reshape(-1, d), expected.reshape(-1, d)
+    distance = np.abs(got[:, :, None] - want[:, None, :]).max(axis=0)  # [got column, want column]
+    source = distance.argmin(axis=1)
+    if len(set(source.tolist())) != d or distance[np.arange(d), source].max() > tolerance:
+        return ""
+    if np.array_equal(source, np.arange(d)):
+        return ""
+    half = d // 2
+    layouts = {
+        "the two halves swapped": np.roll(np.arange(d), half),
+        "interleaved pairs laid out as halves (rotate-half vs interleaved layout)": np.arange(d)
+        .reshape(half, 2)
+        .T.reshape(-1),
+        "halves laid out as interleaved pairs": np.arange(d).reshape(2, half).T.reshape(-1),
+        "adjacent pairs swapped": np.arange(d).reshape(-1, 2)[:, ::-1].reshape(-1)
+        if d % 2 == 0
+        else np.arange(d),
+        "reversed": np.arange(d)[::-1],
+    }
+    named = next((name for name, layout in layouts.items() if np.array_equal(source, layout)), "")
+    moved = [(j, int(source[j])) for j in range(d) if source[j] != j][:3]
+    example = ", ".join(f"element {j} holds expected element {k}" for j, k in moved)
+    return (
+        f"your output has the right values in the wrong order along the last dimension"
+        f"{': ' + named if named else ''} ({example}, ...)"
+    )
+
+
+def shift_hint(actual: np.ndarray, expected: np.ndarray, tolerance: float) -> str:
+    for axis in range(expected.ndim):
+        n = expected.shape[axis]
+        if n < 3:
+            continue
+        for step in (1, -1):
+            got = np.take(actual, range(max(step, 0), n + min(step, 0)), axis=axis)
+            want = np.take(expected, range(max(-step, 0), n + min(-step, 0)), axis=axis)
+            if np.abs(got - want).max() <= tolerance:
+                which = "i-1" if step == 1 else "i+1"
+                return (
+                    f"your output is the expected one shifted by {step:+d} along axis {axis}: "
+                    f"index i holds the expected value of index {which}. Look for an "
+                    "off-by-one in positions, slicing or the causal mask"
+                )
+    return ""
+
+
+def sign_pattern_hint(actual: np.ndarray, expected: np.ndarray, tolerance: float) -> str:
+    if np.abs(np.abs(actual) - np.abs(expected)).max() > tolerance:
+        return ""
+    flipped = np.abs(actual + expected) <= tolerance
+    flipped &= np.abs(expected) > tolerance
+    where = np.argwhere(flipped)
+    pattern = ""
+    columns = sorted(set(where[:, -1].tolist())) if expected.ndim else []
+    if columns and len(columns) < expected.shape[-1]:
+        pattern = f"; along the last dimension only at indices {columns[:8]}"
+        if len(columns) > 8:
+            pattern = pattern[:-1] + ", ...]"
+    return (
+        f"your output has the right magnitudes but the wrong sign at {len(where)} of "
+        f"{expected.size} elements{pattern}: look for a sign error (e.g. a rotation's direction, "
+        "a subtraction reversed)"
+    )
+
+
+def partial_agreement_hint(actual: np.ndarray, expected: np.ndarray, tolerance: float) -> str:
+    wrong = np.abs(actual - expected) > tolerance
+    if wrong.all() or not wrong.any() or expected.ndim == 0:
+        return ""
+    if expected.ndim >= 2 and expected.shape[-1] == expected.shape[-2]:
+        n = expected.shape[-1]
+        above = np.triu(np.ones((n, n), dtype=bool), k=1)
+        if not (wrong & ~above).any():
+            return (
+                f"your output is right except at {int(wrong.sum())} elements, all above the "
+                "diagonal of the last two axes (future positions): check the causal mask"
+            )
+    for axis in range(expected.ndim):
+        others = tuple(a for a in range(expected.ndim) if a != axis)
+        bad = np.flatnonzero(wrong.any(axis=others))
+        if len(bad) < expected.shape[axis]:
+            tail = bad.tolist() == list(range(int(bad[0]), expected.shape[axis]))
+            what = (
+                f"the trailing indices {int(bad[0])}..{expected.shape[axis] - 1}"
+                if tail
+                else f"indices {bad.tolist()[:8]}"
+            )
+            return (
+                f"your output is right except at {what} along axis {axis}: compare what is "
+                "special there (masked or padded positions, the first or last position)"
+            )
+    return ""
+
+
+def non_finite_hint(actual: np.ndarray, expected: np.ndarray) -> str:
+    """Where the NaN or inf values sit, and what usually causes that pattern."""
+    bad = ~np.isfinite(actual)
+    kinds = ", ".join(
+        f"{int(count)} {label}"
+        for label, count in (
+            ("NaN", np.isnan(actual).sum()),
+            ("+inf", np.isposinf(actual).sum()),
+            ("-inf", np.isneginf(actual).sum()),
+        )
+        if count
+    )
+    if actual.ndim >= 1 and bad.any(axis=-1).sum() and (bad.any(axis=-1) == bad.all(axis=-1)).all():
+        rows = int(bad.all(axis=-1).sum())
+        return (
+            f"{kinds} of {actual.size} values, filling {rows} whole rows of the last axis: a row "
+            "that is entirely NaN usually comes from a softmax over a fully masked row (all "
+            "-inf, so 0/0; is the diagonal allowed?) or from exp() overflowing (subtract the max)"
+        )
+    if np.abs(expected[bad]).max(initial=0) > 1e4 or np.isinf(actual).any():
+        return (
+            f"{kinds} of {actual.size} values where the expected ones are large: an overflow "
+            "(exp() without subtracting the max, or squares in float16 — compute in float32)"
+        )
+    return (
+        f"{kinds} of {actual.size} values: look for a division by zero or sqrt/log of a "
+        "negative number (e.g. a missing eps)"
+    )
 
 
 class SnapshotChecker:

@@ -1,0 +1,177 @@
+"""The generic diagnosis of a failed snapshot comparison (``tests/snapshots.py``), on outputs
+constructed to stand in each relation to the expected one — and on unrelated outputs, which must
+get no relation hint."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from tests.snapshots import Snapshot, describe_mismatch
+
+pytestmark = pytest.mark.instructor
+
+RNG = np.random.default_rng(0)
+
+
+def diagnosis(actual: np.ndarray, expected: np.ndarray) -> str:
+    snapshot = Snapshot(expected, expected.astype(np.float32), 1e-6, hints={})
+    message = describe_mismatch("constructed", actual, snapshot, exact=False)
+    assert message is not None, "the constructed output should not match"
+    return message
+
+
+def hints_of(message: str) -> list[str]:
+    """The generic ``diagnosis:`` lines, then the catalogue's ``hint:`` lines, in order."""
+    return [
+        line.split(":", 1)[1].strip()
+        for line in message.splitlines()
+        if line.strip().startswith(("diagnosis:", "hint:"))
+    ]
+
+
+@pytest.mark.parametrize(
+    "factor, named",
+    [
+        (1 / math.sqrt(16), "1/sqrt(16)"),
+        (math.sqrt(16), "sqrt(16)"),
+        (16.0, "16 (the last dimension"),
+        (1 / 16, "1/16 (the last dimension"),
+        (2.0, "= 2."),
+        (0.5, "= 1/2."),
+        (1 / math.sqrt(7), "1/sqrt(7) (sqrt of a dimension of size 7)"),
+        (0.731, "x 0.731."),
+    ],
+)
+def test_constant_factor_is_named(factor, named) -> None:
+    expected = RNG.normal(size=(3, 7, 16))
+    (hint,) = hints_of(diagnosis(expected * factor, expected))
+    assert "times a constant" in hint and named in hint, hint
+
+
+def test_sign_flip() -> None:
+    expected = RNG.normal(size=(4, 8))
+    (hint,) = hints_of(diagnosis(-expected, expected))
+    assert "sign flipped" in hint
+
+
+def test_partial_sign_flip_names_the_columns() -> None:
+    expected = RNG.normal(size=(5, 8))
+    actual = expected.copy()
+    actual[:, 1::2] *= -1  # e.g. a rotation in the wrong direction
+    (hint,) = hints_of(diagnosis(actual, expected))
+    assert "wrong sign at 20 of 40" in hint and "[1, 3, 5, 7]" in hint, hint
+
+
+def test_transpose_of_square_last_axes() -> None:
+    expected = RNG.normal(size=(2, 6, 6))
+    (hint,) = hints_of(diagnosis(expected.swapaxes(-1, -2), expected))
+    assert "transposed" in hint
+
+
+def test_transpose_with_a_shape_mismatch() -> None:
+    expected = RNG.normal(size=(2, 5, 7))
+    message = diagnosis(expected.swapaxes(-1, -2), expected)
+    assert "differs from the expected shape" in message and "transposed" in message
+
+
+def test_permuted_axes() -> None:
+    expected = RNG.normal(size=(2, 3, 4, 5))
+    message = diagnosis(expected.transpose(0, 2, 1, 3), expected)
+    assert "permuted to (0, 2, 1, 3)" in message
+
+
+@pytest.mark.parametrize(
+    "layout, named",
+    [
+        (np.arange(8).reshape(4, 2).T.reshape(-1), "rotate-half vs interleaved"),
+        (np.arange(8).reshape(-1, 2)[:, ::-1].reshape(-1), "adjacent pairs swapped"),
+        (np.roll(np.arange(8), 4), "halves swapped"),
+        (np.array([0, 1, 2, 3, 4, 5, 7, 6]), "element 6 holds expected element 7"),
+    ],
+)
+def test_last_dimension_permutation(layout, named) -> None:
+    expected = RNG.normal(size=(3, 5, 8))
+    (hint,) = hints_of(diagnosis(expected[..., layout], expected))
+    assert "wrong order along the last dimension" in hint and named in hint, hint
+
+
+@pytest.mark.parametrize("step", [1, -1])
+def test_shift_by_one_along_the_sequence(step) -> None:
+    expected = RNG.normal(size=(2, 10, 4))
+    actual = np.roll(expected, step, axis=1)
+    actual[:, 0 if step == 1 else -1] = RNG.normal(size=(2, 4))  # what rolled in is unrelated
+    (hint,) = hints_of(diagnosis(actual, expected))
+    assert f"shifted by {step:+d} along axis 1" in hint, hint
+
+
+def test_wrong_only_above_the_diagonal() -> None:
+    expected = RNG.normal(size=(2, 6, 6))
+    actual = expected + np.triu(RNG.normal(size=(6, 6)), k=1)
+    (hint,) = hints_of(diagnosis(actual, expected))
+    assert "above the diagonal" in hint and "causal mask" in hint, hint
+
+
+def test_wrong_only_at_trailing_positions() -> None:
+    expected = RNG.normal(size=(2, 10, 4))
+    actual = expected.copy()
+    actual[:, 7:] = 0.0  # padded positions zeroed
+    (hint,) = hints_of(diagnosis(actual, expected))
+    assert "trailing indices 7..9 along axis 1" in hint, hint
+
+
+@pytest.mark.parametrize("dtype, name", [(torch.float16, "float16"), (torch.bfloat16, "bfloat16")])
+def test_low_precision_rounding(dtype, name) -> None:
+    expected = RNG.normal(size=(4, 32))
+    actual = torch.from_numpy(expected).to(dtype).double().numpy()
+    (hint,) = hints_of(diagnosis(actual, expected))
+    assert f"only to {name} precision" in hint and f"exactly a {name}" in hint, hint
+
+
+def test_nan_rows_point_at_a_fully_masked_softmax() -> None:
+    expected = RNG.normal(size=(2, 4, 4))
+    actual = expected.copy()
+    actual[0, 0] = np.nan
+    message = diagnosis(actual, expected)
+    assert "4 NaN" in message and "whole rows" in message and "fully masked" in message
+
+
+def test_inf_points_at_an_overflow() -> None:
+    expected = RNG.normal(size=(3, 5)) * 1e5
+    actual = expected.copy()
+    actual[1, 2] = np.inf
+    assert "overflow" in diagnosis(actual, expected)
+
+
+@pytest.mark.parametrize(
+    "actual",
+    [
+        RNG.normal(size=(3, 7, 16)),  # unrelated
+        np.zeros((3, 7, 16)),
+    ],
+)
+def test_unrelated_outputs_get_no_relation_hint(actual) -> None:
+    expected = RNG.normal(size=(3, 7, 16))
+    assert hints_of(diagnosis(actual, expected)) == []
+
+
+def test_small_wrong_term_is_not_called_low_precision() -> None:
+    expected = RNG.normal(size=(4, 32))
+    actual = expected * (1 + 1e-5)  # e.g. an eps in the wrong place: far below float16 rounding
+    message = diagnosis(actual + RNG.normal(size=expected.shape) * 1e-5, expected)
+    assert "precision" not in message
+
+
+def test_relation_diagnosis_comes_before_the_catalogue_hint() -> None:
+    expected = RNG.normal(size=(3, 4))
+    wrong = 2 * expected
+    snapshot = Snapshot(
+        expected, expected.astype(np.float32), 1e-6, hints={"double": ("doubled it", wrong)}
+    )
+    message = describe_mismatch("constructed", wrong, snapshot, exact=False)
+    lines = [line.strip() for line in message.splitlines()]
+    assert lines[-2].startswith("diagnosis: your output is the expected one times a constant")
+    assert lines[-1] == "hint: doubled it"

@@ -1,0 +1,292 @@
+"""Boundary cases the ordinary tests step around: exact thresholds, ties, limits, wrappers.
+
+- top-p: the nucleus is the *smallest* set of most likely tokens whose mass reaches ``top_p``,
+  so mass exactly equal to ``top_p`` closes it (inclusive), and of tied tokens only as many as
+  needed are kept;
+- temperature: samples follow ``softmax(logits / T)``; as ``T -> 0`` sampling becomes argmax;
+- gradient clipping: a norm equal to the maximum is left alone; the scale is
+  ``max / (norm + 1e-6)``, whose ``eps`` matters for tiny norms (checked against
+  ``torch.nn.utils.clip_grad_norm_``);
+- BPE training to exhaustion: a pair whose every occurrence was absorbed by another merge is
+  never merged later (worked out by hand below);
+- checkpoints of a ``torch.compile``-d or ``DistributedDataParallel``-wrapped model hold the
+  plain model's state dict (no ``_orig_mod.`` / ``module.`` prefixes), so they load into an
+  unwrapped model and back.
+
+Probabilities are dyadic (0.5, 0.25, ...), so sums are exact in float32 and float64.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from .adapters import (
+    run_gradient_clipping,
+    run_load_checkpoint,
+    run_sample_next_token,
+    run_save_checkpoint,
+    run_top_p_filter,
+    run_train_bpe,
+)
+
+# --- top-p ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_top_p_mass_exactly_at_threshold_is_inclusive(dtype) -> None:
+    probabilities = torch.tensor([0.125, 0.5, 0.0625, 0.25, 0.0625], dtype=dtype)
+    kept = run_top_p_filter(probabilities, 0.75)  # 0.5 + 0.25 reaches 0.75 exactly
+    expected = torch.tensor([0.0, 2 / 3, 0.0, 1 / 3, 0.0], dtype=torch.float64)
+    assert torch.allclose(kept.double(), expected, atol=1e-6), (
+        f"top_p=0.75 on {probabilities.tolist()} kept {kept.tolist()}, expected "
+        f"{expected.tolist()}\nhint: the nucleus is the smallest set whose mass is >= top_p: "
+        "a token that brings the mass to exactly top_p closes it (compare the mass *before* "
+        "each token with top_p, keep the token while that is < top_p)"
+    )
+
+
+def test_top_p_keeps_only_as_many_tied_tokens_as_needed() -> None:
+    probabilities = torch.tensor([0.125, 0.5, 0.125, 0.125, 0.125], dtype=torch.float64)
+    kept = run_top_p_filter(probabilities, 0.625)  # 0.5 and any one of the four 0.125s
+    assert kept[1].item() == pytest.approx(0.8), f"kept {kept.tolist()}"
+    assert sorted(kept.tolist()) == pytest.approx([0, 0, 0, 0.2, 0.8]), (
+        f"top_p=0.625 on {probabilities.tolist()} kept {kept.tolist()}: the smallest nucleus "
+        "is 0.5 plus one of the tied 0.125 tokens"
+    )
+
+
+def test_top_p_limits() -> None:
+    probabilities = torch.tensor([0.25, 0.125, 0.5, 0.125], dtype=torch.float64)
+    assert torch.allclose(run_top_p_filter(probabilities, 1.0).double(), probabilities)
+    only_best = run_top_p_filter(probabilities, 1e-9)
+    assert torch.allclose(only_best.double(), torch.tensor([0.0, 0, 1, 0], dtype=torch.float64)), (
+        f"a tiny top_p keeps just the most likely token, got {only_best.tolist()}"
+    )
+    just_over = run_top_p_filter(probabilities, 0.5 + 1e-9)  # now 0.5 alone is not enough
+    assert torch.allclose(
+        just_over.double(), torch.tensor([1 / 3, 0, 2 / 3, 0], dtype=torch.float64)
+    ), f"top_p just above 0.5 keeps the two most likely tokens, got {just_over.tolist()}"
+
+
+# --- temperature ------------------------------------------------------------------------------
+
+
+def test_sample_next_token_temperature_to_zero_is_greedy() -> None:
+    generator = torch.Generator().manual_seed(0)
+    for trial in range(20):
+        logits = torch.randn(50, generator=generator) * 3
+        # The top two logits differ by at least 0.05, so at T = 1e-4 any other token has
+        # probability below 50 * exp(-500).
+        top2 = logits.topk(2).values
+        logits[logits.argmax()] += max(0.0, 0.05 - float(top2[0] - top2[1]))
+        best = int(logits.argmax())
+        for temperature in (1e-4, 0.0):
+            token = run_sample_next_token(logits, temperature, 1.0, generator)
+            assert token == best, (
+                f"trial {trial}: temperature {temperature} sampled {token}, argmax is {best}"
+                "\nhint: temperature 0 means greedy decoding; divide the logits by T (and "
+                "subtract the max before exp, or tiny T overflows)"
+            )
+
+
+def test_sample_next_token_large_logits_small_temperature_stay_finite() -> None:
+    logits = torch.tensor([1000.0, 999.0, -1000.0])
+    assert run_sample_next_token(logits, 0.01, 1.0, torch.Generator().manual_seed(0)) == 0
+
+
+@pytest.mark.parametrize("temperature", [0.5, 2.0])
+def test_sample_next_token_frequencies_follow_tempered_softmax(temperature) -> None:
+    logits = torch.tensor([0.0, 1.0, 2.0, -1.0])
+    draws = 4000
+    generator = torch.Generator().manual_seed(1)
+    counts = torch.bincount(
+        torch.tensor(
+            [run_sample_next_token(logits, temperature, 1.0, generator) for _ in range(draws)]
+        ),
+        minlength=4,
+    ).double()
+    expected = torch.exp(logits.double() / temperature)
+    expected /= expected.sum()
+    # Each count is Binomial(draws, p): allow six standard deviations.
+    bound = 6 * torch.sqrt(draws * expected * (1 - expected)) + 1
+    assert torch.all((counts - draws * expected).abs() <= bound), (
+        f"at T={temperature} token counts {counts.tolist()} of {draws}, expected about "
+        f"{(draws * expected).round().tolist()}\nhint: sample from softmax(logits / T), "
+        "not softmax(logits * T)"
+    )
+
+
+# --- gradient clipping ------------------------------------------------------------------------
+
+
+def parameters_with_gradients(*gradients: list[float]) -> list[torch.nn.Parameter]:
+    parameters = []
+    for values in gradients:
+        parameter = torch.nn.Parameter(torch.zeros(len(values)))
+        parameter.grad = torch.tensor(values)
+        parameters.append(parameter)
+    return parameters
+
+
+def test_gradient_clipping_norm_equal_to_max_is_left_alone() -> None:
+    parameters = parameters_with_gradients([3.0, 0.0], [4.0])  # global norm exactly 5
+    run_gradient_clipping(parameters, 5.0)
+    got = torch.cat([p.grad for p in parameters])
+    # 5 / (5 + 1e-6) would change them by 2e-7 relative, which the upstream handout allows.
+    assert torch.allclose(got, torch.tensor([3.0, 0.0, 4.0]), rtol=1e-6, atol=0), (
+        f"gradients of norm exactly max_l2_norm=5 became {got.tolist()}; only norms above the "
+        "maximum are scaled"
+    )
+
+
+@pytest.mark.parametrize("norm, max_l2_norm", [(2e-6, 1e-6), (3e-3, 1e-3), (0.5, 0.25)])
+def test_gradient_clipping_eps_in_the_scale_matches_torch(norm, max_l2_norm) -> None:
+    direction = torch.tensor([0.6, -0.8, 0.0])
+    ours = parameters_with_gradients((direction * norm).tolist())
+    theirs = parameters_with_gradients((direction * norm).tolist())
+    run_gradient_clipping(ours, max_l2_norm)
+    torch.nn.utils.clip_grad_norm_(theirs, max_l2_norm)  # scales by max / (norm + 1e-6)
+    missing_eps = direction * max_l2_norm
+    assert torch.allclose(ours[0].grad, theirs[0].grad, rtol=1e-5, atol=0), (
+        f"norm {norm:g} clipped to max {max_l2_norm:g}: got {ours[0].grad.tolist()}, torch "
+        f"gives {theirs[0].grad.tolist()}"
+        + (
+            "\nhint: scale by max / (norm + 1e-6); the eps matters when the norm is tiny"
+            if torch.allclose(ours[0].grad, missing_eps, rtol=1e-5)
+            else ""
+        )
+    )
+
+
+def test_gradient_clipping_zero_gradients_stay_zero() -> None:
+    parameters = parameters_with_gradients([0.0, 0.0], [0.0])
+    run_gradient_clipping(parameters, 1.0)
+    assert all(torch.equal(p.grad, torch.zeros_like(p.grad)) for p in parameters)
+
+
+# --- checkpoints of wrapped models ------------------------------------------------------------
+
+
+PREFIX_HINT = (
+    "save the state dict of the underlying model (model.module for DDP, model._orig_mod for "
+    "torch.compile), not the wrapper's, whose keys carry a prefix; load into the underlying "
+    "model the same way"
+)
+
+
+def tiny_model(seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+
+
+def trained_step(model: torch.nn.Module) -> torch.optim.Optimizer:
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    model(torch.ones(2, 4)).sum().backward()
+    optimizer.step()
+    return optimizer
+
+
+def check_plain_round_trip(wrapped: torch.nn.Module, plain: torch.nn.Module, path) -> None:
+    """Save ``wrapped``; load into a fresh unwrapped model and a fresh wrapped one."""
+    # (The step runs the plain model: the parameters are shared, and calling a compiled model
+    # would compile it, which takes long.)
+    run_save_checkpoint(wrapped, trained_step(plain), 7, path)
+    fresh = tiny_model(seed=1)
+    try:
+        iteration = run_load_checkpoint(path, fresh, torch.optim.AdamW(fresh.parameters()))
+    except Exception as error:
+        raise AssertionError(
+            f"a checkpoint of a {type(wrapped).__name__} does not load into the plain model: "
+            f"{error}\nhint: {PREFIX_HINT}"
+        ) from error
+    assert iteration == 7
+    for (name, want), got in zip(
+        plain.state_dict().items(), fresh.state_dict().values(), strict=True
+    ):
+        assert torch.equal(got, want), (
+            f"{name} differs after loading into an unwrapped model\nhint: {PREFIX_HINT}"
+        )
+    rewrapped_inner = tiny_model(seed=2)
+    rewrapped = torch.compile(rewrapped_inner)
+    assert run_load_checkpoint(path, rewrapped, torch.optim.AdamW(rewrapped.parameters())) == 7
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(
+            plain.state_dict().values(), rewrapped_inner.state_dict().values(), strict=True
+        )
+    ), "loading into a torch.compile-d model should restore its underlying model"
+
+
+def test_checkpoint_of_compiled_model_has_no_wrapper_prefix(tmp_path) -> None:
+    plain = tiny_model(seed=0)
+    check_plain_round_trip(torch.compile(plain), plain, tmp_path / "compiled.pt")
+
+
+def test_checkpoint_of_ddp_model_has_no_wrapper_prefix(tmp_path) -> None:
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available in this build")
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
+    try:
+        plain = tiny_model(seed=0)
+        check_plain_round_trip(DistributedDataParallel(plain), plain, tmp_path / "ddp.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_checkpoint_loads_into_ddp_model(tmp_path) -> None:
+    plain = tiny_model(seed=0)
+    run_save_checkpoint(plain, trained_step(plain), 3, tmp_path / "plain.pt")
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
+    try:
+        inner = tiny_model(seed=1)
+        wrapped = DistributedDataParallel(inner)
+        assert (
+            run_load_checkpoint(
+                tmp_path / "plain.pt", wrapped, torch.optim.AdamW(wrapped.parameters())
+            )
+            == 3
+        )
+    finally:
+        dist.destroy_process_group()
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(plain.state_dict().values(), inner.state_dict().values(), strict=True)
+    )
+
+
+# --- BPE training until nothing is left ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # Pre-tokens "abc", " abc". Counts (a,b) 2, (b,c) 2, (' ',a) 1. The tie goes to the
+        # greater pair (b,c); "a bc" then leaves no (a,b) at all, so (a,b) and (' ',a) never
+        # come back once a+bc and ' '+abc are merged.
+        ("abc abc", [(b"b", b"c"), (b"a", b"bc"), (b" ", b"abc")]),
+        # Pre-tokens "xab", " xa" x2, " ab". (x,a) 3 merges first and takes one (a,b), which
+        # drops from 2 to 1 but must still be merged: after ' '+xa (2) the count-1 pairs go
+        # greatest first: (xa,b), (a,b), then (' ',ab).
+        (
+            "xab xa xa ab",
+            [(b"x", b"a"), (b" ", b"xa"), (b"xa", b"b"), (b"a", b"b"), (b" ", b"ab")],
+        ),
+    ],
+)
+def test_train_bpe_to_exhaustion_tracks_changing_counts(tmp_path, text, expected) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(text, encoding="utf-8")
+    vocab, merges = run_train_bpe(corpus, 1000, [])
+    assert merges == expected, (
+        f"merges on {text!r}: {merges}, expected {expected}\nhint: after each merge update "
+        "the counts of the pairs it changed: a pair with no occurrence left is gone for good, "
+        "and a pair whose count dropped is still merged later at its new count"
+    )
+    assert len(vocab) == 256 + len(expected)

@@ -1,0 +1,195 @@
+"""Tokenizer properties, checked against references that share no code with yours.
+
+- ``encode`` equals tiktoken (built offline from the same vocab) on generated text made of runs
+  of repeated characters, where the order of equal-rank merges inside a pre-token matters
+  (``"ooo"`` is ``[oo, o]``: merges apply leftmost first);
+- ``encode_iterable`` equals ``encode`` for *every* way of cutting a stream into one, two or
+  three pieces, and for every fixed chunk size, on texts with overlapping special tokens
+  (``<|endoftext|>`` and ``<|endoftext|><|endoftext|>``) — exhaustive, so a chunk boundary
+  inside or between specials is always tried;
+- ``decode`` of any byte-level ids is those bytes decoded as UTF-8 with U+FFFD replacement, and
+  ``decode(encode(text)) == text`` for any text.
+
+Hypothesis runs a quick profile by default; ``make test-thorough`` runs many more examples.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from functools import cache
+from pathlib import Path
+
+import tiktoken
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from .adapters import get_tokenizer
+
+TOKENIZER_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "tokenizer"
+EOT = "<|endoftext|>"
+DOUBLE_EOT = EOT + EOT
+# Written out here rather than imported, so a wrong pattern in the code under test is caught.
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+# Characters whose doubled pair is a merge of the fixture tokenizer ("p p", "o o", ...), plus
+# spaces, newlines and punctuation whose runs form their own pre-tokens.
+RUN_CHARACTERS = "oplbfe .!\n'"
+
+
+@cache
+def fixture_vocab_and_merges() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """The fixture tokenizer's files, read with GPT-2's byte-to-character table (rebuilt here)."""
+    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    others = [b for b in range(256) if b not in printable]
+    to_byte = {chr(b): b for b in printable} | {chr(256 + i): b for i, b in enumerate(others)}
+
+    def to_bytes(token: str) -> bytes:
+        return bytes(to_byte[c] for c in token)
+
+    strings = json.loads((TOKENIZER_DIR / "vocab.json").read_text(encoding="utf-8"))
+    lines = (TOKENIZER_DIR / "merges.txt").read_text(encoding="utf-8").splitlines()
+    merges = [tuple(map(to_bytes, line.split(" "))) for line in lines[1:] if line]
+    return {i: to_bytes(s) for s, i in strings.items()}, merges
+
+
+@cache
+def tokenizer(*special_tokens: str):
+    vocab, merges = fixture_vocab_and_merges()
+    return get_tokenizer(vocab, merges, list(special_tokens))
+
+
+@cache
+def tiktoken_reference() -> tiktoken.Encoding:
+    """tiktoken with the fixture vocab as ranks; its BPE merges the lowest rank, leftmost first."""
+    vocab, _ = fixture_vocab_and_merges()
+    eot_id = next(i for i, token in vocab.items() if token == EOT.encode())
+    return tiktoken.Encoding(
+        name="cs336-properties",
+        pat_str=GPT2_PATTERN,
+        mergeable_ranks={token: i for i, token in vocab.items() if i != eot_id},
+        special_tokens={EOT: eot_id},
+    )
+
+
+runs = st.lists(
+    st.tuples(st.sampled_from(RUN_CHARACTERS), st.integers(1, 7)).map(lambda r: r[0] * r[1])
+    | st.sampled_from([" look", " hoop", "ll", "poop", "é", "日本", "🙂", EOT, "\r\n"]),
+    max_size=12,
+).map("".join)
+
+
+@given(text=runs)
+@example(text="ooo")
+@example(text=" ppp lll bbb fff")
+def test_tokenizer_encode_matches_tiktoken_on_runs(text: str) -> None:
+    ids = tokenizer(EOT).encode(text)
+    expected = tiktoken_reference().encode(text, allowed_special="all")
+    assert ids == expected, f"encode({text!r}) = {ids}, tiktoken gives {expected}" + (
+        "\nhint: inside a pre-token, merge the lowest-rank pair at its leftmost occurrence "
+        "first ('ooo' is [oo, o], not [o, oo])"
+        if sorted(ids) == sorted(expected)
+        else ""
+    )
+
+
+def every_split(text: str, pieces: int) -> list[list[str]]:
+    """All ways of cutting ``text`` into ``pieces`` chunks (empty chunks included)."""
+    splits = []
+    for cuts in itertools.combinations_with_replacement(range(len(text) + 1), pieces - 1):
+        bounds = [0, *cuts, len(text)]
+        splits.append([text[a:b] for a, b in itertools.pairwise(bounds)])
+    return splits
+
+
+# Special-token sets where a shorter special is a prefix of a longer one that extends far past
+# it, or a special holds a space (where an ordinary text could otherwise be cut).
+SPECIAL_SETS = [(EOT,), (EOT, DOUBLE_EOT), ("<s>", "<s>" + EOT), ("<| sep |>", EOT)]
+STREAMS = [
+    f"a{EOT}{EOT}b{EOT}c{EOT}{EOT}{EOT}",
+    f"{EOT}<|endoftext|{EOT}x {EOT}\n\n",
+    "hello  world!\n\n  ooo lll",
+    f"<s>{EOT}<s> <s>a{EOT}<s>",
+    "x<| sep |>y <| sep |>\n<| sep |<| sep |>",
+]
+
+
+def check_every_cut(text: str, special_tokens: tuple[str, ...], pieces: int) -> None:
+    chosen = tokenizer(*special_tokens)
+    expected = chosen.encode(text)
+    for chunks in every_split(text, pieces):
+        got = list(chosen.encode_iterable(iter(chunks)))
+        assert got == expected, (
+            f"encode_iterable({chunks!r}) = {got}, but encode of the joined text = {expected}"
+            "\nhint: at a chunk boundary keep the undecided tail (a partial pre-token, or text "
+            "that may still grow into a longer special token) for the next chunk"
+        )
+
+
+def test_tokenizer_encode_iterable_every_single_and_double_cut() -> None:
+    for special_tokens in SPECIAL_SETS:
+        for text in STREAMS:
+            check_every_cut(text, special_tokens, pieces=2)
+            check_every_cut(text[:30], special_tokens, pieces=3)
+
+
+def test_tokenizer_encode_iterable_every_chunk_size() -> None:
+    for special_tokens in SPECIAL_SETS:
+        chosen = tokenizer(*special_tokens)
+        for text in STREAMS:
+            expected = chosen.encode(text)
+            for size in range(1, len(text) + 1):
+                chunks = [text[i : i + size] for i in range(0, len(text), size)]
+                got = list(chosen.encode_iterable(chunks))
+                assert got == expected, f"encode_iterable in chunks of {size} chars: {chunks!r}"
+
+
+def test_tokenizer_longest_overlapping_special_wins() -> None:
+    chosen = tokenizer(EOT, DOUBLE_EOT)
+    ids = chosen.encode(f"{EOT}{EOT}{EOT}")
+    pieces = [chosen.decode([i]) for i in ids]
+    assert pieces == [DOUBLE_EOT, EOT], (
+        f"'<|endoftext|>' x3 with both specials should be [{DOUBLE_EOT!r}, {EOT!r}], got {pieces}"
+        "\nhint: match overlapping special tokens longest first"
+    )
+
+
+@given(text=st.text(max_size=60) | runs)
+def test_tokenizer_encode_iterable_matches_encode_on_random_cuts(text: str) -> None:
+    chosen = tokenizer(EOT, DOUBLE_EOT)
+    expected = chosen.encode(text)
+    step = 1 + len(text) % 5
+    chunks = [text[i : i + step] for i in range(0, len(text), step)]
+    assert list(chosen.encode_iterable(chunks)) == expected
+
+
+@cache
+def single_byte_ids() -> dict[int, int]:
+    vocab, _ = fixture_vocab_and_merges()
+    return {token[0]: i for i, token in vocab.items() if len(token) == 1}
+
+
+@given(data=st.binary(max_size=64))
+@example(data=b"\xe6\x97")  # a truncated three-byte character
+@example(data=b"\xff\xfe")
+def test_tokenizer_decode_arbitrary_bytes_replaces_malformed_utf8(data: bytes) -> None:
+    ids = [single_byte_ids()[b] for b in data]
+    expected = data.decode("utf-8", errors="replace")
+    got = tokenizer(EOT).decode(ids)
+    assert got == expected, (
+        f"decode of the bytes {data!r} gave {got!r}, expected {expected!r}"
+        "\nhint: join all the tokens' bytes first, then decode once with errors='replace'"
+    )
+
+
+@given(data=st.data())
+def test_tokenizer_decode_any_ids_is_their_joined_bytes(data: st.DataObject) -> None:
+    vocab, _ = fixture_vocab_and_merges()
+    ids = data.draw(st.lists(st.sampled_from(sorted(vocab)), max_size=20))
+    expected = b"".join(vocab[i] for i in ids).decode("utf-8", errors="replace")
+    assert tokenizer(EOT).decode(ids) == expected
+
+
+@given(text=st.text(max_size=80) | runs)
+def test_tokenizer_round_trips_any_text(text: str) -> None:
+    chosen = tokenizer(EOT, DOUBLE_EOT)
+    assert chosen.decode(chosen.encode(text)) == text
