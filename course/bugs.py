@@ -443,8 +443,8 @@ BUGS: list[Bug] = [
         "encode_applies_latest_merge_first",
         "tokenizer",
         "tokenizer.py",
-        "found is not None and (best is None or found < best)",
-        "found is not None and (best is None or found > best)",
+        "for rank, (left, right) in enumerate(self.merges):",
+        "for rank, (left, right) in enumerate(reversed(self.merges)):",
         "apply merges in the order they were learned (lowest rank first)",
     ),
     bug(
@@ -492,8 +492,8 @@ BUGS: list[Bug] = [
         "encode_merges_equal_ranks_from_the_right",
         "tokenizer",
         "tokenizer.py",
-        "found is not None and (best is None or found < best)",
-        "found is not None and (best is None or found <= best)",
+        "i = ranks.index(best)",
+        "i = len(ranks) - 1 - ranks[::-1].index(best)",
         "merge the lowest-rank pair at its leftmost occurrence first ('ooo' is [oo, o])",
     ),
     bug(
