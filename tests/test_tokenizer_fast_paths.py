@@ -10,16 +10,15 @@ the same merges, and a naive trainer that recounts every pair at every step.
 from __future__ import annotations
 
 import random
-from collections import Counter
 from pathlib import Path
 
 import pytest
-import regex
 import tiktoken
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from .adapters import get_tokenizer, run_train_bpe
+from .cases.tokenizers import naive_train_bpe
 
 EOT = "<|endoftext|>"
 # Written out here rather than imported, so a wrong pattern in the code under test is caught.
@@ -114,37 +113,6 @@ def test_any_text_matches_tiktoken(trained, reference, pieces: list[str]) -> Non
     assert tokenizer.encode(text) == expected  # again, from the caches
 
 
-def naive_train_bpe(text: str, vocab_size: int) -> list[tuple[bytes, bytes]]:
-    """Recount every adjacent pair of every pre-token at each step (no special tokens)."""
-    words = Counter(
-        tuple(bytes([b]) for b in pretoken.encode("utf-8"))
-        for pretoken in regex.findall(GPT2_PATTERN, text)
-    )
-    merges: list[tuple[bytes, bytes]] = []
-    while 256 + len(merges) < vocab_size:
-        pairs: Counter[tuple[bytes, bytes]] = Counter()
-        for word, count in words.items():
-            for pair in zip(word, word[1:], strict=False):
-                pairs[pair] += count
-        if not pairs:
-            break
-        best = max(pairs, key=lambda pair: (pairs[pair], pair))
-        merges.append(best)
-        merged: Counter[tuple[bytes, ...]] = Counter()
-        for word, count in words.items():
-            out, i = [], 0
-            while i < len(word):
-                if word[i : i + 2] == best:
-                    out.append(best[0] + best[1])
-                    i += 2
-                else:
-                    out.append(word[i])
-                    i += 1
-            merged[tuple(out)] += count
-        words = merged
-    return merges
-
-
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -159,7 +127,7 @@ def test_training_with_overlapping_pairs_matches_naive(tmp_path: Path, words, vo
     path = tmp_path / "corpus.txt"
     path.write_text(text, encoding="utf-8")
     _, merges = run_train_bpe(path, vocab_size, [])
-    assert merges == naive_train_bpe(text, vocab_size)
+    assert merges == naive_train_bpe(text, vocab_size, [])[1]
 
 
 def test_training_on_many_distinct_words_matches_naive(tmp_path: Path) -> None:
@@ -167,4 +135,4 @@ def test_training_on_many_distinct_words_matches_naive(tmp_path: Path) -> None:
     path = tmp_path / "corpus.txt"
     path.write_bytes(text.encode("utf-8"))
     _, merges = run_train_bpe(path, 400, [])
-    assert merges == naive_train_bpe(text, 400)
+    assert merges == naive_train_bpe(text, 400, [])[1]

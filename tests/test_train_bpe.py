@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from .adapters import get_tokenizer, run_train_bpe
+from .cases.tokenizers import naive_train_bpe
 from .expect import raises_an_error
 from .hints import matching_hints
 
@@ -22,54 +22,6 @@ EOT = "<|endoftext|>"
 GPT2_PATTERN = regex.compile(
     r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 )
-
-
-def naive_train_bpe(
-    text: str, vocab_size: int, special_tokens: list[str], mistake: str | None = None
-):
-    """The handout's algorithm, slowly: recount every pair over every pre-token at each step.
-
-    ``mistake`` reproduces a common error: "ties_to_smaller" (ties go to the smaller pair) or
-    "no_special_split" (pre-tokenize across special tokens)."""
-    vocab = {i: bytes([i]) for i in range(256)}
-    for token in special_tokens:
-        vocab[len(vocab)] = token.encode("utf-8")
-    pieces = [text]
-    if special_tokens and mistake != "no_special_split":
-        pieces = regex.split(
-            "|".join(regex.escape(t) for t in sorted(special_tokens, key=len, reverse=True)), text
-        )
-    words: Counter[tuple[bytes, ...]] = Counter()
-    for piece in pieces:
-        for pretoken in GPT2_PATTERN.findall(piece):
-            words[tuple(bytes([b]) for b in pretoken.encode("utf-8"))] += 1
-    merges = []
-    while len(vocab) < vocab_size:
-        pairs: Counter[tuple[bytes, bytes]] = Counter()
-        for word, count in words.items():
-            for pair in zip(word, word[1:], strict=False):
-                pairs[pair] += count
-        if not pairs:
-            break
-        if mistake == "ties_to_smaller":
-            best = min(pairs, key=lambda pair: (-pairs[pair], pair))
-        else:
-            best = max(pairs, key=lambda pair: (pairs[pair], pair))
-        merges.append(best)
-        vocab[len(vocab)] = best[0] + best[1]
-        merged_words: Counter[tuple[bytes, ...]] = Counter()
-        for word, count in words.items():
-            out, i = [], 0
-            while i < len(word):
-                if i + 1 < len(word) and (word[i], word[i + 1]) == best:
-                    out.append(best[0] + best[1])
-                    i += 2
-                else:
-                    out.append(word[i])
-                    i += 1
-            merged_words[tuple(out)] += count
-        words = merged_words
-    return vocab, merges
 
 
 def write(tmp_path: Path, text: str, name: str = "corpus.txt") -> Path:

@@ -40,13 +40,18 @@ def merges_from_wire(wire: list[list[str]]) -> list[tuple[bytes, bytes]]:
 # --- BPE training ---------------------------------------------------------------------------
 
 
-def naive_train_bpe(text: str, vocab_size: int, special_tokens: list[str]):
-    """The handout's algorithm, slowly: recount every pair over every pre-token at each step."""
+def naive_train_bpe(
+    text: str, vocab_size: int, special_tokens: list[str], mistake: str | None = None
+):
+    """The handout's algorithm, slowly: recount every pair over every pre-token at each step.
+
+    ``mistake`` reproduces a common error, for hints: "ties_to_smaller" (ties go to the smaller
+    pair) or "no_special_split" (pre-tokenize across special tokens)."""
     vocab = {i: bytes([i]) for i in range(256)}
     for token in special_tokens:
         vocab[len(vocab)] = token.encode("utf-8")
     pieces = [text]
-    if special_tokens:
+    if special_tokens and mistake != "no_special_split":
         alternatives = sorted(special_tokens, key=len, reverse=True)
         pieces = regex.split("|".join(regex.escape(t) for t in alternatives), text)
     words: Counter[tuple[bytes, ...]] = Counter()
@@ -61,7 +66,10 @@ def naive_train_bpe(text: str, vocab_size: int, special_tokens: list[str]):
                 pairs[pair] += count
         if not pairs:
             break
-        best = max(pairs, key=lambda pair: (pairs[pair], pair))
+        if mistake == "ties_to_smaller":
+            best = min(pairs, key=lambda pair: (-pairs[pair], pair))
+        else:
+            best = max(pairs, key=lambda pair: (pairs[pair], pair))
         merges.append(best)
         vocab[len(vocab)] = best[0] + best[1]
         words = Counter({merge_word(word, best): count for word, count in words.items()})
