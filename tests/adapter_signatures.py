@@ -197,6 +197,10 @@ def run_generate_variant(model: torch.nn.Module, prompt_ids: list[int], max_new_
     ...
 
 
+def run_generate_batch_variant(model: torch.nn.Module, prompts: list[list[int]], max_new_tokens: int, use_kv_cache: bool, eos_ids: int | list[int | None] | None=None) -> list[list[int]]:
+    ...
+
+
 def run_variant_accounting(config: dict[str, Any], batch_size: int, seq_len: int, bytes_per_value: int=4) -> dict[str, Any]:
     ...
 
