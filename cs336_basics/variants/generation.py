@@ -6,7 +6,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 
 import torch
 from jaxtyping import Float
@@ -90,10 +91,8 @@ def generate_batch(
     with kv_caches(model) if cached else contextlib.nullcontext():
         while not all(row.done for row in rows):
             logits = model(torch.tensor(inputs, device=device))[:, -1]
-            column = [
-                row.advance(fed, logits[i], temperature, top_p, generator)
-                for i, row in enumerate(rows)
-            ]
+            choose = _chooser(logits, temperature, top_p, generator)
+            column = [row.advance(fed, functools.partial(choose, i)) for i, row in enumerate(rows)]
             fed += 1
             inputs = (
                 [[token] for token in column]
@@ -112,22 +111,30 @@ class _Row:
         self.new_tokens: list[int] = []
         self.done = budget == 0
 
-    def advance(
-        self,
-        fed: int,
-        logits: Float[Tensor, " vocab"],
-        temperature: float,
-        top_p: float,
-        generator: torch.Generator | None,
-    ) -> int:
-        """The token this row feeds next, given the logits after its first ``fed`` tokens."""
+    def advance(self, fed: int, choose: Callable[[], int]) -> int:
+        """The token this row feeds next after its first ``fed`` tokens; ``choose`` picks a new
+        token from the model's logits there (called only when the row generates one)."""
         if fed < len(self.prompt):
             return self.prompt[fed]
         if not self.done:
-            token = sample_next_token(logits, temperature, top_p, generator)
+            token = choose()
             self.new_tokens.append(token)
             self.done = token == self.stop_id or len(self.new_tokens) == self.budget
         return self.new_tokens[-1] if self.new_tokens else self.prompt[-1]
+
+
+def _chooser(
+    logits: Float[Tensor, "batch vocab"],
+    temperature: float,
+    top_p: float,
+    generator: torch.Generator | None,
+) -> Callable[[int], int]:
+    """Row ``i``'s next token from ``logits[i]``, as ``sample_next_token`` picks it. Greedy
+    picks are made for all rows at once: one argmax and one copy to the host per step."""
+    if temperature == 0:
+        picks = logits.argmax(dim=-1).tolist()
+        return lambda i: picks[i]
+    return lambda i: sample_next_token(logits[i], temperature, top_p, generator)
 
 
 def _per_row_stop_ids(eos_ids: int | Sequence[int | None] | None, rows: int) -> list[int | None]:
