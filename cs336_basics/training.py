@@ -205,6 +205,13 @@ class _Run:
             raise InputError(f"{error}; check --resume") from error
         _check_resume_compatible(saved["config"], self.config, path)
         self.model.load_state_dict(saved["model"])
+        groups = len(saved["optimizer"]["param_groups"])
+        if groups != len(self.optimizer.param_groups):
+            raise InputError(
+                f"cannot resume from {path}: its optimizer has {groups} parameter group(s), this "
+                f"trainer uses {len(self.optimizer.param_groups)} (matrices with weight decay, "
+                "gains and biases without); start a new --out-dir"
+            )
         self.optimizer.load_state_dict(saved["optimizer"])
         restore_rng_states(saved["rng"])
         self.generator.set_state(saved["extra"]["batch_generator"])

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from cs336_basics.adamw import AdamW
+from cs336_basics.checkpoint import read_checkpoint
 from cs336_basics.config import ModelConfig
+from cs336_basics.errors import InputError
 from cs336_basics.train_config import TrainConfig
 from cs336_basics.training import parameter_groups, train
 from cs336_basics.variants.foreach_adamw import ForeachAdamW
@@ -126,3 +129,29 @@ def test_training_with_foreach_adamw_gives_the_same_losses(tmp_path):
         histories[name] = [(r["step"], r["loss"]) for r in result.history if r["split"] == "train"]
     assert len(histories["adamw"]) == 6
     assert histories["adamw_foreach"] == histories["adamw"]
+
+
+def test_resume_refuses_a_checkpoint_with_one_parameter_group(tmp_path):
+    """Checkpoints from before the no-decay group hold one group; resuming says so clearly."""
+    np.save(tmp_path / "train.npy", (np.arange(3000) % 32).astype(np.uint16))
+    model = ModelConfig(
+        vocab_size=32, context_length=8, d_model=16, num_layers=1, num_heads=2, d_ff=32
+    )
+    settings = dict(
+        model=model,
+        train_data=str(tmp_path / "train.npy"),
+        out_dir=str(tmp_path / "run"),
+        batch_size=2,
+        max_steps=2,
+        checkpoint_interval=2,
+        device="cpu",
+        progress=False,
+    )
+    first = train(TrainConfig(**settings))
+    saved = read_checkpoint(first.checkpoint)
+    decayed, kept = saved["optimizer"]["param_groups"]
+    decayed["params"] = sorted(decayed["params"] + kept["params"])
+    saved["optimizer"]["param_groups"] = [decayed]
+    torch.save(saved, first.checkpoint)
+    with pytest.raises(InputError, match="1 parameter group"):
+        train(TrainConfig(**{**settings, "max_steps": 4}), resume=True)
