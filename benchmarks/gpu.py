@@ -229,7 +229,8 @@ def loop_vs_step(bench: Bench, shape: Shape, step_rates: dict[str, float], log) 
             device=str(bench.device),
             precision="bf16" if bench.device.type == "cuda" else "fp32",
             compile=compiled,
-            optimizer="adamw_foreach",
+            # the optimizer of the step-only contender it is compared with
+            optimizer="adamw_foreach" if compiled else "adamw",
             progress=False,
         )
         log(f"gpu: training loop, {steps} steps, compile={compiled}")
