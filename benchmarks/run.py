@@ -5,6 +5,9 @@
   (``--corpus``, :mod:`benchmarks.english`) at each ``--sizes`` (MB), or on ``--input`` files;
 * training (:mod:`benchmarks.training`, when present): tokens/s vs HF ``LlamaForCausalLM``, MFU;
 * generation (:mod:`benchmarks.generation`): tokens/s with the KV cache vs without;
+* gpu (:mod:`benchmarks.gpu`): train steps, the training loop and generation on a CUDA device
+  vs HF Llama and HF ``generate``, MFU against the device's bf16 peak; skipped with a printed
+  reason without CUDA (``--smoke`` runs its code paths on the CPU with tiny shapes);
 * suite (:mod:`benchmarks.suite`): the whole test suite's wall time.
 
 "speed ours/peer" is always ours' speed over the peer's (above 1: ours is faster); "target" is
@@ -32,7 +35,7 @@ from benchmarks import tokenizer
 from benchmarks.harness import format_table, machine, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ["tokenizer", "training", "generation", "suite"]
+SECTIONS = ["tokenizer", "training", "generation", "gpu", "suite"]
 COLUMNS = [
     "benchmark",
     "input",
@@ -101,6 +104,15 @@ def run_generation(args: argparse.Namespace, scratch: str) -> dict[str, Any]:
     if args.smoke:
         return generation.benchmark(generation.TINY, new_tokens=8, repeats=1, log=log)
     return generation.benchmark(repeats=args.repeats, log=log)
+
+
+def run_gpu(args: argparse.Namespace, scratch: str) -> dict[str, Any]:
+    from benchmarks import gpu
+
+    result = gpu.benchmark(smoke=args.smoke, repeats=args.repeats, log=log)
+    if "skipped" in result:
+        result["rows"] = [{"benchmark": "GPU section", "ours": f"skipped: {result['skipped']}"}]
+    return result
 
 
 def run_suite(args: argparse.Namespace, scratch: str) -> dict[str, Any]:
@@ -189,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         "tokenizer": run_tokenizer,
         "training": run_training,
         "generation": run_generation,
+        "gpu": run_gpu,
         "suite": run_suite,
     }
     rows: list[dict[str, Any]] = []

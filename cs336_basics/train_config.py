@@ -20,6 +20,7 @@ from cs336_basics.config import ModelConfig
 from cs336_basics.errors import InputError, MissingInputError
 
 Precision = Literal["auto", "fp32", "bf16"]
+OptimizerName = Literal["adamw", "adamw_foreach"]
 
 _POSITIVE_INTEGERS = (
     "batch_size",
@@ -48,7 +49,9 @@ class TrainConfig:
     ``max_seconds`` optionally bounds wall time (the run stops cleanly, with a checkpoint, after
     the step that crosses it); the schedule then follows whichever budget is further along,
     steps or seconds, so a slow machine still decays the learning rate to ``lr_min`` by the
-    deadline. Only step-bound runs resume exactly.
+    deadline. Only step-bound runs resume exactly. ``optimizer`` is ``"adamw"`` (the readable
+    ``AdamW``) or ``"adamw_foreach"`` (the same algorithm with multi-tensor updates, faster on a
+    GPU); weight decay applies to matrices only, never to gains and biases (1-D parameters).
     """
 
     model: ModelConfig
@@ -69,6 +72,7 @@ class TrainConfig:
     beta1: float = 0.9
     beta2: float = 0.95
     adam_eps: float = 1e-8
+    optimizer: OptimizerName = "adamw"
     grad_clip: float | None = 1.0
     eval_interval: int = 100
     eval_batches: int = 10
@@ -112,6 +116,10 @@ class TrainConfig:
         if self.max_seconds is not None and self.max_seconds <= 0:
             raise InputError(
                 f"max_seconds (--max-seconds) must be positive; got {self.max_seconds}"
+            )
+        if self.optimizer not in ("adamw", "adamw_foreach"):
+            raise InputError(
+                f"optimizer (--optimizer) must be adamw or adamw_foreach; got {self.optimizer!r}"
             )
         if self.precision not in ("auto", "fp32", "bf16"):
             raise InputError(f"precision must be auto, fp32 or bf16; got {self.precision!r}")

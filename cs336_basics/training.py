@@ -117,6 +117,35 @@ def evaluate(model: nn.Module, dataset, config: TrainConfig, env: Distributed) -
     return env.mean(total.item() / config.eval_batches)
 
 
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Two AdamW groups, as in nanoGPT: matrices (embeddings, projections) decay by
+    ``weight_decay``; 1-D parameters (RMSNorm gains, biases) do not, since shrinking a gain
+    toward zero only fights the normalisation it scales."""
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    return [
+        {"params": [p for p in parameters if p.ndim >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in parameters if p.ndim < 2], "weight_decay": 0.0},
+    ]
+
+
+def _optimizer(model: nn.Module, config: TrainConfig) -> AdamW:
+    optimizer_class = AdamW
+    if config.optimizer == "adamw_foreach":
+        try:  # imported here: the base handout ships no variants
+            from cs336_basics.variants.foreach_adamw import ForeachAdamW
+        except ImportError as error:
+            raise InputError(
+                "optimizer adamw_foreach needs cs336_basics.variants (the extension handout)"
+            ) from error
+        optimizer_class = ForeachAdamW
+    return optimizer_class(
+        parameter_groups(model, config.weight_decay),
+        lr=config.lr_max,
+        betas=(config.beta1, config.beta2),
+        eps=config.adam_eps,
+    )
+
+
 def train(
     config: TrainConfig, resume: str | os.PathLike | bool | None = None, overwrite: bool = False
 ) -> TrainResult:
@@ -139,13 +168,7 @@ def train(
 
     torch.manual_seed(config.seed)
     model = build_model(config.model, device=env.device)
-    optimizer = AdamW(
-        model.parameters(),
-        lr=config.lr_max,
-        betas=(config.beta1, config.beta2),
-        eps=config.adam_eps,
-        weight_decay=config.weight_decay,
-    )
+    optimizer = _optimizer(model, config)
     run = _Run(config, env, folder, model, optimizer, train_tokens, val_tokens)
     if resume:
         run.restore(folder.checkpoint if resume is True else Path(resume))
@@ -182,6 +205,13 @@ class _Run:
             raise InputError(f"{error}; check --resume") from error
         _check_resume_compatible(saved["config"], self.config, path)
         self.model.load_state_dict(saved["model"])
+        groups = len(saved["optimizer"]["param_groups"])
+        if groups != len(self.optimizer.param_groups):
+            raise InputError(
+                f"cannot resume from {path}: its optimizer has {groups} parameter group(s), this "
+                f"trainer uses {len(self.optimizer.param_groups)} (matrices with weight decay, "
+                "gains and biases without); start a new --out-dir"
+            )
         self.optimizer.load_state_dict(saved["optimizer"])
         restore_rng_states(saved["rng"])
         self.generator.set_state(saved["extra"]["batch_generator"])

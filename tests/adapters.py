@@ -547,7 +547,7 @@ from cs336_basics.variants.encoder_decoder import (  # noqa: E402
     Seq2SeqTransformer,
 )
 from cs336_basics.variants.feedforward import FeedForward  # noqa: E402
-from cs336_basics.variants.generation import generate_cached  # noqa: E402
+from cs336_basics.variants.generation import generate_batch, generate_cached  # noqa: E402
 from cs336_basics.variants.hf_convert import config_from_hf, from_hf, to_hf  # noqa: E402
 from cs336_basics.variants.kv_cache import kv_cache_num_bytes, kv_caches  # noqa: E402
 from cs336_basics.variants.layernorm import LayerNorm  # noqa: E402
@@ -837,6 +837,22 @@ def run_generate_variant(
     # BEGIN SOLUTION
     decode = generate_cached if use_kv_cache else generate
     return decode(model, prompt_ids, max_new_tokens, temperature)
+    # END SOLUTION
+
+
+def run_generate_batch_variant(
+    model: torch.nn.Module,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    use_kv_cache: bool,
+    eos_ids: int | list[int | None] | None = None,
+) -> list[list[int]]:
+    """Greedy continuations of several prompts (any lengths) decoded as one batch, each row
+    stopping at its own stop token (``eos_ids``: one for all rows, or one or ``None`` per row)."""
+    # BEGIN SOLUTION
+    return generate_batch(
+        model, prompts, max_new_tokens, 0.0, eos_ids=eos_ids, use_kv_cache=use_kv_cache
+    )
     # END SOLUTION
 
 

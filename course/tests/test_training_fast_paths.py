@@ -77,8 +77,13 @@ def _plain_loop_losses(config: TrainConfig, tokens: np.ndarray) -> list[float]:
     """The readable loop: read every loss, readable clipping, batches drawn one at a time."""
     torch.manual_seed(config.seed)
     model = transformer_lm(config.model)
+    # Gains (the only 1-D parameters here) are not decayed: named, not told apart by shape.
+    named = dict(model.named_parameters())
+    gains = [p for name, p in named.items() if name.split(".")[-2].startswith("ln")]
+    matrices = [p for name, p in named.items() if not name.split(".")[-2].startswith("ln")]
+    assert len(gains) == 2 * config.model.num_layers + 1
     optimizer = AdamW(
-        model.parameters(),
+        [{"params": matrices}, {"params": gains, "weight_decay": 0.0}],
         lr=config.lr_max,
         betas=(config.beta1, config.beta2),
         eps=config.adam_eps,
