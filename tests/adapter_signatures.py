@@ -13,209 +13,405 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 
-def run_linear(d_in: int, d_out: int, weights: Float[Tensor, ' d_out d_in'], in_features: Float[Tensor, ' ... d_in']) -> Float[Tensor, ' ... d_out']:
-    ...
+def run_linear(
+    d_in: int,
+    d_out: int,
+    weights: Float[Tensor, " d_out d_in"],
+    in_features: Float[Tensor, " ... d_in"],
+) -> Float[Tensor, " ... d_out"]: ...
+
+
+def run_embedding(
+    vocab_size: int,
+    d_model: int,
+    weights: Float[Tensor, " vocab_size d_model"],
+    token_ids: Int[Tensor, " ..."],
+) -> Float[Tensor, " ... d_model"]: ...
+
+
+def run_swiglu(
+    d_model: int,
+    d_ff: int,
+    w1_weight: Float[Tensor, " d_ff d_model"],
+    w2_weight: Float[Tensor, " d_model d_ff"],
+    w3_weight: Float[Tensor, " d_ff d_model"],
+    in_features: Float[Tensor, " ... d_model"],
+) -> Float[Tensor, " ... d_model"]: ...
 
 
-def run_embedding(vocab_size: int, d_model: int, weights: Float[Tensor, ' vocab_size d_model'], token_ids: Int[Tensor, ' ...']) -> Float[Tensor, ' ... d_model']:
-    ...
+def run_scaled_dot_product_attention(
+    Q: Float[Tensor, " ... queries d_k"],
+    K: Float[Tensor, " ... keys d_k"],
+    V: Float[Tensor, " ... keys d_v"],
+    mask: Bool[Tensor, " ... queries keys"] | None = None,
+) -> Float[Tensor, " ... queries d_v"]: ...
 
 
-def run_swiglu(d_model: int, d_ff: int, w1_weight: Float[Tensor, ' d_ff d_model'], w2_weight: Float[Tensor, ' d_model d_ff'], w3_weight: Float[Tensor, ' d_ff d_model'], in_features: Float[Tensor, ' ... d_model']) -> Float[Tensor, ' ... d_model']:
-    ...
+def run_multihead_self_attention(
+    d_model: int,
+    num_heads: int,
+    q_proj_weight: Float[Tensor, " d_k d_in"],
+    k_proj_weight: Float[Tensor, " d_k d_in"],
+    v_proj_weight: Float[Tensor, " d_v d_in"],
+    o_proj_weight: Float[Tensor, " d_model d_v"],
+    in_features: Float[Tensor, " ... sequence_length d_in"],
+) -> Float[Tensor, " ... sequence_length d_out"]: ...
 
 
-def run_scaled_dot_product_attention(Q: Float[Tensor, ' ... queries d_k'], K: Float[Tensor, ' ... keys d_k'], V: Float[Tensor, ' ... keys d_v'], mask: Bool[Tensor, ' ... queries keys'] | None=None) -> Float[Tensor, ' ... queries d_v']:
-    ...
+def run_multihead_self_attention_with_rope(
+    d_model: int,
+    num_heads: int,
+    max_seq_len: int,
+    theta: float,
+    q_proj_weight: Float[Tensor, " d_k d_in"],
+    k_proj_weight: Float[Tensor, " d_k d_in"],
+    v_proj_weight: Float[Tensor, " d_v d_in"],
+    o_proj_weight: Float[Tensor, " d_model d_v"],
+    in_features: Float[Tensor, " ... sequence_length d_in"],
+    token_positions: Int[Tensor, " ... sequence_length"] | None = None,
+) -> Float[Tensor, " ... sequence_length d_out"]: ...
 
 
-def run_multihead_self_attention(d_model: int, num_heads: int, q_proj_weight: Float[Tensor, ' d_k d_in'], k_proj_weight: Float[Tensor, ' d_k d_in'], v_proj_weight: Float[Tensor, ' d_v d_in'], o_proj_weight: Float[Tensor, ' d_model d_v'], in_features: Float[Tensor, ' ... sequence_length d_in']) -> Float[Tensor, ' ... sequence_length d_out']:
-    ...
+def run_rope(
+    d_k: int,
+    theta: float,
+    max_seq_len: int,
+    in_query_or_key: Float[Tensor, " ... sequence_length d_k"],
+    token_positions: Int[Tensor, " ... sequence_length"],
+) -> Float[Tensor, " ... sequence_length d_k"]: ...
 
 
-def run_multihead_self_attention_with_rope(d_model: int, num_heads: int, max_seq_len: int, theta: float, q_proj_weight: Float[Tensor, ' d_k d_in'], k_proj_weight: Float[Tensor, ' d_k d_in'], v_proj_weight: Float[Tensor, ' d_v d_in'], o_proj_weight: Float[Tensor, ' d_model d_v'], in_features: Float[Tensor, ' ... sequence_length d_in'], token_positions: Int[Tensor, ' ... sequence_length'] | None=None) -> Float[Tensor, ' ... sequence_length d_out']:
-    ...
+def run_transformer_block(
+    d_model: int,
+    num_heads: int,
+    d_ff: int,
+    max_seq_len: int,
+    theta: float,
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " batch sequence_length d_model"],
+) -> Float[Tensor, " batch sequence_length d_model"]: ...
+
+
+def run_transformer_lm(
+    vocab_size: int,
+    context_length: int,
+    d_model: int,
+    num_layers: int,
+    num_heads: int,
+    d_ff: int,
+    rope_theta: float,
+    weights: dict[str, Tensor],
+    in_indices: Int[Tensor, " batch_size sequence_length"],
+) -> Float[Tensor, " batch_size sequence_length vocab_size"]: ...
+
+
+def run_rmsnorm(
+    d_model: int,
+    eps: float,
+    weights: Float[Tensor, " d_model"],
+    in_features: Float[Tensor, " ... d_model"],
+) -> Float[Tensor, " ... d_model"]: ...
+
+
+def run_silu(in_features: Float[Tensor, " ..."]) -> Float[Tensor, " ..."]: ...
 
 
-def run_rope(d_k: int, theta: float, max_seq_len: int, in_query_or_key: Float[Tensor, ' ... sequence_length d_k'], token_positions: Int[Tensor, ' ... sequence_length']) -> Float[Tensor, ' ... sequence_length d_k']:
-    ...
+def run_softmax(in_features: Float[Tensor, " ..."], dim: int) -> Float[Tensor, " ..."]: ...
 
 
-def run_transformer_block(d_model: int, num_heads: int, d_ff: int, max_seq_len: int, theta: float, weights: dict[str, Tensor], in_features: Float[Tensor, ' batch sequence_length d_model']) -> Float[Tensor, ' batch sequence_length d_model']:
-    ...
+def run_get_batch(
+    dataset: npt.NDArray, batch_size: int, context_length: int, device: str
+) -> tuple[Tensor, Tensor]: ...
 
 
-def run_transformer_lm(vocab_size: int, context_length: int, d_model: int, num_layers: int, num_heads: int, d_ff: int, rope_theta: float, weights: dict[str, Tensor], in_indices: Int[Tensor, ' batch_size sequence_length']) -> Float[Tensor, ' batch_size sequence_length vocab_size']:
-    ...
+def run_cross_entropy(
+    inputs: Float[Tensor, " ... vocab_size"], targets: Int[Tensor, " ..."]
+) -> Float[Tensor, ""]: ...
 
 
-def run_rmsnorm(d_model: int, eps: float, weights: Float[Tensor, ' d_model'], in_features: Float[Tensor, ' ... d_model']) -> Float[Tensor, ' ... d_model']:
-    ...
+def run_gradient_clipping(parameters: Iterable[torch.nn.Parameter], max_l2_norm: float) -> None: ...
 
 
-def run_silu(in_features: Float[Tensor, ' ...']) -> Float[Tensor, ' ...']:
-    ...
+def get_adamw_cls() -> Any: ...
 
 
-def run_softmax(in_features: Float[Tensor, ' ...'], dim: int) -> Float[Tensor, ' ...']:
-    ...
+def run_get_lr_cosine_schedule(
+    it: int,
+    max_learning_rate: float,
+    min_learning_rate: float,
+    warmup_iters: int,
+    cosine_cycle_iters: int,
+) -> float: ...
 
 
-def run_get_batch(dataset: npt.NDArray, batch_size: int, context_length: int, device: str) -> tuple[Tensor, Tensor]:
-    ...
+def run_save_checkpoint(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    iteration: int,
+    out: str | os.PathLike | BinaryIO | IO[bytes],
+) -> None: ...
 
 
-def run_cross_entropy(inputs: Float[Tensor, ' ... vocab_size'], targets: Int[Tensor, ' ...']) -> Float[Tensor, '']:
-    ...
+def run_load_checkpoint(
+    src: str | os.PathLike | BinaryIO | IO[bytes],
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+) -> int: ...
 
 
-def run_gradient_clipping(parameters: Iterable[torch.nn.Parameter], max_l2_norm: float) -> None:
-    ...
+def get_tokenizer(
+    vocab: dict[int, bytes],
+    merges: list[tuple[bytes, bytes]],
+    special_tokens: list[str] | None = None,
+) -> Any: ...
 
 
-def get_adamw_cls() -> Any:
-    ...
+def run_train_bpe(
+    input_path: str | os.PathLike, vocab_size: int, special_tokens: list[str], **kwargs
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]: ...
 
 
-def run_get_lr_cosine_schedule(it: int, max_learning_rate: float, min_learning_rate: float, warmup_iters: int, cosine_cycle_iters: int) -> float:
-    ...
+def get_transformer_lm(
+    vocab_size: int,
+    context_length: int,
+    d_model: int,
+    num_layers: int,
+    num_heads: int,
+    d_ff: int,
+    rope_theta: float,
+    weights: dict[str, Tensor] | None = None,
+) -> torch.nn.Module: ...
 
 
-def run_save_checkpoint(model: torch.nn.Module, optimizer: torch.optim.Optimizer, iteration: int, out: str | os.PathLike | BinaryIO | IO[bytes]) -> None:
-    ...
+def run_generate(
+    model: torch.nn.Module,
+    prompt_ids: list[int],
+    max_new_tokens: int,
+    temperature: float,
+    top_p: float,
+    eos_id: int | None,
+) -> list[int]: ...
 
 
-def run_load_checkpoint(src: str | os.PathLike | BinaryIO | IO[bytes], model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
-    ...
+def run_train(
+    train_tokens: npt.NDArray,
+    vocab_size: int,
+    context_length: int,
+    d_model: int,
+    num_layers: int,
+    num_heads: int,
+    d_ff: int,
+    rope_theta: float,
+    batch_size: int,
+    num_steps: int,
+    max_learning_rate: float,
+    min_learning_rate: float,
+    warmup_iters: int,
+    weight_decay: float,
+    max_l2_norm: float,
+    out_dir: str | os.PathLike,
+    device: str,
+) -> torch.nn.Module: ...
 
 
-def get_tokenizer(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], special_tokens: list[str] | None=None) -> Any:
-    ...
+def run_count_parameters(
+    vocab_size: int, context_length: int, d_model: int, num_layers: int, num_heads: int, d_ff: int
+) -> int: ...
 
 
-def run_train_bpe(input_path: str | os.PathLike, vocab_size: int, special_tokens: list[str], **kwargs) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    ...
+def run_forward_flops(
+    vocab_size: int,
+    context_length: int,
+    d_model: int,
+    num_layers: int,
+    num_heads: int,
+    d_ff: int,
+    batch_size: int,
+    sequence_length: int,
+) -> int: ...
 
 
-def get_transformer_lm(vocab_size: int, context_length: int, d_model: int, num_layers: int, num_heads: int, d_ff: int, rope_theta: float, weights: dict[str, Tensor] | None=None) -> torch.nn.Module:
-    ...
+def run_init_linear(d_in: int, d_out: int) -> Float[Tensor, " d_out d_in"]: ...
 
 
-def run_generate(model: torch.nn.Module, prompt_ids: list[int], max_new_tokens: int, temperature: float, top_p: float, eos_id: int | None) -> list[int]:
-    ...
+def run_init_embedding(vocab_size: int, d_model: int) -> Float[Tensor, " vocab_size d_model"]: ...
 
 
-def run_train(train_tokens: npt.NDArray, vocab_size: int, context_length: int, d_model: int, num_layers: int, num_heads: int, d_ff: int, rope_theta: float, batch_size: int, num_steps: int, max_learning_rate: float, min_learning_rate: float, warmup_iters: int, weight_decay: float, max_l2_norm: float, out_dir: str | os.PathLike, device: str) -> torch.nn.Module:
-    ...
+def run_init_rmsnorm(d_model: int) -> Float[Tensor, " d_model"]: ...
 
 
-def run_count_parameters(vocab_size: int, context_length: int, d_model: int, num_layers: int, num_heads: int, d_ff: int) -> int:
-    ...
+def run_top_p_filter(
+    probabilities: Float[Tensor, " vocab_size"], top_p: float
+) -> Float[Tensor, " vocab_size"]: ...
 
 
-def run_forward_flops(vocab_size: int, context_length: int, d_model: int, num_layers: int, num_heads: int, d_ff: int, batch_size: int, sequence_length: int) -> int:
-    ...
+def run_sample_next_token(
+    logits: Float[Tensor, " vocab_size"],
+    temperature: float,
+    top_p: float,
+    generator: torch.Generator | None = None,
+) -> int: ...
 
 
-def run_init_linear(d_in: int, d_out: int) -> Float[Tensor, ' d_out d_in']:
-    ...
+def run_transformer_block_ablation(
+    d_model: int,
+    num_heads: int,
+    d_ff: int,
+    max_seq_len: int,
+    theta: float,
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " batch sequence_length d_model"],
+    norm_placement: str = "pre",
+    position_encoding: str = "rope",
+    ffn: str = "swiglu",
+) -> Float[Tensor, " batch sequence_length d_model"]: ...
 
 
-def run_init_embedding(vocab_size: int, d_model: int) -> Float[Tensor, ' vocab_size d_model']:
-    ...
+def run_layernorm(
+    d_model: int,
+    eps: float,
+    weight: Float[Tensor, " d_model"],
+    bias: Float[Tensor, " d_model"],
+    in_features: Float[Tensor, " ... d_model"],
+) -> Float[Tensor, " ... d_model"]: ...
 
 
-def run_init_rmsnorm(d_model: int) -> Float[Tensor, ' d_model']:
-    ...
+def run_feedforward(
+    d_model: int,
+    d_ff: int,
+    activation: str,
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " ... d_model"],
+) -> Float[Tensor, " ... d_model"]: ...
 
 
-def run_top_p_filter(probabilities: Float[Tensor, ' vocab_size'], top_p: float) -> Float[Tensor, ' vocab_size']:
-    ...
+def run_sinusoidal_positions(
+    d_model: int, max_seq_len: int, token_positions: Int[Tensor, " ... sequence_length"]
+) -> Float[Tensor, " ... sequence_length d_model"]: ...
 
 
-def run_sample_next_token(logits: Float[Tensor, ' vocab_size'], temperature: float, top_p: float, generator: torch.Generator | None=None) -> int:
-    ...
+def run_grouped_query_attention(
+    d_model: int,
+    num_heads: int,
+    num_kv_heads: int,
+    max_seq_len: int,
+    theta: float,
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " ... sequence_length d_model"],
+    token_positions: Int[Tensor, " ... sequence_length"] | None = None,
+    qk_norm: bool = False,
+    eps: float = 1e-05,
+) -> Float[Tensor, " ... sequence_length d_model"]: ...
 
 
-def run_transformer_block_ablation(d_model: int, num_heads: int, d_ff: int, max_seq_len: int, theta: float, weights: dict[str, Tensor], in_features: Float[Tensor, ' batch sequence_length d_model'], norm_placement: str='pre', position_encoding: str='rope', ffn: str='swiglu') -> Float[Tensor, ' batch sequence_length d_model']:
-    ...
+def run_multihead_latent_attention(
+    config: dict[str, Any],
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " ... sequence_length d_model"],
+    token_positions: Int[Tensor, " ... sequence_length"] | None = None,
+    use_latent_cache: bool = False,
+) -> Float[Tensor, " ... sequence_length d_model"]: ...
 
 
-def run_layernorm(d_model: int, eps: float, weight: Float[Tensor, ' d_model'], bias: Float[Tensor, ' d_model'], in_features: Float[Tensor, ' ... d_model']) -> Float[Tensor, ' ... d_model']:
-    ...
+def run_mixture_of_experts(
+    d_model: int,
+    d_ff: int,
+    num_experts: int,
+    top_k: int,
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " ... d_model"],
+    normalize_topk: bool = True,
+    capacity_factor: float | None = None,
+) -> tuple[Float[Tensor, " ... d_model"], Float[Tensor, ""]]: ...
 
 
-def run_feedforward(d_model: int, d_ff: int, activation: str, weights: dict[str, Tensor], in_features: Float[Tensor, ' ... d_model']) -> Float[Tensor, ' ... d_model']:
-    ...
+def run_transformer_lm_variant(
+    config: dict[str, Any],
+    weights: dict[str, Tensor],
+    in_indices: Int[Tensor, " batch_size sequence_length"],
+) -> Float[Tensor, " batch_size sequence_length vocab_size"]: ...
 
 
-def run_sinusoidal_positions(d_model: int, max_seq_len: int, token_positions: Int[Tensor, ' ... sequence_length']) -> Float[Tensor, ' ... sequence_length d_model']:
-    ...
+def run_encoder_layer(
+    d_model: int,
+    num_heads: int,
+    d_ff: int,
+    eps: float,
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " ... source d_model"],
+) -> Float[Tensor, " ... source d_model"]: ...
 
 
-def run_grouped_query_attention(d_model: int, num_heads: int, num_kv_heads: int, max_seq_len: int, theta: float, weights: dict[str, Tensor], in_features: Float[Tensor, ' ... sequence_length d_model'], token_positions: Int[Tensor, ' ... sequence_length'] | None=None, qk_norm: bool=False, eps: float=1e-05) -> Float[Tensor, ' ... sequence_length d_model']:
-    ...
+def run_decoder_layer(
+    d_model: int,
+    num_heads: int,
+    d_ff: int,
+    eps: float,
+    weights: dict[str, Tensor],
+    in_features: Float[Tensor, " ... target d_model"],
+    memory: Float[Tensor, " ... source d_model"],
+) -> Float[Tensor, " ... target d_model"]: ...
 
 
-def run_multihead_latent_attention(config: dict[str, Any], weights: dict[str, Tensor], in_features: Float[Tensor, ' ... sequence_length d_model'], token_positions: Int[Tensor, ' ... sequence_length'] | None=None, use_latent_cache: bool=False) -> Float[Tensor, ' ... sequence_length d_model']:
-    ...
+def run_seq2seq(
+    config: dict[str, Any],
+    weights: dict[str, Tensor],
+    source_ids: Int[Tensor, " batch_size source"],
+    target_ids: Int[Tensor, " batch_size target"],
+) -> Float[Tensor, " batch_size target vocab_size"]: ...
 
 
-def run_mixture_of_experts(d_model: int, d_ff: int, num_experts: int, top_k: int, weights: dict[str, Tensor], in_features: Float[Tensor, ' ... d_model'], normalize_topk: bool=True, capacity_factor: float | None=None) -> tuple[Float[Tensor, ' ... d_model'], Float[Tensor, '']]:
-    ...
+def get_variant_lm(config: dict[str, Any], seed: int = 0) -> torch.nn.Module: ...
 
 
-def run_transformer_lm_variant(config: dict[str, Any], weights: dict[str, Tensor], in_indices: Int[Tensor, ' batch_size sequence_length']) -> Float[Tensor, ' batch_size sequence_length vocab_size']:
-    ...
+def run_transformer_lm_variant_with_aux_loss(
+    config: dict[str, Any],
+    weights: dict[str, Tensor],
+    in_indices: Int[Tensor, " batch_size sequence_length"],
+) -> tuple[Float[Tensor, " batch_size sequence_length vocab_size"], Float[Tensor, ""]]: ...
 
 
-def run_encoder_layer(d_model: int, num_heads: int, d_ff: int, eps: float, weights: dict[str, Tensor], in_features: Float[Tensor, ' ... source d_model']) -> Float[Tensor, ' ... source d_model']:
-    ...
+def run_transformer_lm_variant_cached(
+    model: torch.nn.Module,
+    in_indices: Int[Tensor, " batch_size sequence_length"],
+    prefix_length: int,
+) -> tuple[Float[Tensor, " batch_size sequence_length vocab_size"], int]: ...
 
 
-def run_decoder_layer(d_model: int, num_heads: int, d_ff: int, eps: float, weights: dict[str, Tensor], in_features: Float[Tensor, ' ... target d_model'], memory: Float[Tensor, ' ... source d_model']) -> Float[Tensor, ' ... target d_model']:
-    ...
+def run_generate_variant(
+    model: torch.nn.Module,
+    prompt_ids: list[int],
+    max_new_tokens: int,
+    use_kv_cache: bool,
+    temperature: float = 0.0,
+) -> list[int]: ...
 
 
-def run_seq2seq(config: dict[str, Any], weights: dict[str, Tensor], source_ids: Int[Tensor, ' batch_size source'], target_ids: Int[Tensor, ' batch_size target']) -> Float[Tensor, ' batch_size target vocab_size']:
-    ...
+def run_generate_batch_variant(
+    model: torch.nn.Module,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    use_kv_cache: bool,
+    eos_ids: int | list[int | None] | None = None,
+) -> list[list[int]]: ...
 
 
-def get_variant_lm(config: dict[str, Any], seed: int=0) -> torch.nn.Module:
-    ...
+def run_variant_accounting(
+    config: dict[str, Any], batch_size: int, seq_len: int, bytes_per_value: int = 4
+) -> dict[str, Any]: ...
 
 
-def run_transformer_lm_variant_with_aux_loss(config: dict[str, Any], weights: dict[str, Tensor], in_indices: Int[Tensor, ' batch_size sequence_length']) -> tuple[Float[Tensor, ' batch_size sequence_length vocab_size'], Float[Tensor, '']]:
-    ...
+def run_variant_config_json_round_trip(config: dict[str, Any]) -> dict[str, Any]: ...
 
 
-def run_transformer_lm_variant_cached(model: torch.nn.Module, in_indices: Int[Tensor, ' batch_size sequence_length'], prefix_length: int) -> tuple[Float[Tensor, ' batch_size sequence_length vocab_size'], int]:
-    ...
+def run_config_from_hf(hf_config: Any, context_length: int | None = None) -> dict[str, Any]: ...
 
 
-def run_generate_variant(model: torch.nn.Module, prompt_ids: list[int], max_new_tokens: int, use_kv_cache: bool, temperature: float=0.0) -> list[int]:
-    ...
+def run_from_hf(
+    hf_state_dict: dict[str, Tensor], config: dict[str, Any], family: str
+) -> dict[str, Tensor]: ...
 
 
-def run_generate_batch_variant(model: torch.nn.Module, prompts: list[list[int]], max_new_tokens: int, use_kv_cache: bool, eos_ids: int | list[int | None] | None=None) -> list[list[int]]:
-    ...
-
-
-def run_variant_accounting(config: dict[str, Any], batch_size: int, seq_len: int, bytes_per_value: int=4) -> dict[str, Any]:
-    ...
-
-
-def run_variant_config_json_round_trip(config: dict[str, Any]) -> dict[str, Any]:
-    ...
-
-
-def run_config_from_hf(hf_config: Any, context_length: int | None=None) -> dict[str, Any]:
-    ...
-
-
-def run_from_hf(hf_state_dict: dict[str, Tensor], config: dict[str, Any], family: str) -> dict[str, Tensor]:
-    ...
-
-
-def run_to_hf(state_dict: dict[str, Tensor], config: dict[str, Any], family: str) -> dict[str, Tensor]:
-    ...
+def run_to_hf(
+    state_dict: dict[str, Tensor], config: dict[str, Any], family: str
+) -> dict[str, Tensor]: ...
