@@ -11,11 +11,13 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from cs336_basics.bpe import train_bpe
 from cs336_basics.stories import END_OF_TEXT, SEPARATOR, generate_stories
 from tests.cases.core import Bundle
+from tests.cases.draws import generator, integers, normal, permutation, uniform
 from tests.cases.optim import adamw_problem, clipping_problem, schedule
 from tests.cases.shipped import Shipped
 from tests.cases.tokenizers import merges_to_wire, vocab_to_wire
@@ -24,23 +26,24 @@ from tests.cases.training import batch_problem, checkpoint_problem, loss_problem
 SEED = 7_000_000
 
 
-def rng(offset: int) -> torch.Generator:
-    return torch.Generator().manual_seed(SEED + offset)
+def rng(offset: int) -> np.random.Generator:
+    # NumPy's generator, not torch's: the same draws on every CPU (see tests/cases/draws.py).
+    return generator(SEED + offset)
 
 
-def randn(g: torch.Generator, *shape: int, scale: float = 1.0) -> torch.Tensor:
-    return torch.randn(shape, generator=g) * scale
+def randn(g: np.random.Generator, *shape: int, scale: float = 1.0) -> torch.Tensor:
+    return normal(g, shape) * scale
 
 
-def linear_weight(g: torch.Generator, d_out: int, d_in: int) -> torch.Tensor:
+def linear_weight(g: np.random.Generator, d_out: int, d_in: int) -> torch.Tensor:
     return randn(g, d_out, d_in, scale=(2 / (d_in + d_out)) ** 0.5)
 
 
-def gain(g: torch.Generator, d: int) -> torch.Tensor:
+def gain(g: np.random.Generator, d: int) -> torch.Tensor:
     return 1.0 + randn(g, d, scale=0.2)
 
 
-def block_weights(g: torch.Generator, d_model: int, d_ff: int, prefix: str = "") -> Bundle:
+def block_weights(g: np.random.Generator, d_model: int, d_ff: int, prefix: str = "") -> Bundle:
     w = {
         f"{prefix}attn.{n}_proj.weight": linear_weight(g, d_model, d_model)
         for n in ("q", "k", "v", "output")
@@ -66,11 +69,11 @@ def layers(offset: int) -> dict[str, Callable[[], Bundle]]:
         },
         "embedding/basic/small": lambda: {
             "weight": randn(g(5), 300, 24),
-            "ids": torch.randint(0, 300, (3, 9), generator=g(6)),
+            "ids": integers(g(6), 0, 300, (3, 9)),
         },
         "embedding/out_of_range/small": lambda: {
             "weight": randn(g(7), 100, 16),
-            "ids": torch.randint(0, 100, (2, 5), generator=g(8)),
+            "ids": integers(g(8), 0, 100, (2, 5)),
             "bad_ids": [100, 5000],
         },
         "rmsnorm/basic/scaled": lambda: {
@@ -113,13 +116,13 @@ def layers(offset: int) -> dict[str, Callable[[], Bundle]]:
     }
 
 
-def attention_mask(g: torch.Generator, queries: int, keys: int) -> torch.Tensor:
-    mask = torch.rand((queries, keys), generator=g) < 0.5
+def attention_mask(g: np.random.Generator, queries: int, keys: int) -> torch.Tensor:
+    mask = uniform(g, (queries, keys)) < 0.5
     mask[:, 0] = True
     return mask
 
 
-def changed_after(x: torch.Tensor, t: int, g: torch.Generator) -> torch.Tensor:
+def changed_after(x: torch.Tensor, t: int, g: np.random.Generator) -> torch.Tensor:
     changed = x.clone()
     changed[:, t + 1 :] = randn(g, *changed[:, t + 1 :].shape)
     return changed
@@ -138,9 +141,7 @@ def attention_case(offset: int, d_model: int, heads: int, seq: int, theta: float
 def rope_case(offset: int, batch: int, heads: int | None, seq: int, d_k: int) -> Bundle:
     g, max_seq_len = rng(offset), 3 * seq
     x = randn(g, batch, seq, d_k)
-    positions = torch.stack(
-        [torch.randperm(max_seq_len, generator=g)[:seq].sort().values for _ in range(batch)]
-    )
+    positions = torch.stack([permutation(g, max_seq_len)[:seq].sort().values for _ in range(batch)])
     inputs = {"x": x, "positions": positions, "theta": 500.0, "max_seq_len": max_seq_len}
     if heads is not None:
         inputs |= {
@@ -166,7 +167,7 @@ def lm_case(offset: int, length: int, prefixes: list[int]) -> Bundle:
     for layer in range(2):
         weights |= block_weights(g, 32, 64, prefix=f"layers.{layer}.")
     weights |= {"ln_final.weight": gain(g, 32), "lm_head.weight": linear_weight(g, 97, 32)}
-    ids = torch.randint(0, 97, (2, length), generator=g)
+    ids = integers(g, 0, 97, (2, length))
     return {**{f"w.{k}": v for k, v in weights.items()}, **config, "ids": ids, "prefixes": prefixes}
 
 

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 from tests.cases.compare import close_mismatch, expect_close
 from tests.cases.core import Bundle, case
+from tests.cases.draws import generator, normal
 from tests.cases.layers import close_out, float32_atol
 
 ROPE_THETA = 10000.0
@@ -48,7 +49,7 @@ def sdpa_unmasked(adapters, inputs: Bundle) -> Bundle:
 def attention_inputs(s, rope: bool) -> Bundle:
     x = s.inputs["in_embeddings"]
     changed = x.clone()
-    changed[:, 6:] = torch.randn(changed[:, 6:].shape, generator=torch.Generator().manual_seed(5))
+    changed[:, 6:] = normal(generator(5), changed[:, 6:].shape)
     inputs = {
         **{f"{n}_proj": s.layer()[f"attn.{n}_proj.weight"] for n in ("q", "k", "v", "output")},
         "x": x,

@@ -11,6 +11,7 @@ import torch
 
 from tests.cases.compare import close_mismatch, equal_mismatch, expect_close, first_failure
 from tests.cases.core import Bundle, case
+from tests.cases.draws import generator, normal
 from tests.cases.layers import float32_atol
 
 ADAMW_ATOL = 1e-6
@@ -76,11 +77,11 @@ def check_adamw(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None
 
 
 def adamw_problem(seed: int, shapes: list[tuple[int, ...]], steps: int) -> Bundle:
-    generator = torch.Generator().manual_seed(seed)
+    rng = generator(seed)
     inputs: Bundle = {"steps": steps, "group_of": [0] * len(shapes), "groups": [{}]}
     for i, shape in enumerate(shapes):
-        inputs[f"p{i}"] = torch.randn(shape, generator=generator, dtype=torch.float64)
-        inputs[f"g{i}"] = torch.randn((steps, *shape), generator=generator, dtype=torch.float64)
+        inputs[f"p{i}"] = normal(rng, shape, torch.float64)
+        inputs[f"g{i}"] = normal(rng, (steps, *shape), torch.float64)
     inputs["defaults"] = {"lr": 0.05, "betas": [0.8, 0.9], "eps": 1e-8, "weight_decay": 0.2}
     return inputs
 
@@ -241,10 +242,10 @@ def clipping_problem(
     missing: list[int],
     shapes=((3, 4), (5,), (2, 2, 2)),
 ) -> Bundle:
-    generator = torch.Generator().manual_seed(seed)
+    rng = generator(seed)
     inputs: Bundle = {"count": len(shapes), "missing": missing, "max_norms": max_norms}
     for i, shape in enumerate(shapes):
-        inputs[f"g{i}"] = torch.randn(shape, generator=generator) * scale
+        inputs[f"g{i}"] = normal(rng, shape) * scale
     return inputs
 
 

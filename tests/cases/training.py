@@ -12,13 +12,14 @@ import torch.nn.functional as F
 
 from tests.cases.compare import close_mismatch, expect_close, first_failure
 from tests.cases.core import Bundle, case
+from tests.cases.draws import generator, integers, normal, permutation
 from tests.cases.layers import float32_atol
 
 
 def loss_problem(seed: int, shape: tuple[int, ...], scale: float = 1.0) -> Bundle:
-    generator = torch.Generator().manual_seed(seed)
-    logits = torch.randn(shape, generator=generator) * scale
-    targets = torch.randint(0, shape[-1], shape[:-1], generator=generator)
+    rng = generator(seed)
+    logits = normal(rng, shape) * scale
+    targets = integers(rng, 0, shape[-1], shape[:-1])
     return {"logits": logits, "targets": targets}
 
 
@@ -106,8 +107,7 @@ def check_windows(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | No
 
 
 def batch_problem(seed: int, size: int, batch: int, length: int, draws: int) -> Bundle:
-    generator = torch.Generator().manual_seed(seed)
-    dataset = torch.randperm(60_000, generator=generator)[:size].to(torch.int64)
+    dataset = permutation(generator(seed), 60_000)[:size]
     return {"dataset": dataset, "batch_size": batch, "context_length": length, "draws": draws}
 
 
@@ -166,17 +166,13 @@ def flat_parameters(model: torch.nn.Module) -> torch.Tensor:
 
 
 def checkpoint_problem(seed: int, saved_at: int, after: int, target: str) -> Bundle:
-    generator = torch.Generator().manual_seed(seed)
+    rng = generator(seed)
     shapes = {"0.weight": (8, 4), "0.bias": (8,), "2.weight": (2, 8), "2.bias": (2,)}
     inputs: Bundle = {"saved_at": saved_at, "after": after, "target": target}
     for prefix in ("w.", "other."):
         for name, shape in shapes.items():
-            inputs[prefix + name] = (
-                torch.randn(shape, generator=generator, dtype=torch.float64) * 0.5
-            )
-    inputs["batches"] = torch.randn(
-        (saved_at + after, 16, 4), generator=generator, dtype=torch.float64
-    )
+            inputs[prefix + name] = normal(rng, shape, torch.float64) * 0.5
+    inputs["batches"] = normal(rng, (saved_at + after, 16, 4), torch.float64)
     return inputs
 
 
