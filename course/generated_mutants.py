@@ -26,9 +26,8 @@ from pathlib import Path
 
 from course.ast_mutants import Mutant, generate
 from course.bugs import DECODING_TESTS
-from course.grade import collected_nodeids, load_rubric, test_files_for
 from course.handout import REPO_ROOT
-from course.mutants import make_copy
+from course.mutants import SELECT, collected_nodeids, make_copy, test_files_for
 
 EQUIVALENTS = Path(__file__).with_name("equivalent_mutants.toml")
 MANIFEST = Path(__file__).with_name("handout_manifest.toml")
@@ -82,7 +81,7 @@ def selection(module: str) -> str:
     tests = MODULE_TESTS[module]
     if isinstance(tests, str):
         return tests
-    components = {c.name: c.select for c in load_rubric()[0]}
+    components = dict(SELECT)
     return " or ".join(f"({components[name]})" for name in tests)
 
 
