@@ -407,12 +407,26 @@ def _rope_theta(hf_config: Any) -> float:
     return float(parameters.get("rope_theta", getattr(hf_config, "rope_theta", 10000.0)))
 
 
+def family_of(config: VariantConfig) -> str:
+    """The first HF family (in ``FAMILIES`` order) whose layout ``config`` describes."""
+    for family in FAMILIES:
+        if _describes(config, family):
+            return family
+    raise ValueError(f"no HF family ({', '.join(FAMILIES)}) describes this model: {config}")
+
+
 def _check_family(config: VariantConfig, family: str) -> None:
     if family not in FAMILIES:
         raise ValueError(f"unsupported family {family!r}; expected one of {FAMILIES}")
+    if not _describes(config, family):
+        raise ValueError(f"this VariantConfig does not describe a {family!r} model: {config}")
+
+
+def _describes(config: VariantConfig, family: str) -> bool:
     expected = {
         "gpt2": config.position_encoding == "learned"
         and config.norm == "layernorm"
+        and config.ffn == "gelu"
         and config.bias,
         "deepseek_v2": config.attention == "mla" and config.ffn == "swiglu",
         "deepseek_v3": config.attention == "mla" and config.ffn == "swiglu",
@@ -421,8 +435,14 @@ def _check_family(config: VariantConfig, family: str) -> None:
         "qwen3_moe": config.ffn == "moe" and config.qk_norm,
         "mixtral": config.ffn == "moe" and not config.qk_norm and config.normalize_topk,
     }[family]
-    if not expected or config.norm_placement != "pre":
-        raise ValueError(f"this VariantConfig does not describe a {family!r} model: {config}")
+    # HF's RMSNorm + RoPE families have no biases and no per-expert capacity.
+    llama_like = (
+        config.position_encoding == "rope"
+        and config.norm == "rmsnorm"
+        and not config.bias
+        and config.capacity_factor is None
+    )
+    return expected and config.norm_placement == "pre" and (family == "gpt2" or llama_like)
 
 
 def _require(condition: bool, message: str) -> None:
