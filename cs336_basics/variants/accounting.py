@@ -119,10 +119,11 @@ def _dense_parameter_counts(config: VariantConfig) -> dict[str, int]:
     d, d_ff, kv = config.d_model, config.d_ff, _kv_width(config)
     norm_size = d * (2 if config.norm == "layernorm" else 1)  # gain, plus a bias for LayerNorm
     layer_norms = 0 if config.norm_placement == "none" else 2 * norm_size
-    attention = d * d + 2 * d * kv + d * d
+    q = config.num_heads * config.d_head  # d, unless head_dim decouples the heads
+    attention = d * q + 2 * d * kv + q * d
     ffn = _ffn_matrices(config) * d * d_ff
     if config.bias:  # attention projections and the two-matrix MLPs (SwiGLU stays bias-free)
-        attention += d + 2 * kv + d
+        attention += q + 2 * kv + d
         ffn += 0 if config.ffn == "swiglu" else d_ff + d
     if config.qk_norm:
         attention += 2 * config.d_head
@@ -143,13 +144,14 @@ def _dense_parameter_counts(config: VariantConfig) -> dict[str, int]:
 def _dense_forward_flops(config: VariantConfig, batch_size: int, T: int) -> dict[str, int]:
     tokens = batch_size * T
     d, layers = config.d_model, config.num_layers
+    q = config.num_heads * config.d_head  # d, unless head_dim decouples the heads
     flops = {
-        "q_proj": 2 * tokens * d * d,
+        "q_proj": 2 * tokens * d * q,
         "k_proj": 2 * tokens * d * _kv_width(config),
         "v_proj": 2 * tokens * d * _kv_width(config),
-        "output_proj": 2 * tokens * d * d,
-        "attention_scores": 2 * batch_size * T * T * d,  # Q K^T: every head, every (query, key)
-        "attention_values": 2 * batch_size * T * T * d,  # softmax(...) V
+        "output_proj": 2 * tokens * q * d,
+        "attention_scores": 2 * batch_size * T * T * q,  # Q K^T: every head, every (query, key)
+        "attention_values": 2 * batch_size * T * T * q,  # softmax(...) V
         "ffn": 2 * tokens * d * config.d_ff * _ffn_matrices(config),
     }
     flops = {name: layers * value for name, value in flops.items()}
@@ -162,10 +164,10 @@ def _dense_activation_counts(config: VariantConfig, batch_size: int, T: int) -> 
     gated = config.ffn == "swiglu"
     per_layer = {
         "norms": 0 if config.norm_placement == "none" else 2 * tokens * d,
-        "qkv_projections": tokens * (d + 2 * _kv_width(config)),
+        "qkv_projections": tokens * (h * config.d_head + 2 * _kv_width(config)),
         "attention_scores": batch_size * h * T * T,
         "attention_softmax": batch_size * h * T * T,
-        "attention_values": tokens * d,
+        "attention_values": tokens * h * config.d_head,
         "output_proj": tokens * d,
         # W1 x and its activation, W3 x and the gate product when gated, then W2's output
         "ffn": tokens * d_ff * (4 if gated else 2) + tokens * d,

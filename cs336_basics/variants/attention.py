@@ -65,6 +65,8 @@ class GroupedQueryAttention(CachingAttention):
     """Multi-head self-attention whose ``num_kv_heads`` key/value heads are shared by groups of
     query heads: query head ``h`` reads key/value head ``h // (num_heads / num_kv_heads)``.
 
+    ``head_dim`` (default ``d_model / num_heads``) is the width of every head; the query and
+    output projections map between ``d_model`` and ``num_heads * head_dim``.
     ``num_kv_heads = num_heads`` is the handout's multi-head attention (same state dict), ``1``
     multi-query attention. Options: ``qk_norm`` (RMSNorms ``q_norm`` and ``k_norm``, one gain per
     head dim, on every query and key head before RoPE; Qwen3), ``bias`` on all four projections,
@@ -86,17 +88,18 @@ class GroupedQueryAttention(CachingAttention):
         bias: bool = False,
         causal: bool = True,
         fused: bool = False,
+        head_dim: int | None = None,
     ) -> None:
         super().__init__()
         self.num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        self.d_k = d_model // num_heads
+        self.d_k = d_model // num_heads if head_dim is None else head_dim
         self.causal = causal
         self.attend = fused_attention if fused else reference_attention
-        d_kv = self.num_kv_heads * self.d_k
-        self.q_proj = linear_layer(d_model, d_model, bias, device=device, dtype=dtype)
+        d_q, d_kv = num_heads * self.d_k, self.num_kv_heads * self.d_k
+        self.q_proj = linear_layer(d_model, d_q, bias, device=device, dtype=dtype)
         self.k_proj = linear_layer(d_model, d_kv, bias, device=device, dtype=dtype)
         self.v_proj = linear_layer(d_model, d_kv, bias, device=device, dtype=dtype)
-        self.output_proj = linear_layer(d_model, d_model, bias, device=device, dtype=dtype)
+        self.output_proj = linear_layer(d_q, d_model, bias, device=device, dtype=dtype)
         if qk_norm:
             self.q_norm = RMSNorm(self.d_k, norm_eps, device=device, dtype=dtype)
             self.k_norm = RMSNorm(self.d_k, norm_eps, device=device, dtype=dtype)

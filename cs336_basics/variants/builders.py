@@ -100,6 +100,7 @@ def attention(
         norm_eps=config.norm_eps,
         bias=config.bias,
         fused=config.fused_attention,
+        head_dim=config.d_head,
     )
 
 

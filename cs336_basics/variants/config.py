@@ -42,6 +42,9 @@ class VariantConfig(ModelConfig):
       token going to its ``top_k`` by router softmax (renormalised over the top k when
       ``normalize_topk``); ``capacity_factor`` (``None``: unlimited) caps the tokens per expert,
       and the load-balancing loss is scaled by ``aux_loss_coef``.
+    - ``head_dim``: the width of every query, key and value head (``None``: ``d_model /
+      num_heads``); set, it decouples the heads from ``d_model`` (Qwen3, Gemma): the query and
+      output projections are ``d_model x num_heads * head_dim``.
     - ``num_kv_heads``: key/value heads shared by groups of query heads (``None``: one per query
       head; fewer: grouped-query attention; ``1``: multi-query). ``qk_norm``: RMSNorm on every
       query and key head before RoPE (Qwen3). ``bias``: biases on the attention and two-matrix
@@ -59,6 +62,7 @@ class VariantConfig(ModelConfig):
     ffn: FeedForwardKind = "swiglu"
     norm: NormKind = "rmsnorm"
     num_kv_heads: int | None = None
+    head_dim: int | None = None
     qk_norm: bool = False
     bias: bool = False
     tie_embeddings: bool = False
@@ -95,6 +99,8 @@ class VariantConfig(ModelConfig):
             self._check_moe()
 
     def _check_attention(self) -> None:
+        if self.head_dim is not None:
+            check_positive("head_dim", self.head_dim)
         if self.num_kv_heads is not None:
             check_positive("num_kv_heads", self.num_kv_heads)
             if self.num_heads % self.num_kv_heads != 0:
@@ -104,10 +110,15 @@ class VariantConfig(ModelConfig):
                 )
 
     def _check_mla(self) -> None:
-        if self.num_kv_heads not in (None, self.num_heads) or self.qk_norm or self.bias:
+        if (
+            self.num_kv_heads not in (None, self.num_heads)
+            or self.qk_norm
+            or self.bias
+            or self.head_dim is not None
+        ):
             raise ValueError(
                 "attention='mla' has its own key/value compression and no biases: "
-                "leave num_kv_heads unset and qk_norm and bias off"
+                "leave num_kv_heads and head_dim unset and qk_norm and bias off"
             )
         if self.fused_attention:
             raise ValueError("attention='mla' has no fused kernel: leave fused_attention off")
@@ -139,6 +150,11 @@ class VariantConfig(ModelConfig):
     @property
     def uses_rope_heads(self) -> bool:
         return self.position_encoding == "rope" and self.attention == "mha"
+
+    @property
+    def d_head(self) -> int:
+        """Width of a query/key/value head: ``head_dim``, or ``d_model / num_heads`` when unset."""
+        return self.d_model // self.num_heads if self.head_dim is None else self.head_dim
 
     @property
     def kv_heads(self) -> int:

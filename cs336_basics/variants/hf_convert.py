@@ -371,17 +371,12 @@ def _deepseek_config(hf_config: Any, shape: dict[str, Any]) -> VariantConfig:
 
 
 def _attention_heads(hf_config: Any, family: str) -> dict[str, Any]:
-    head_dim = (
-        getattr(hf_config, "head_dim", None)
-        or hf_config.hidden_size // hf_config.num_attention_heads
-    )
-    _require(
-        head_dim * hf_config.num_attention_heads == hf_config.hidden_size,
-        f"head_dim={head_dim} times num_attention_heads must equal "
-        f"hidden_size={hf_config.hidden_size}",
-    )
+    default = hf_config.hidden_size // hf_config.num_attention_heads
+    head_dim = getattr(hf_config, "head_dim", None) or default
     return dict(
-        num_kv_heads=hf_config.num_key_value_heads, qk_norm=family in ("qwen3", "qwen3_moe")
+        num_kv_heads=hf_config.num_key_value_heads,
+        qk_norm=family in ("qwen3", "qwen3_moe"),
+        head_dim=None if head_dim == default else head_dim,
     )
 
 
