@@ -25,6 +25,7 @@ from cs336_basics.variants.mla import MultiHeadLatentAttention
 from cs336_basics.variants.model import VariantTransformerLM
 from cs336_basics.variants.moe import MixtureOfExperts
 from cs336_basics.variants.positional import SinusoidalPositionalEncoding
+from cs336_basics.variants.rope_scaling import rotary_embedding
 
 Device = torch.device | str | None
 
@@ -37,8 +38,8 @@ def build_variant_model(
     position_embeddings = position_embedding(config, device, dtype)
     rope = None
     if config.position_encoding == "rope" and config.attention == "mha":
-        rope = RotaryPositionalEmbedding(
-            config.rope_theta, config.d_head, config.context_length, device=device
+        rope = rotary_embedding(
+            config.rope_theta, config.d_head, config.context_length, config.rope_scaling, device
         )
     layers = [variant_block(config, rope, device, dtype) for _ in range(config.num_layers)]
     ln_final = norm(config, device, dtype) if config.norm_placement == "pre" else nn.Identity()

@@ -7,7 +7,7 @@ Validation happens here, once, for every variant field (``ModelConfig`` checks t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from cs336_basics.config import ModelConfig, check_positive
 
@@ -24,6 +24,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "ffn": ("swiglu", "silu", "gelu", "relu", "moe"),
     "attention": ("mha", "mla"),
 }
+OPTIONAL_FIELDS = ("head_dim", "rope_scaling")
 _FLAGS = ("qk_norm", "bias", "tie_embeddings", "normalize_topk", "fused_attention")
 
 
@@ -45,6 +46,8 @@ class VariantConfig(ModelConfig):
     - ``head_dim``: the width of every query, key and value head (``None``: ``d_model /
       num_heads``); set, it decouples the heads from ``d_model`` (Qwen3, Gemma): the query and
       output projections are ``d_model x num_heads * head_dim``.
+    - ``rope_scaling``: ``None``, or RoPE frequency scaling as released long-context models
+      use it, ``{"rope_type": "linear" | "llama3", ...}`` (see ``rope_scaling.py``).
     - ``num_kv_heads``: key/value heads shared by groups of query heads (``None``: one per query
       head; fewer: grouped-query attention; ``1``: multi-query). ``qk_norm``: RMSNorm on every
       query and key head before RoPE (Qwen3). ``bias``: biases on the attention and two-matrix
@@ -63,6 +66,7 @@ class VariantConfig(ModelConfig):
     norm: NormKind = "rmsnorm"
     num_kv_heads: int | None = None
     head_dim: int | None = None
+    rope_scaling: dict[str, Any] | None = None
     qk_norm: bool = False
     bias: bool = False
     tie_embeddings: bool = False
@@ -99,6 +103,12 @@ class VariantConfig(ModelConfig):
             self._check_moe()
 
     def _check_attention(self) -> None:
+        if self.rope_scaling is not None:
+            from cs336_basics.variants.rope_scaling import check_rope_scaling
+
+            if self.attention == "mla" or self.position_encoding != "rope":
+                raise ValueError("rope_scaling needs position_encoding='rope' and attention='mha'")
+            check_rope_scaling(self.rope_scaling)
         if self.head_dim is not None:
             check_positive("head_dim", self.head_dim)
         if self.num_kv_heads is not None:
@@ -146,6 +156,15 @@ class VariantConfig(ModelConfig):
             )
         if self.aux_loss_coef < 0:
             raise ValueError(f"aux_loss_coef must be non-negative; got {self.aux_loss_coef}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields, except the published-architecture ones (``OPTIONAL_FIELDS``) when unset:
+        configs written before those existed still read back and write back byte for byte."""
+        data = super().to_dict()
+        for name in OPTIONAL_FIELDS:
+            if data[name] is None:
+                del data[name]
+        return data
 
     @property
     def uses_rope_heads(self) -> bool:

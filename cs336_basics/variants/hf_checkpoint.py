@@ -138,7 +138,9 @@ def hf_config_dict(config: VariantConfig, family: str) -> dict[str, Any]:
         max_position_embeddings=config.context_length,
         rms_norm_eps=config.norm_eps,
         rope_theta=config.rope_theta,
-        rope_parameters={"rope_type": "default", "rope_theta": config.rope_theta},
+        rope_parameters={"rope_type": "default"}
+        | (config.rope_scaling or {})
+        | {"rope_theta": config.rope_theta},
         hidden_act="silu",
         attention_bias=False,
         head_dim=config.d_head,

@@ -344,7 +344,7 @@ def _llama_like_shape(hf_config: Any, context_length: int | None) -> dict[str, A
         num_layers=hf_config.num_hidden_layers,
         num_heads=hf_config.num_attention_heads,
         d_ff=hf_config.intermediate_size,
-        rope_theta=_rope_theta(hf_config),
+        **_rope(hf_config),
         norm_eps=hf_config.rms_norm_eps,
         tie_embeddings=bool(hf_config.tie_word_embeddings),
     )
@@ -395,11 +395,13 @@ def _qwen3_moe_experts(hf_config: Any) -> dict[str, Any]:
     )
 
 
-def _rope_theta(hf_config: Any) -> float:
-    parameters = getattr(hf_config, "rope_parameters", None) or {}
-    if parameters.get("rope_type", "default") != "default":
-        raise ValueError(f"RoPE scaling {parameters['rope_type']!r} is not supported")
-    return float(parameters.get("rope_theta", getattr(hf_config, "rope_theta", 10000.0)))
+def _rope(hf_config: Any) -> dict[str, Any]:
+    """``rope_theta`` and ``rope_scaling`` (checked by ``VariantConfig``) of an HF config."""
+    parameters = dict(getattr(hf_config, "rope_parameters", None) or {})
+    theta = float(parameters.pop("rope_theta", getattr(hf_config, "rope_theta", 10000.0)))
+    if parameters.get("rope_type", "default") == "default":
+        return dict(rope_theta=theta)
+    return dict(rope_theta=theta, rope_scaling=parameters)
 
 
 def family_of(config: VariantConfig) -> str:

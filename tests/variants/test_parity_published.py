@@ -4,6 +4,7 @@ family built from its HF config class: few layers and small widths, but the real
 
 from __future__ import annotations
 
+import pytest
 import torch
 import transformers
 
@@ -12,9 +13,10 @@ from ..adapters import (
     run_config_from_hf,
     run_from_hf,
     run_generate_variant,
+    run_transformer_lm_variant,
     run_variant_accounting,
 )
-from .test_parity_hf import LLAMA, hf_model, max_logit_error, token_ids
+from .test_parity_hf import LLAMA, SHAPE, hf_model, max_logit_error, token_ids
 
 TOLERANCE = 1e-4
 
@@ -47,3 +49,48 @@ def test_decoupled_head_dim_llama_with_tied_embeddings() -> None:
     assert (config["head_dim"], config["tie_embeddings"]) == (4, True)
     assert max_logit_error(hf, config, "llama") < TOLERANCE
     assert_greedy_tokens_equal(hf, config, "llama")
+
+
+LLAMA_3_2_ROPE = dict(  # Llama-3.2's published rope_scaling
+    rope_type="llama3",
+    factor=32.0,
+    low_freq_factor=1.0,
+    high_freq_factor=4.0,
+    original_max_position_embeddings=8192,
+)
+
+
+@pytest.mark.parametrize(
+    "scaling", [LLAMA_3_2_ROPE, dict(rope_type="linear", factor=4.0)], ids=["llama3", "linear"]
+)
+def test_rope_scaling_llama(scaling: dict) -> None:
+    shape = {k: v for k, v in LLAMA.items() if k != "rope_theta"}
+    shape |= dict(max_position_embeddings=256, hidden_size=64, num_attention_heads=2)
+    rope = dict(scaling, rope_theta=500000.0)
+    hf = hf_model(transformers.LlamaConfig, **shape, rope_parameters=rope)
+    config = run_config_from_hf(hf.config)
+    assert config["rope_scaling"] == scaling
+    ids = token_ids(seq=200)
+    with torch.no_grad():
+        reference = hf(ids).logits
+        ours = run_transformer_lm_variant(
+            config, run_from_hf(hf.state_dict(), config, "llama"), ids
+        )
+        unscaled = {**config, "rope_scaling": None}
+        plain = run_transformer_lm_variant(
+            unscaled, run_from_hf(hf.state_dict(), unscaled, "llama"), ids
+        )
+    assert (ours - reference).abs().max() < TOLERANCE
+    assert (plain - reference).abs().max() > 100 * TOLERANCE  # the scaling matters here
+    assert_greedy_tokens_equal(hf, config, "llama")
+
+
+def test_unsupported_rope_scaling_is_refused_by_name() -> None:
+    yarn = dict(
+        rope_type="yarn", rope_theta=10000.0, factor=4.0, original_max_position_embeddings=8
+    )
+    with pytest.raises(ValueError, match=r"yarn.*supported.*linear.*llama3"):
+        run_config_from_hf(transformers.LlamaConfig(**SHAPE, rope_parameters=yarn))
+    odd = dict(rope_type="linear", rope_theta=10000.0, factor=2.0, beta_fast=3)
+    with pytest.raises(ValueError, match="beta_fast"):
+        run_config_from_hf(transformers.LlamaConfig(**SHAPE, rope_parameters=odd))
