@@ -6,8 +6,9 @@ optionally a byte-level BPE tokenizer as ``tokenizer.json`` (HF ``tokenizers``) 
 ``vocab.json`` + ``merges.txt`` (GPT-2 format). ``hf_convert`` does the renaming; this module
 reads and writes the files and checks them, naming the file and the field of every problem.
 
-The config is parsed by ``transformers.AutoConfig`` (so its defaults and legacy fields apply),
-from the local directory only: nothing is downloaded.
+The config is parsed by ``transformers.AutoConfig`` (so its defaults and legacy fields apply;
+reading a directory therefore needs ``transformers`` installed, writing one does not), from the
+local directory only: nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -23,7 +24,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from cs336_basics.errors import InputError, MissingInputError, OutputExistsError
+from cs336_basics.errors import (
+    InputError,
+    MissingDependencyError,
+    MissingInputError,
+    OutputExistsError,
+)
 from cs336_basics.tokenizer import Tokenizer
 from cs336_basics.tokenizer_files import string_to_token
 from cs336_basics.variants.builders import build_variant_model
@@ -190,8 +196,13 @@ def _read_config(directory: Path) -> Any:
         raise InputError(
             f"{path}: model_type {model_type!r} is not supported; use one of {FAMILIES}"
         )
-    from transformers import AutoConfig
-
+    try:
+        from transformers import AutoConfig
+    except ImportError as error:
+        raise MissingDependencyError(
+            f"reading {path} needs the transformers package (its config defaults): "
+            "pip install transformers (or uv sync, which installs the dev group)"
+        ) from error
     return AutoConfig.from_pretrained(directory, local_files_only=True)
 
 
