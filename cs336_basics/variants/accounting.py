@@ -125,6 +125,8 @@ def _dense_parameter_counts(config: VariantConfig) -> dict[str, int]:
     if config.bias:  # attention projections and the two-matrix MLPs (SwiGLU stays bias-free)
         attention += q + 2 * kv + d
         ffn += 0 if config.ffn == "swiglu" else d_ff + d
+    if config.qkv_bias and not config.bias:
+        attention += q + 2 * kv
     if config.qk_norm:
         attention += 2 * config.d_head
     counts = {

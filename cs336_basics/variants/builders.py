@@ -100,6 +100,7 @@ def attention(
         qk_norm=config.qk_norm,
         norm_eps=config.norm_eps,
         bias=config.bias,
+        qkv_bias=config.qkv_bias,
         fused=config.fused_attention,
         head_dim=config.d_head,
     )

@@ -24,8 +24,8 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "ffn": ("swiglu", "silu", "gelu", "relu", "moe"),
     "attention": ("mha", "mla"),
 }
-OPTIONAL_FIELDS = ("head_dim", "rope_scaling")
-_FLAGS = ("qk_norm", "bias", "tie_embeddings", "normalize_topk", "fused_attention")
+OPTIONAL_FIELDS = ("head_dim", "rope_scaling", "qkv_bias")
+_FLAGS = ("qk_norm", "bias", "qkv_bias", "tie_embeddings", "normalize_topk", "fused_attention")
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,8 @@ class VariantConfig(ModelConfig):
     - ``num_kv_heads``: key/value heads shared by groups of query heads (``None``: one per query
       head; fewer: grouped-query attention; ``1``: multi-query). ``qk_norm``: RMSNorm on every
       query and key head before RoPE (Qwen3). ``bias``: biases on the attention and two-matrix
-      MLP projections (GPT-2). ``tie_embeddings``: the LM head reuses the token embeddings.
+      MLP projections (GPT-2); ``qkv_bias``: biases on the query, key and value
+      projections only (Qwen2). ``tie_embeddings``: the LM head reuses the token embeddings.
     - ``attention="mla"``: multi-head latent attention (DeepSeek-V2): keys and values from a
       ``kv_lora_rank`` latent, queries from a ``q_lora_rank`` latent (``None``: full rank);
       ``qk_nope_head_dim`` position-free plus ``qk_rope_head_dim`` rotated query/key dims per
@@ -69,6 +70,7 @@ class VariantConfig(ModelConfig):
     rope_scaling: dict[str, Any] | None = None
     qk_norm: bool = False
     bias: bool = False
+    qkv_bias: bool = False
     tie_embeddings: bool = False
     num_experts: int = 8
     top_k: int = 2
@@ -124,6 +126,7 @@ class VariantConfig(ModelConfig):
             self.num_kv_heads not in (None, self.num_heads)
             or self.qk_norm
             or self.bias
+            or self.qkv_bias
             or self.head_dim is not None
         ):
             raise ValueError(
@@ -158,11 +161,11 @@ class VariantConfig(ModelConfig):
             raise ValueError(f"aux_loss_coef must be non-negative; got {self.aux_loss_coef}")
 
     def to_dict(self) -> dict[str, Any]:
-        """All fields, except the published-architecture ones (``OPTIONAL_FIELDS``) when unset:
-        configs written before those existed still read back and write back byte for byte."""
+        """All fields, except the published-architecture ones (``OPTIONAL_FIELDS``) at their
+        defaults: configs written before those existed still write back byte for byte."""
         data = super().to_dict()
         for name in OPTIONAL_FIELDS:
-            if data[name] is None:
+            if data[name] == getattr(VariantConfig, name):
                 del data[name]
         return data
 

@@ -39,6 +39,7 @@ from cs336_basics.variants.model import VariantTransformerLM
 
 ARCHITECTURES = {
     "llama": "LlamaForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM",
     "qwen3_moe": "Qwen3MoeForCausalLM",
     "mixtral": "MixtralForCausalLM",

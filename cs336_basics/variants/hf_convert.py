@@ -4,6 +4,7 @@ Supported families (``model_type`` of the HF config), with the variant each one 
 
 =============  ============================================================================
 ``llama``      RoPE, grouped-query attention, SwiGLU, RMSNorm (``LlamaForCausalLM``)
+``qwen2``      the same plus query/key/value biases (``Qwen2ForCausalLM``)
 ``qwen3``      the same plus QK-norm (``Qwen3ForCausalLM``)
 ``qwen3_moe``  QK-norm + mixture of SwiGLU experts (``Qwen3MoeForCausalLM``)
 ``mixtral``    mixture of experts with renormalised top-k (``MixtralForCausalLM``)
@@ -43,7 +44,7 @@ from torch import Tensor
 
 from cs336_basics.variants.config import VariantConfig
 
-FAMILIES = ("llama", "qwen3", "qwen3_moe", "mixtral", "deepseek_v2", "deepseek_v3", "gpt2")
+FAMILIES = ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "deepseek_v2", "deepseek_v3", "gpt2")
 MLA_FAMILIES = ("deepseek_v2", "deepseek_v3")
 
 
@@ -117,6 +118,10 @@ def _layer_to_hf(ours: dict[str, Tensor], config: VariantConfig, family: str) ->
         hf["self_attn.q_proj.weight"] = interleaved_to_half(ours["attn.q_proj.weight"], d)
         hf["self_attn.k_proj.weight"] = interleaved_to_half(ours["attn.k_proj.weight"], d)
         hf["self_attn.v_proj.weight"] = ours["attn.v_proj.weight"]
+        if config.qkv_bias:
+            hf["self_attn.q_proj.bias"] = interleaved_to_half(ours["attn.q_proj.bias"], d)
+            hf["self_attn.k_proj.bias"] = interleaved_to_half(ours["attn.k_proj.bias"], d)
+            hf["self_attn.v_proj.bias"] = ours["attn.v_proj.bias"]
         if config.qk_norm:
             hf["self_attn.q_norm.weight"] = interleaved_to_half(ours["attn.q_norm.weight"], d)
             hf["self_attn.k_norm.weight"] = interleaved_to_half(ours["attn.k_norm.weight"], d)
@@ -152,6 +157,10 @@ def _layer_from_hf(hf: dict[str, Tensor], config: VariantConfig, family: str) ->
         ours["attn.q_proj.weight"] = half_to_interleaved(hf["self_attn.q_proj.weight"], d)
         ours["attn.k_proj.weight"] = half_to_interleaved(hf["self_attn.k_proj.weight"], d)
         ours["attn.v_proj.weight"] = hf["self_attn.v_proj.weight"]
+        if config.qkv_bias:
+            ours["attn.q_proj.bias"] = half_to_interleaved(hf["self_attn.q_proj.bias"], d)
+            ours["attn.k_proj.bias"] = half_to_interleaved(hf["self_attn.k_proj.bias"], d)
+            ours["attn.v_proj.bias"] = hf["self_attn.v_proj.bias"]
         if config.qk_norm:
             ours["attn.q_norm.weight"] = half_to_interleaved(hf["self_attn.q_norm.weight"], d)
             ours["attn.k_norm.weight"] = half_to_interleaved(hf["self_attn.k_norm.weight"], d)
@@ -337,6 +346,8 @@ def _llama_like_shape(hf_config: Any, context_length: int | None) -> dict[str, A
         not getattr(hf_config, "attention_bias", False), "attention_bias=True is not supported"
     )
     _require(not getattr(hf_config, "mlp_bias", False), "mlp_bias=True is not supported")
+    window = getattr(hf_config, "sliding_window", None)
+    _require(window is None, f"sliding_window={window} (sliding-window attention) is not supported")
     return dict(
         vocab_size=hf_config.vocab_size,
         context_length=context_length or hf_config.max_position_embeddings,
@@ -376,6 +387,7 @@ def _attention_heads(hf_config: Any, family: str) -> dict[str, Any]:
     return dict(
         num_kv_heads=hf_config.num_key_value_heads,
         qk_norm=family in ("qwen3", "qwen3_moe"),
+        qkv_bias=family == "qwen2",
         head_dim=None if head_dim == default else head_dim,
     )
 
@@ -428,6 +440,7 @@ def _describes(config: VariantConfig, family: str) -> bool:
         "deepseek_v2": config.attention == "mla" and config.ffn == "swiglu",
         "deepseek_v3": config.attention == "mla" and config.ffn == "swiglu",
         "llama": config.attention == "mha" and config.ffn == "swiglu" and not config.qk_norm,
+        "qwen2": config.attention == "mha" and config.ffn == "swiglu" and not config.qk_norm,
         "qwen3": config.attention == "mha" and config.ffn == "swiglu" and config.qk_norm,
         "qwen3_moe": config.ffn == "moe" and config.qk_norm,
         "mixtral": config.ffn == "moe" and not config.qk_norm and config.normalize_topk,
@@ -437,6 +450,7 @@ def _describes(config: VariantConfig, family: str) -> bool:
         config.position_encoding == "rope"
         and config.norm == "rmsnorm"
         and not config.bias
+        and config.qkv_bias == (family == "qwen2")
         and config.capacity_factor is None
     )
     return expected and config.norm_placement == "pre" and (family == "gpt2" or llama_like)

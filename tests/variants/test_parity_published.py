@@ -94,3 +94,15 @@ def test_unsupported_rope_scaling_is_refused_by_name() -> None:
     odd = dict(rope_type="linear", rope_theta=10000.0, factor=2.0, beta_fast=3)
     with pytest.raises(ValueError, match="beta_fast"):
         run_config_from_hf(transformers.LlamaConfig(**SHAPE, rope_parameters=odd))
+
+
+def test_qkv_bias_qwen2() -> None:
+    hf = hf_model(transformers.Qwen2Config, **LLAMA)
+    config = run_config_from_hf(hf.config)
+    assert config["qkv_bias"] and not config["bias"]
+    assert max_logit_error(hf, config, "qwen2") < TOLERANCE
+    assert_greedy_tokens_equal(hf, config, "qwen2")
+    counts = run_variant_accounting(config, batch_size=1, seq_len=8)["parameters"]
+    assert sum(counts.values()) == sum(p.numel() for p in hf.parameters())
+    with pytest.raises(ValueError, match="sliding_window"):
+        run_config_from_hf(transformers.Qwen2Config(**LLAMA, use_sliding_window=True))
