@@ -47,7 +47,7 @@ class VariantConfig(ModelConfig):
       num_heads``); set, it decouples the heads from ``d_model`` (Qwen3, Gemma): the query and
       output projections are ``d_model x num_heads * head_dim``.
     - ``rope_scaling``: ``None``, or RoPE frequency scaling as released long-context models
-      use it, ``{"rope_type": "linear" | "llama3", ...}`` (see ``rope_scaling.py``).
+      use it, ``{"rope_type": "linear" | "llama3" | "yarn", ...}`` (see ``rope_scaling.py``).
     - ``num_kv_heads``: key/value heads shared by groups of query heads (``None``: one per query
       head; fewer: grouped-query attention; ``1``: multi-query). ``qk_norm``: RMSNorm on every
       query and key head before RoPE (Qwen3). ``bias``: biases on the attention and two-matrix

@@ -409,7 +409,8 @@ def _qwen3_moe_experts(hf_config: Any) -> dict[str, Any]:
 
 def _rope(hf_config: Any) -> dict[str, Any]:
     """``rope_theta`` and ``rope_scaling`` (checked by ``VariantConfig``) of an HF config."""
-    parameters = dict(getattr(hf_config, "rope_parameters", None) or {})
+    given = getattr(hf_config, "rope_parameters", None) or {}
+    parameters = {name: value for name, value in given.items() if value is not None}
     theta = float(parameters.pop("rope_theta", getattr(hf_config, "rope_theta", 10000.0)))
     if parameters.get("rope_type", "default") == "default":
         return dict(rope_theta=theta)

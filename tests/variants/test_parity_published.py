@@ -60,8 +60,14 @@ LLAMA_3_2_ROPE = dict(  # Llama-3.2's published rope_scaling
 )
 
 
+QWEN_YARN = dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=32768)
+MSCALE_YARN = dict(QWEN_YARN, mscale=1.0, mscale_all_dim=0.5, beta_fast=16)  # factor != 1
+
+
 @pytest.mark.parametrize(
-    "scaling", [LLAMA_3_2_ROPE, dict(rope_type="linear", factor=4.0)], ids=["llama3", "linear"]
+    "scaling",
+    [LLAMA_3_2_ROPE, dict(rope_type="linear", factor=4.0), QWEN_YARN, MSCALE_YARN],
+    ids=["llama3", "linear", "yarn", "yarn_mscale"],
 )
 def test_rope_scaling_llama(scaling: dict) -> None:
     shape = {k: v for k, v in LLAMA.items() if k != "rope_theta"}
@@ -86,11 +92,9 @@ def test_rope_scaling_llama(scaling: dict) -> None:
 
 
 def test_unsupported_rope_scaling_is_refused_by_name() -> None:
-    yarn = dict(
-        rope_type="yarn", rope_theta=10000.0, factor=4.0, original_max_position_embeddings=8
-    )
-    with pytest.raises(ValueError, match=r"yarn.*supported.*linear.*llama3"):
-        run_config_from_hf(transformers.LlamaConfig(**SHAPE, rope_parameters=yarn))
+    dynamic = dict(rope_type="dynamic", rope_theta=10000.0, factor=4.0)
+    with pytest.raises(ValueError, match=r"dynamic.*supported.*linear.*llama3.*yarn"):
+        run_config_from_hf(transformers.LlamaConfig(**SHAPE, rope_parameters=dynamic))
     odd = dict(rope_type="linear", rope_theta=10000.0, factor=2.0, beta_fast=3)
     with pytest.raises(ValueError, match="beta_fast"):
         run_config_from_hf(transformers.LlamaConfig(**SHAPE, rope_parameters=odd))
