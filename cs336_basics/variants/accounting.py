@@ -22,9 +22,17 @@ def _dense_mha(config: VariantConfig) -> VariantConfig:
     return dataclasses.replace(
         config,
         ffn="swiglu" if config.ffn == "moe" else config.ffn,
+        dense_layers=None,
+        dense_d_ff=None,
         attention="mha",
         position_encoding="none" if config.attention == "mla" else config.position_encoding,
     )
+
+
+def _moe_and_dense_layers(config: VariantConfig) -> tuple[int, int]:
+    """How many layers have the mixture of experts, and how many a dense SwiGLU instead."""
+    dense = len(set(config.dense_layers or ()))
+    return config.num_layers - dense, dense
 
 
 def _mla_query_width(config: VariantConfig) -> int:
@@ -57,8 +65,11 @@ def parameter_counts(config: VariantConfig) -> dict[str, int]:
         norms = config.kv_lora_rank + (config.q_lora_rank or 0)  # kv_norm and q_norm gains
         counts["attention"] = layers * (sum(_mla_projection_sizes(config).values()) + norms)
     if config.ffn == "moe":
-        counts["ffn"] = layers * config.num_experts * 3 * d * config.d_ff
-        counts["router"] = layers * config.num_experts * d
+        moe, dense = _moe_and_dense_layers(config)
+        counts["ffn"] = moe * config.num_experts * 3 * d * config.d_ff + dense * 3 * d * (
+            config.dense_d_ff or 0
+        )
+        counts["router"] = moe * config.num_experts * d
     return counts
 
 
@@ -84,8 +95,15 @@ def forward_flops(config: VariantConfig, batch_size: int, seq_len: int) -> dict[
         per_layer["attention_values"] = 2 * pairs * config.mla_v_dim
         flops |= {name: layers * value for name, value in per_layer.items()}
     if config.ffn == "moe":
-        flops["ffn"] = layers * 2 * tokens * config.top_k * 3 * d * config.d_ff
-        flops["router"] = layers * 2 * tokens * d * config.num_experts
+        moe, dense = _moe_and_dense_layers(config)
+        flops["ffn"] = (
+            2
+            * tokens
+            * 3
+            * d
+            * (moe * config.top_k * config.d_ff + dense * (config.dense_d_ff or 0))
+        )
+        flops["router"] = moe * 2 * tokens * d * config.num_experts
     return flops
 
 
@@ -100,9 +118,10 @@ def activation_counts(config: VariantConfig, batch_size: int, seq_len: int) -> d
         counts["attention_values"] = layers * tokens * h * config.mla_v_dim
     if config.ffn == "moe":
         routed = tokens * config.top_k
-        counts["ffn"] = layers * (
+        moe, dense = _moe_and_dense_layers(config)
+        counts["ffn"] = moe * (
             routed * (4 * config.d_ff + config.d_model) + tokens * config.num_experts
-        )
+        ) + dense * tokens * (4 * (config.dense_d_ff or 0) + config.d_model)
     return counts
 
 

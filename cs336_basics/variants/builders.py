@@ -41,7 +41,7 @@ def build_variant_model(
         rope = rotary_embedding(
             config.rope_theta, config.d_head, config.context_length, config.rope_scaling, device
         )
-    layers = [variant_block(config, rope, device, dtype) for _ in range(config.num_layers)]
+    layers = [variant_block(config, rope, device, dtype, i) for i in range(config.num_layers)]
     ln_final = norm(config, device, dtype) if config.norm_placement == "pre" else nn.Identity()
     lm_head = Linear(config.d_model, config.vocab_size, device=device, dtype=dtype)
     if config.tie_embeddings:
@@ -62,11 +62,15 @@ def variant_block(
     rope: RotaryPositionalEmbedding | None,
     device: Device = None,
     dtype: torch.dtype | None = None,
+    index: int = 0,
 ) -> TransformerBlock:
-    """One decoder layer: pre-norm (the core block), post-norm, or without norms (the core
-    block with identity norms, so ``ln1``/``ln2`` hold no weights)."""
+    """Decoder layer ``index``: pre-norm (the core block), post-norm, or without norms (the
+    core block with identity norms, so ``ln1``/``ln2`` hold no weights)."""
     attn = attention(config, rope, device, dtype)
-    ffn = feed_forward(config, device, dtype)
+    if config.ffn == "moe" and not config.is_moe_layer(index):
+        ffn = SwiGLU(config.d_model, config.dense_d_ff, device=device, dtype=dtype)
+    else:
+        ffn = feed_forward(config, device, dtype)
     if config.norm_placement == "none":
         return TransformerBlock(attn, ffn, nn.Identity(), nn.Identity())
     block_class = PostNormBlock if config.norm_placement == "post" else TransformerBlock

@@ -24,7 +24,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "ffn": ("swiglu", "silu", "gelu", "relu", "moe"),
     "attention": ("mha", "mla"),
 }
-OPTIONAL_FIELDS = ("head_dim", "rope_scaling", "qkv_bias")
+OPTIONAL_FIELDS = ("head_dim", "rope_scaling", "qkv_bias", "dense_layers", "dense_d_ff")
 _FLAGS = ("qk_norm", "bias", "qkv_bias", "tie_embeddings", "normalize_topk", "fused_attention")
 
 
@@ -42,7 +42,8 @@ class VariantConfig(ModelConfig):
       ``d_ff = 4 d_model``); or ``"moe"``: ``num_experts`` SwiGLU experts of width ``d_ff``, each
       token going to its ``top_k`` by router softmax (renormalised over the top k when
       ``normalize_topk``); ``capacity_factor`` (``None``: unlimited) caps the tokens per expert,
-      and the load-balancing loss is scaled by ``aux_loss_coef``.
+      and the load-balancing loss is scaled by ``aux_loss_coef``. ``dense_layers`` (indices)
+      keep a plain SwiGLU of width ``dense_d_ff`` instead (Qwen3-MoE's ``mlp_only_layers``).
     - ``head_dim``: the width of every query, key and value head (``None``: ``d_model /
       num_heads``); set, it decouples the heads from ``d_model`` (Qwen3, Gemma): the query and
       output projections are ``d_model x num_heads * head_dim``.
@@ -76,6 +77,8 @@ class VariantConfig(ModelConfig):
     top_k: int = 2
     normalize_topk: bool = True
     capacity_factor: float | None = None
+    dense_layers: list[int] | None = None
+    dense_d_ff: int | None = None
     aux_loss_coef: float = 0.01
     attention: AttentionKind = "mha"
     q_lora_rank: int | None = None
@@ -103,6 +106,8 @@ class VariantConfig(ModelConfig):
             self._check_mla()
         if self.ffn == "moe":
             self._check_moe()
+        elif self.dense_layers is not None or self.dense_d_ff is not None:
+            raise ValueError("dense_layers and dense_d_ff only apply with ffn='moe'")
 
     def _check_attention(self) -> None:
         if self.rope_scaling is not None:
@@ -149,6 +154,13 @@ class VariantConfig(ModelConfig):
             raise ValueError(f"qk_rope_head_dim must be even for RoPE; got {self.qk_rope_head_dim}")
 
     def _check_moe(self) -> None:
+        if self.dense_layers is not None:
+            if not all(0 <= i < self.num_layers for i in self.dense_layers):
+                raise ValueError(
+                    f"dense_layers {self.dense_layers} must be layer indices below "
+                    f"num_layers={self.num_layers}"
+                )
+            check_positive("dense_d_ff", self.dense_d_ff or 0)
         check_positive("num_experts", self.num_experts)
         check_positive("top_k", self.top_k)
         if self.top_k > self.num_experts:
@@ -177,6 +189,10 @@ class VariantConfig(ModelConfig):
     def d_head(self) -> int:
         """Width of a query/key/value head: ``head_dim``, or ``d_model / num_heads`` when unset."""
         return self.d_model // self.num_heads if self.head_dim is None else self.head_dim
+
+    def is_moe_layer(self, index: int) -> bool:
+        """Whether layer ``index`` has the mixture of experts (else a dense SwiGLU)."""
+        return self.ffn == "moe" and index not in (self.dense_layers or ())
 
     @property
     def kv_heads(self) -> int:

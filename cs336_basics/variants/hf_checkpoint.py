@@ -158,13 +158,14 @@ def hf_config_dict(config: VariantConfig, family: str) -> dict[str, Any]:
 def _family_fields(config: VariantConfig, family: str) -> dict[str, Any]:
     if family == "qwen3_moe":
         return dict(
+            intermediate_size=config.dense_d_ff or config.d_ff,
             moe_intermediate_size=config.d_ff,
             num_experts=config.num_experts,
             num_experts_per_tok=config.top_k,
             norm_topk_prob=config.normalize_topk,
             router_aux_loss_coef=config.aux_loss_coef,
             decoder_sparse_step=1,
-            mlp_only_layers=[],
+            mlp_only_layers=list(config.dense_layers or []),
         )
     if family == "mixtral":
         return dict(

@@ -78,7 +78,10 @@ def to_hf(state_dict: dict[str, Tensor], config: VariantConfig, family: str) -> 
             k[len(f"layers.{i}.") :]: v for k, v in ours.items() if k.startswith(f"layers.{i}.")
         }
         hf.update(
-            {f"model.layers.{i}.{k}": v for k, v in _layer_to_hf(layer, config, family).items()}
+            {
+                f"model.layers.{i}.{k}": v
+                for k, v in _layer_to_hf(layer, config, family, config.is_moe_layer(i)).items()
+            }
         )
     return hf
 
@@ -100,12 +103,17 @@ def from_hf(
         prefix = f"model.layers.{i}."
         layer = {k[len(prefix) :]: v for k, v in hf.items() if k.startswith(prefix)}
         ours.update(
-            {f"layers.{i}.{k}": v for k, v in _layer_from_hf(layer, config, family).items()}
+            {
+                f"layers.{i}.{k}": v
+                for k, v in _layer_from_hf(layer, config, family, config.is_moe_layer(i)).items()
+            }
         )
     return ours
 
 
-def _layer_to_hf(ours: dict[str, Tensor], config: VariantConfig, family: str) -> dict[str, Tensor]:
+def _layer_to_hf(
+    ours: dict[str, Tensor], config: VariantConfig, family: str, moe: bool
+) -> dict[str, Tensor]:
     hf = {
         "input_layernorm.weight": ours["ln1.weight"],
         "post_attention_layernorm.weight": ours["ln2.weight"],
@@ -125,7 +133,7 @@ def _layer_to_hf(ours: dict[str, Tensor], config: VariantConfig, family: str) ->
         if config.qk_norm:
             hf["self_attn.q_norm.weight"] = interleaved_to_half(ours["attn.q_norm.weight"], d)
             hf["self_attn.k_norm.weight"] = interleaved_to_half(ours["attn.k_norm.weight"], d)
-    if config.ffn == "moe":
+    if moe:
         experts = range(config.num_experts)
         hf["mlp.gate.weight"] = ours["ffn.router.weight"]
         hf["mlp.experts.gate_up_proj"] = torch.stack(
@@ -144,7 +152,9 @@ def _layer_to_hf(ours: dict[str, Tensor], config: VariantConfig, family: str) ->
     return hf
 
 
-def _layer_from_hf(hf: dict[str, Tensor], config: VariantConfig, family: str) -> dict[str, Tensor]:
+def _layer_from_hf(
+    hf: dict[str, Tensor], config: VariantConfig, family: str, moe: bool
+) -> dict[str, Tensor]:
     ours = {
         "ln1.weight": hf["input_layernorm.weight"],
         "ln2.weight": hf["post_attention_layernorm.weight"],
@@ -164,7 +174,7 @@ def _layer_from_hf(hf: dict[str, Tensor], config: VariantConfig, family: str) ->
         if config.qk_norm:
             ours["attn.q_norm.weight"] = half_to_interleaved(hf["self_attn.q_norm.weight"], d)
             ours["attn.k_norm.weight"] = half_to_interleaved(hf["self_attn.k_norm.weight"], d)
-    if config.ffn == "moe":
+    if moe:
         ours["ffn.router.weight"] = hf["mlp.gate.weight"]
         for e in range(config.num_experts):
             gate, up = hf["mlp.experts.gate_up_proj"][e].chunk(2, dim=0)
@@ -393,11 +403,15 @@ def _attention_heads(hf_config: Any, family: str) -> dict[str, Any]:
 
 
 def _qwen3_moe_experts(hf_config: Any) -> dict[str, Any]:
-    _require(
-        not hf_config.mlp_only_layers and hf_config.decoder_sparse_step == 1,
-        "Qwen3-MoE with dense layers (mlp_only_layers, decoder_sparse_step) is not supported",
-    )
+    step = hf_config.decoder_sparse_step
+    dense = [
+        i
+        for i in range(hf_config.num_hidden_layers)
+        if i in hf_config.mlp_only_layers or (i + 1) % step != 0
+    ]
     return dict(
+        dense_layers=dense or None,
+        dense_d_ff=hf_config.intermediate_size if dense else None,
         ffn="moe",
         d_ff=hf_config.moe_intermediate_size,
         num_experts=hf_config.num_experts,

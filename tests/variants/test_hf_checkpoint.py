@@ -41,13 +41,16 @@ def test_load_pretrained_matches_hf_logits_and_greedy_tokens(llama_dir) -> None:
     assert ours == expected[0, 5:].tolist()
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3", "gpt2"])
+@pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3", "qwen3_moe", "gpt2"])
 def test_save_pretrained_round_trip_through_from_pretrained(tmp_path: Path, family: str) -> None:
     config = dict(vocab_size=97, context_length=32, d_model=32, num_layers=2, num_heads=4, d_ff=48)
     config |= {
         "llama": dict(num_kv_heads=2, rope_theta=500.0),
         "qwen2": dict(qkv_bias=True, tie_embeddings=True),
         "qwen3": dict(qk_norm=True, head_dim=16),
+        "qwen3_moe": dict(
+            qk_norm=True, ffn="moe", num_experts=4, top_k=2, dense_layers=[1], dense_d_ff=40
+        ),
         "gpt2": dict(
             norm="layernorm",
             position_encoding="learned",

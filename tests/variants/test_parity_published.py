@@ -110,3 +110,27 @@ def test_qkv_bias_qwen2() -> None:
     assert sum(counts.values()) == sum(p.numel() for p in hf.parameters())
     with pytest.raises(ValueError, match="sliding_window"):
         run_config_from_hf(transformers.Qwen2Config(**LLAMA, use_sliding_window=True))
+
+
+@pytest.mark.parametrize(
+    ("mlp_only_layers", "decoder_sparse_step", "dense"),
+    [([0], 1, [0]), ([], 2, [0, 2]), ([3], 2, [0, 2, 3])],
+)
+def test_dense_layers_qwen3_moe(mlp_only_layers, decoder_sparse_step, dense) -> None:
+    hf = hf_model(
+        transformers.Qwen3MoeConfig,
+        **{**LLAMA, "num_hidden_layers": 4},
+        head_dim=16,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=24,
+        norm_topk_prob=True,
+        mlp_only_layers=mlp_only_layers,
+        decoder_sparse_step=decoder_sparse_step,
+    )
+    config = run_config_from_hf(hf.config)
+    assert (config["dense_layers"], config["dense_d_ff"], config["d_ff"]) == (dense, 48, 24)
+    assert max_logit_error(hf, config, "qwen3_moe") < TOLERANCE
+    assert_greedy_tokens_equal(hf, config, "qwen3_moe")
+    counts = run_variant_accounting(config, batch_size=1, seq_len=8)["parameters"]
+    assert sum(counts.values()) == sum(p.numel() for p in hf.parameters())
