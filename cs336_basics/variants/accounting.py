@@ -24,6 +24,9 @@ def _dense_mha(config: VariantConfig) -> VariantConfig:
         ffn="swiglu" if config.ffn == "moe" else config.ffn,
         dense_layers=None,
         dense_d_ff=None,
+        num_shared_experts=None,
+        routed_scaling=None,
+        expert_groups=None,
         attention="mha",
         position_encoding="none" if config.attention == "mla" else config.position_encoding,
     )
@@ -66,9 +69,8 @@ def parameter_counts(config: VariantConfig) -> dict[str, int]:
         counts["attention"] = layers * (sum(_mla_projection_sizes(config).values()) + norms)
     if config.ffn == "moe":
         moe, dense = _moe_and_dense_layers(config)
-        counts["ffn"] = moe * config.num_experts * 3 * d * config.d_ff + dense * 3 * d * (
-            config.dense_d_ff or 0
-        )
+        experts = config.num_experts + (config.num_shared_experts or 0)
+        counts["ffn"] = 3 * d * (moe * experts * config.d_ff + dense * (config.dense_d_ff or 0))
         counts["router"] = moe * config.num_experts * d
     return counts
 
@@ -96,12 +98,9 @@ def forward_flops(config: VariantConfig, batch_size: int, seq_len: int) -> dict[
         flops |= {name: layers * value for name, value in per_layer.items()}
     if config.ffn == "moe":
         moe, dense = _moe_and_dense_layers(config)
+        active = config.top_k + (config.num_shared_experts or 0)  # shared experts see every token
         flops["ffn"] = (
-            2
-            * tokens
-            * 3
-            * d
-            * (moe * config.top_k * config.d_ff + dense * (config.dense_d_ff or 0))
+            2 * tokens * 3 * d * (moe * active * config.d_ff + dense * (config.dense_d_ff or 0))
         )
         flops["router"] = moe * 2 * tokens * d * config.num_experts
     return flops
@@ -119,8 +118,11 @@ def activation_counts(config: VariantConfig, batch_size: int, seq_len: int) -> d
     if config.ffn == "moe":
         routed = tokens * config.top_k
         moe, dense = _moe_and_dense_layers(config)
+        shared = tokens * (config.num_shared_experts or 0)  # d_ff-wide slices, every token
         counts["ffn"] = moe * (
-            routed * (4 * config.d_ff + config.d_model) + tokens * config.num_experts
+            (routed + shared) * 4 * config.d_ff
+            + (routed + (tokens if shared else 0)) * config.d_model
+            + tokens * config.num_experts
         ) + dense * tokens * (4 * (config.dense_d_ff or 0) + config.d_model)
     return counts
 

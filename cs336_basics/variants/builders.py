@@ -126,6 +126,9 @@ def feed_forward(
             config.capacity_factor,
             device=device,
             dtype=dtype,
+            num_shared_experts=config.num_shared_experts or 0,
+            routed_scaling=config.routed_scaling or 1.0,
+            expert_groups=tuple(config.expert_groups) if config.expert_groups else None,
         )
     return FeedForward(
         config.d_model, config.d_ff, config.ffn, config.bias, device=device, dtype=dtype

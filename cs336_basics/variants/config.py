@@ -24,7 +24,16 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "ffn": ("swiglu", "silu", "gelu", "relu", "moe"),
     "attention": ("mha", "mla"),
 }
-OPTIONAL_FIELDS = ("head_dim", "rope_scaling", "qkv_bias", "dense_layers", "dense_d_ff")
+OPTIONAL_FIELDS = (
+    "head_dim",
+    "rope_scaling",
+    "qkv_bias",
+    "dense_layers",
+    "dense_d_ff",
+    "num_shared_experts",
+    "routed_scaling",
+    "expert_groups",
+)
 _FLAGS = ("qk_norm", "bias", "qkv_bias", "tie_embeddings", "normalize_topk", "fused_attention")
 
 
@@ -43,7 +52,10 @@ class VariantConfig(ModelConfig):
       token going to its ``top_k`` by router softmax (renormalised over the top k when
       ``normalize_topk``); ``capacity_factor`` (``None``: unlimited) caps the tokens per expert,
       and the load-balancing loss is scaled by ``aux_loss_coef``. ``dense_layers`` (indices)
-      keep a plain SwiGLU of width ``dense_d_ff`` instead (Qwen3-MoE's ``mlp_only_layers``).
+      keep a plain SwiGLU of width ``dense_d_ff`` instead (Qwen3-MoE's ``mlp_only_layers``,
+      DeepSeek's ``first_k_dense_replace``). DeepSeek-V2 MoE: ``num_shared_experts`` (one
+      always-on SwiGLU of width ``num_shared_experts * d_ff``), ``routed_scaling`` (factor on
+      the routed weights) and ``expert_groups = [groups, topk_groups]`` (group-limited routing).
     - ``head_dim``: the width of every query, key and value head (``None``: ``d_model /
       num_heads``); set, it decouples the heads from ``d_model`` (Qwen3, Gemma): the query and
       output projections are ``d_model x num_heads * head_dim``.
@@ -79,6 +91,9 @@ class VariantConfig(ModelConfig):
     capacity_factor: float | None = None
     dense_layers: list[int] | None = None
     dense_d_ff: int | None = None
+    num_shared_experts: int | None = None
+    routed_scaling: float | None = None
+    expert_groups: list[int] | None = None
     aux_loss_coef: float = 0.01
     attention: AttentionKind = "mha"
     q_lora_rank: int | None = None
@@ -106,8 +121,11 @@ class VariantConfig(ModelConfig):
             self._check_mla()
         if self.ffn == "moe":
             self._check_moe()
-        elif self.dense_layers is not None or self.dense_d_ff is not None:
-            raise ValueError("dense_layers and dense_d_ff only apply with ffn='moe'")
+        else:
+            moe_only = ("dense_layers", "dense_d_ff", "num_shared_experts", "routed_scaling")
+            for name in (*moe_only, "expert_groups"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} only applies with ffn='moe'")
 
     def _check_attention(self) -> None:
         if self.rope_scaling is not None:
@@ -154,6 +172,13 @@ class VariantConfig(ModelConfig):
             raise ValueError(f"qk_rope_head_dim must be even for RoPE; got {self.qk_rope_head_dim}")
 
     def _check_moe(self) -> None:
+        if self.expert_groups is not None:
+            groups, topk_groups = self.expert_groups
+            if self.num_experts % groups or not 0 < topk_groups <= groups:
+                raise ValueError(
+                    f"expert_groups={self.expert_groups} must be [groups dividing num_experts, "
+                    "topk_groups <= groups]"
+                )
         if self.dense_layers is not None:
             if not all(0 <= i < self.num_layers for i in self.dense_layers):
                 raise ValueError(

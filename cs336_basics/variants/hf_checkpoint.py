@@ -180,10 +180,32 @@ def _family_fields(config: VariantConfig, family: str) -> dict[str, Any]:
             qk_rope_head_dim=config.qk_rope_head_dim,
             qk_nope_head_dim=config.mla_nope_dim,
             v_head_dim=config.mla_v_dim,
-            first_k_dense_replace=config.num_layers,
             rope_interleave=True,
-        )
+        ) | _deepseek_experts(config)
     return {}
+
+
+def _deepseek_experts(config: VariantConfig) -> dict[str, Any]:
+    if config.ffn != "moe":
+        return dict(first_k_dense_replace=config.num_layers)
+    dense = config.dense_layers or []
+    if dense != list(range(len(dense))):
+        raise InputError(
+            f"DeepSeek's dense layers come first; dense_layers={dense} cannot be saved"
+        )
+    groups = config.expert_groups
+    return dict(
+        first_k_dense_replace=len(dense),
+        intermediate_size=config.dense_d_ff or config.d_ff,
+        moe_intermediate_size=config.d_ff,
+        n_routed_experts=config.num_experts,
+        num_experts_per_tok=config.top_k,
+        n_shared_experts=config.num_shared_experts or 0,
+        routed_scaling_factor=config.routed_scaling or 1.0,
+        topk_method="group_limited_greedy" if groups else "greedy",
+        n_group=groups[0] if groups else 1,
+        topk_group=groups[1] if groups else 1,
+    )
 
 
 def _read_config(directory: Path) -> Any:

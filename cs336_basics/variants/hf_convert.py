@@ -145,6 +145,11 @@ def _layer_to_hf(
         hf["mlp.experts.down_proj"] = torch.stack(
             [ours[f"ffn.experts.{e}.w2.weight"] for e in experts]
         )
+        if config.num_shared_experts:
+            for ours_name, hf_name in _SWIGLU.items():
+                hf[f"mlp.shared_experts.{hf_name}.weight"] = ours[
+                    f"ffn.shared_experts.{ours_name}.weight"
+                ]
     else:
         hf["mlp.gate_proj.weight"] = ours["ffn.w1.weight"]
         hf["mlp.up_proj.weight"] = ours["ffn.w3.weight"]
@@ -181,11 +186,19 @@ def _layer_from_hf(
             ours[f"ffn.experts.{e}.w1.weight"] = gate
             ours[f"ffn.experts.{e}.w3.weight"] = up
             ours[f"ffn.experts.{e}.w2.weight"] = hf["mlp.experts.down_proj"][e]
+        if config.num_shared_experts:
+            for ours_name, hf_name in _SWIGLU.items():
+                ours[f"ffn.shared_experts.{ours_name}.weight"] = hf[
+                    f"mlp.shared_experts.{hf_name}.weight"
+                ]
     else:
         ours["ffn.w1.weight"] = hf["mlp.gate_proj.weight"]
         ours["ffn.w3.weight"] = hf["mlp.up_proj.weight"]
         ours["ffn.w2.weight"] = hf["mlp.down_proj.weight"]
     return ours
+
+
+_SWIGLU = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}  # ours -> HF
 
 
 def _mla_to_hf(ours: dict[str, Tensor], config: VariantConfig) -> dict[str, Tensor]:
@@ -376,10 +389,9 @@ def _deepseek_config(hf_config: Any, shape: dict[str, Any]) -> VariantConfig:
         hf_config.model_type == "deepseek_v2" or hf_config.rope_interleave,
         "DeepSeek-V3 with rope_interleave=False (rotate-half RoPE) is not supported",
     )
-    _require(
-        hf_config.first_k_dense_replace >= hf_config.num_hidden_layers,
-        "DeepSeek MoE layers are not supported: set first_k_dense_replace >= num_hidden_layers",
-    )
+    dense = min(hf_config.first_k_dense_replace, hf_config.num_hidden_layers)
+    if dense < hf_config.num_hidden_layers:
+        shape |= _deepseek_v2_experts(hf_config, dense)
     return VariantConfig(
         **shape,
         attention="mla",
@@ -388,6 +400,35 @@ def _deepseek_config(hf_config: Any, shape: dict[str, Any]) -> VariantConfig:
         qk_rope_head_dim=hf_config.qk_rope_head_dim,
         qk_nope_head_dim=hf_config.qk_nope_head_dim,
         v_head_dim=hf_config.v_head_dim,
+    )
+
+
+def _deepseek_v2_experts(hf_config: Any, dense: int) -> dict[str, Any]:
+    """DeepSeek-V2's MoE: softmax router, greedy or group-limited top-k (HF's V2 does not
+    renormalise it), routed weights times ``routed_scaling_factor``, shared experts, and
+    dense SwiGLUs in the first ``first_k_dense_replace`` layers."""
+    _require(
+        hf_config.model_type == "deepseek_v2",
+        "DeepSeek-V3 MoE layers (sigmoid scores with e_score_correction_bias) are not "
+        "supported; supported: deepseek_v2 MoE, or first_k_dense_replace >= num_hidden_layers",
+    )
+    methods = ("greedy", "group_limited_greedy")
+    _require(
+        hf_config.topk_method in methods,
+        f"topk_method={hf_config.topk_method!r} is not supported; supported: {methods}",
+    )
+    grouped = hf_config.topk_method == "group_limited_greedy"
+    return dict(
+        ffn="moe",
+        d_ff=hf_config.moe_intermediate_size,
+        num_experts=hf_config.n_routed_experts,
+        top_k=hf_config.num_experts_per_tok,
+        normalize_topk=False,
+        num_shared_experts=hf_config.n_shared_experts or None,
+        routed_scaling=float(hf_config.routed_scaling_factor),
+        expert_groups=[hf_config.n_group, hf_config.topk_group] if grouped else None,
+        dense_layers=list(range(dense)) or None,
+        dense_d_ff=hf_config.intermediate_size if dense else None,
     )
 
 
@@ -452,7 +493,7 @@ def _describes(config: VariantConfig, family: str) -> bool:
         and config.norm == "layernorm"
         and config.ffn == "gelu"
         and config.bias,
-        "deepseek_v2": config.attention == "mla" and config.ffn == "swiglu",
+        "deepseek_v2": config.attention == "mla" and config.ffn in ("swiglu", "moe"),
         "deepseek_v3": config.attention == "mla" and config.ffn == "swiglu",
         "llama": config.attention == "mha" and config.ffn == "swiglu" and not config.qk_norm,
         "qwen2": config.attention == "mha" and config.ffn == "swiglu" and not config.qk_norm,
@@ -468,6 +509,13 @@ def _describes(config: VariantConfig, family: str) -> bool:
         and config.qkv_bias == (family == "qwen2")
         and config.capacity_factor is None
     )
+    if family not in MLA_FAMILIES and config.attention != "mha":
+        return False
+    deepseek_routing = config.num_shared_experts or config.routed_scaling or config.expert_groups
+    if family != "deepseek_v2" and (
+        deepseek_routing or config.dense_layers and family != "qwen3_moe"
+    ):
+        return False
     return expected and config.norm_placement == "pre" and (family == "gpt2" or llama_like)
 
 

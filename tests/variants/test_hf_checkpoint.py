@@ -41,13 +41,27 @@ def test_load_pretrained_matches_hf_logits_and_greedy_tokens(llama_dir) -> None:
     assert ours == expected[0, 5:].tolist()
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3", "qwen3_moe", "gpt2"])
+@pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3", "qwen3_moe", "deepseek_v2", "gpt2"])
 def test_save_pretrained_round_trip_through_from_pretrained(tmp_path: Path, family: str) -> None:
     config = dict(vocab_size=97, context_length=32, d_model=32, num_layers=2, num_heads=4, d_ff=48)
     config |= {
         "llama": dict(num_kv_heads=2, rope_theta=500.0),
         "qwen2": dict(qkv_bias=True, tie_embeddings=True),
         "qwen3": dict(qk_norm=True, head_dim=16),
+        "deepseek_v2": dict(
+            attention="mla",
+            kv_lora_rank=12,
+            qk_rope_head_dim=4,
+            ffn="moe",
+            num_experts=4,
+            top_k=2,
+            normalize_topk=False,
+            dense_layers=[0],
+            dense_d_ff=40,
+            num_shared_experts=1,
+            routed_scaling=2.0,
+            expert_groups=[2, 1],
+        ),
         "qwen3_moe": dict(
             qk_norm=True, ffn="moe", num_experts=4, top_k=2, dense_layers=[1], dense_d_ff=40
         ),

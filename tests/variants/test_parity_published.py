@@ -134,3 +134,42 @@ def test_dense_layers_qwen3_moe(mlp_only_layers, decoder_sparse_step, dense) -> 
     assert_greedy_tokens_equal(hf, config, "qwen3_moe")
     counts = run_variant_accounting(config, batch_size=1, seq_len=8)["parameters"]
     assert sum(counts.values()) == sum(p.numel() for p in hf.parameters())
+
+
+@pytest.mark.parametrize("topk_method", ["greedy", "group_limited_greedy"])
+def test_moe_deepseek_v2_lite_structure(topk_method: str) -> None:
+    """DeepSeek-V2-Lite's MoE layout: a dense first layer, shared experts, unnormalised
+    top-k scaled by routed_scaling_factor (here V2's published 16.0), optionally by groups."""
+    hf = hf_model(
+        transformers.DeepseekV2Config,
+        **{**SHAPE, "num_hidden_layers": 3},
+        attn_implementation="eager",
+        tie_word_embeddings=False,
+        intermediate_size=48,
+        q_lora_rank=None,
+        kv_lora_rank=12,
+        qk_rope_head_dim=4,
+        qk_nope_head_dim=6,
+        v_head_dim=5,
+        rms_norm_eps=1e-6,
+        first_k_dense_replace=1,
+        n_routed_experts=8,
+        num_experts_per_tok=3,
+        n_shared_experts=2,
+        moe_intermediate_size=16,
+        routed_scaling_factor=16.0,
+        topk_method=topk_method,
+        n_group=4,
+        topk_group=2,
+    )
+    with torch.no_grad():  # keep 16x-scaled experts from swamping the logits
+        for name, parameter in hf.named_parameters():
+            if "mlp.experts" in name:
+                parameter.mul_(0.1)
+    config = run_config_from_hf(hf.config)
+    assert (config["dense_layers"], config["num_shared_experts"]) == ([0], 2)
+    assert config.get("expert_groups") == ([4, 2] if topk_method != "greedy" else None)
+    assert max_logit_error(hf, config, "deepseek_v2") < TOLERANCE
+    assert_greedy_tokens_equal(hf, config, "deepseek_v2")
+    counts = run_variant_accounting(config, batch_size=1, seq_len=8)["parameters"]
+    assert sum(counts.values()) == sum(p.numel() for p in hf.parameters())
