@@ -5,11 +5,13 @@ Supported families (``model_type`` of the HF config), with the variant each one 
 =============  ============================================================================
 ``llama``      RoPE, grouped-query attention, SwiGLU, RMSNorm (``LlamaForCausalLM``)
 ``qwen2``      the same plus query/key/value biases (``Qwen2ForCausalLM``)
-``qwen3``      the same plus QK-norm (``Qwen3ForCausalLM``)
-``qwen3_moe``  QK-norm + mixture of SwiGLU experts (``Qwen3MoeForCausalLM``)
+``qwen3``      the same plus QK-norm and a free ``head_dim`` (``Qwen3ForCausalLM``)
+``qwen3_moe``  QK-norm + mixture of SwiGLU experts, dense ``mlp_only_layers`` (``Qwen3MoeForCausalLM``)
 ``mixtral``    mixture of experts with renormalised top-k (``MixtralForCausalLM``)
-``deepseek_v2`` multi-head latent attention, dense MLPs only (``DeepseekV2ForCausalLM``)
-``deepseek_v3`` the same MLA weights (``DeepseekV3ForCausalLM`` with ``rope_interleave``)
+``deepseek_v2`` multi-head latent attention; MoE with shared experts, dense first layers,
+               ``routed_scaling_factor``, greedy or group-limited top-k (``DeepseekV2ForCausalLM``)
+``deepseek_v3`` the same MLA weights, dense MLPs only (``DeepseekV3ForCausalLM`` with
+               ``rope_interleave``)
 ``gpt2``       learned positions, LayerNorm, GELU, biases, tied head (``GPT2LMHeadModel``)
 =============  ============================================================================
 
@@ -310,9 +312,10 @@ def _gpt2_from_hf(hf: dict[str, Tensor], config: VariantConfig) -> dict[str, Ten
 def config_from_hf(hf_config: Any, context_length: int | None = None) -> VariantConfig:
     """The ``VariantConfig`` of an HF config object of a supported family.
 
-    Raises ``ValueError`` for settings this package cannot represent (biases in Llama-style
-    attention, a head size other than ``hidden_size / num_heads``, a non-SiLU MLP, dense and
-    sparse layers mixed, ...). ``context_length`` defaults to ``max_position_embeddings``.
+    Raises ``ValueError`` naming the field for settings this package cannot represent (an
+    output-projection bias in Llama-style attention, a non-SiLU MLP, sliding windows, RoPE
+    scaling other than ``linear``/``llama3``/``yarn``, DeepSeek-V3 MoE, ...).
+    ``context_length`` defaults to ``max_position_embeddings``.
     """
     family = hf_config.model_type
     if family not in FAMILIES:
