@@ -132,7 +132,10 @@ class VariantConfig(ModelConfig):
             from cs336_basics.variants.rope_scaling import check_rope_scaling
 
             if self.attention == "mla" or self.position_encoding != "rope":
-                raise ValueError("rope_scaling needs position_encoding='rope' and attention='mha'")
+                raise ValueError(
+                    "rope_scaling is not supported with attention='mla' (DeepSeek's yarn) or "
+                    "without RoPE; supported: attention='mha' with position_encoding='rope'"
+                )
             check_rope_scaling(self.rope_scaling)
         if self.head_dim is not None:
             check_positive("head_dim", self.head_dim)
