@@ -60,7 +60,8 @@ class VariantConfig(ModelConfig):
       num_heads``); set, it decouples the heads from ``d_model`` (Qwen3, Gemma): the query and
       output projections are ``d_model x num_heads * head_dim``.
     - ``rope_scaling``: ``None``, or RoPE frequency scaling as released long-context models
-      use it, ``{"rope_type": "linear" | "llama3" | "yarn", ...}`` (see ``rope_scaling.py``).
+      use it, ``{"rope_type": "linear" | "llama3" | "yarn", ...}`` (see ``rope_scaling.py``;
+      MLA: ``yarn`` only, with DeepSeek's softmax mscale).
     - ``num_kv_heads``: key/value heads shared by groups of query heads (``None``: one per query
       head; fewer: grouped-query attention; ``1``: multi-query). ``qk_norm``: RMSNorm on every
       query and key head before RoPE (Qwen3). ``bias``: biases on the attention and two-matrix
@@ -131,11 +132,10 @@ class VariantConfig(ModelConfig):
         if self.rope_scaling is not None:
             from cs336_basics.variants.rope_scaling import check_rope_scaling
 
-            if self.attention == "mla" or self.position_encoding != "rope":
-                raise ValueError(
-                    "rope_scaling is not supported with attention='mla' (DeepSeek's yarn) or "
-                    "without RoPE; supported: attention='mha' with position_encoding='rope'"
-                )
+            if self.position_encoding != "rope":
+                raise ValueError("rope_scaling needs position_encoding='rope'")
+            if self.attention == "mla" and self.rope_scaling.get("rope_type") != "yarn":
+                raise ValueError("attention='mla' supports rope_scaling of type 'yarn' only")
             check_rope_scaling(self.rope_scaling)
         if self.head_dim is not None:
             check_positive("head_dim", self.head_dim)

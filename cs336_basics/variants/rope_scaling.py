@@ -121,6 +121,15 @@ def attention_factor(scaling: dict[str, Any] | None) -> float:
     return magnitude(1.0)
 
 
+def softmax_mscale(scaling: dict[str, Any] | None) -> float:
+    """DeepSeek's extra factor ``m(factor, mscale_all_dim)`` whose square multiplies MLA's
+    attention scores under ``yarn`` (1 without ``mscale_all_dim``)."""
+    if scaling is None or scaling["rope_type"] != "yarn" or not scaling.get("mscale_all_dim"):
+        return 1.0
+    factor = float(scaling["factor"])
+    return 1.0 if factor <= 1 else 0.1 * float(scaling["mscale_all_dim"]) * math.log(factor) + 1.0
+
+
 def rotary_embedding(
     theta: float,
     d_k: int,

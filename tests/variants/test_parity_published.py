@@ -173,3 +173,36 @@ def test_moe_deepseek_v2_lite_structure(topk_method: str) -> None:
     assert_greedy_tokens_equal(hf, config, "deepseek_v2")
     counts = run_variant_accounting(config, batch_size=1, seq_len=8)["parameters"]
     assert sum(counts.values()) == sum(p.numel() for p in hf.parameters())
+
+
+def test_yarn_mscale_deepseek_v2_mla() -> None:
+    """DeepSeek-V2-Lite's published yarn: the RoPE dims rescaled and the softmax sharpened by
+    mscale(factor, mscale_all_dim)^2."""
+    yarn = dict(
+        rope_type="yarn",
+        factor=40.0,
+        original_max_position_embeddings=4096,
+        mscale=0.707,
+        mscale_all_dim=0.707,
+        beta_fast=32,
+        beta_slow=1,
+    )
+    hf = hf_model(
+        transformers.DeepseekV2Config,
+        **{**SHAPE, "max_position_embeddings": 256},
+        attn_implementation="eager",
+        tie_word_embeddings=False,
+        intermediate_size=48,
+        q_lora_rank=None,
+        kv_lora_rank=12,
+        qk_rope_head_dim=8,
+        qk_nope_head_dim=6,
+        v_head_dim=5,
+        rms_norm_eps=1e-6,
+        first_k_dense_replace=2,
+        rope_parameters=dict(yarn, rope_theta=10000.0),
+    )
+    config = run_config_from_hf(hf.config)
+    assert config["rope_scaling"] == yarn
+    assert max_logit_error(hf, config, "deepseek_v2") < TOLERANCE
+    assert_greedy_tokens_equal(hf, config, "deepseek_v2")
