@@ -27,6 +27,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "encode": ("encode", "encode a text file into a .npy array of token ids"),
     "train": ("train", "train a Transformer LM on token arrays"),
     "generate": ("generate", "sample completions from a checkpoint"),
+    "export-hf": ("export_hf", "write a checkpoint as a Hugging Face model directory"),
     "accounting": ("accounting", "parameters, memory and FLOPs of a model config"),
     "pipeline": ("pipeline", "end to end: corpus -> tokenizer -> tokens -> model -> samples"),
 }

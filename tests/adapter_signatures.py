@@ -415,3 +415,13 @@ def run_from_hf(
 def run_to_hf(
     state_dict: dict[str, Tensor], config: dict[str, Any], family: str
 ) -> dict[str, Tensor]: ...
+
+
+def run_load_pretrained(
+    directory: str | os.PathLike,
+) -> tuple[torch.nn.Module, dict[str, Any], str, Any]: ...
+
+
+def run_save_pretrained(
+    model: torch.nn.Module, config: dict[str, Any], directory: str | os.PathLike, family: str
+) -> None: ...

@@ -548,6 +548,7 @@ from cs336_basics.variants.encoder_decoder import (  # noqa: E402
 )
 from cs336_basics.variants.feedforward import FeedForward  # noqa: E402
 from cs336_basics.variants.generation import generate_batch, generate_cached  # noqa: E402
+from cs336_basics.variants.hf_checkpoint import load_pretrained, save_pretrained  # noqa: E402
 from cs336_basics.variants.hf_convert import config_from_hf, from_hf, to_hf  # noqa: E402
 from cs336_basics.variants.kv_cache import kv_cache_num_bytes, kv_caches  # noqa: E402
 from cs336_basics.variants.layernorm import LayerNorm  # noqa: E402
@@ -901,6 +902,27 @@ def run_to_hf(
     """Our state dict as the state dict of the HF ``family`` model."""
     # BEGIN SOLUTION
     return to_hf(state_dict, VariantConfig(**config), family)
+    # END SOLUTION
+
+
+def run_load_pretrained(
+    directory: str | os.PathLike,
+) -> tuple[torch.nn.Module, dict[str, Any], str, Any]:
+    """An HF checkpoint directory read as ``(model, config dict, family, tokenizer or None)``;
+    the model is in eval mode, the tokenizer has ``encode``/``decode``. Bad directories raise
+    ``ValueError`` or ``FileNotFoundError`` naming the file and field."""
+    # BEGIN SOLUTION
+    loaded = load_pretrained(directory)
+    return loaded.model, loaded.config.to_dict(), loaded.family, loaded.tokenizer
+    # END SOLUTION
+
+
+def run_save_pretrained(
+    model: torch.nn.Module, config: dict[str, Any], directory: str | os.PathLike, family: str
+) -> None:
+    """Write ``model`` as an HF ``family`` checkpoint directory ``from_pretrained`` loads."""
+    # BEGIN SOLUTION
+    save_pretrained(model, VariantConfig(**config), directory, family)
     # END SOLUTION
 
 

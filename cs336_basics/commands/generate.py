@@ -4,6 +4,10 @@ Example::
 
     cs336 generate --checkpoint runs/pipeline/checkpoints/latest.pt --tokenizer runs/pipeline/tokenizer \
         --prompt "Once upon a time" --prompt "Tom had a red ball." --temperature 0.8 --top-p 0.9
+
+or from a Hugging Face checkpoint directory (its tokenizer.json or vocab.json + merges.txt)::
+
+    cs336 generate --hf-model path/to/hf-dir --prompt "Once upon a time" --temperature 0
 """
 
 from __future__ import annotations
@@ -16,11 +20,18 @@ from cs336_basics.errors import InputError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--checkpoint", required=True, help="a checkpoint written by cs336 train or pipeline"
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--checkpoint", help="a checkpoint written by cs336 train or pipeline")
+    source.add_argument(
+        "--hf-model",
+        metavar="DIR",
+        help="a Hugging Face checkpoint directory (config.json, *.safetensors, tokenizer)",
     )
     parser.add_argument(
-        "--tokenizer", required=True, metavar="DIR", help="directory with vocab.json and merges.txt"
+        "--tokenizer",
+        metavar="DIR",
+        help="directory with vocab.json and merges.txt (required with --checkpoint; with "
+        "--hf-model it replaces the directory's own tokenizer)",
     )
     parser.add_argument(
         "--prompt",
@@ -59,28 +70,14 @@ def run(args: argparse.Namespace) -> int:
             prompts += [
                 line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
             ]
-    checkpoint = require_file(args.checkpoint, "checkpoint")
-    tokenizer = load_tokenizer_dir(args.tokenizer)
+    if args.hf_model:
+        model, tokenizer = _hf_model(args)
+    else:
+        model, tokenizer = _checkpoint_model(args)
 
     from cs336_basics.builder import generate_function
-    from cs336_basics.checkpoint import CheckpointError, model_from_checkpoint
-    from cs336_basics.devices import auto_device
     from cs336_basics.generation import complete_prompts
 
-    device = auto_device() if args.device == "auto" else args.device
-    try:
-        model = model_from_checkpoint(checkpoint, device=device)
-    except CheckpointError as error:
-        raise InputError(str(error)) from error
-    except RuntimeError as error:  # an unusable --device
-        raise InputError(f"{error}; pick another --device (cpu, cuda, mps or auto)") from error
-    if len(tokenizer.vocab) != model.lm_head.weight.shape[0]:
-        raise InputError(
-            f"the tokenizer in {args.tokenizer} has {len(tokenizer.vocab)} tokens but the model "
-            f"in {checkpoint} has a vocabulary of {model.lm_head.weight.shape[0]}: they were not "
-            "trained together; give the tokenizer the model was trained with (a pipeline run "
-            "keeps it in <run-dir>/tokenizer)"
-        )
     completions = complete_prompts(
         model,
         tokenizer,
@@ -95,3 +92,55 @@ def run(args: argparse.Namespace) -> int:
     for index, text in enumerate(completions):
         print(f"--- sample {index + 1} ---\n{text}")
     return 0
+
+
+def _device(args: argparse.Namespace) -> str:
+    from cs336_basics.devices import auto_device
+
+    return auto_device() if args.device == "auto" else args.device
+
+
+def _checkpoint_model(args: argparse.Namespace):
+    if not args.tokenizer:
+        raise InputError("--checkpoint needs --tokenizer DIR (the tokenizer it was trained with)")
+    checkpoint = require_file(args.checkpoint, "checkpoint")
+    tokenizer = load_tokenizer_dir(args.tokenizer)
+
+    from cs336_basics.checkpoint import CheckpointError, model_from_checkpoint
+
+    try:
+        model = model_from_checkpoint(checkpoint, device=_device(args))
+    except CheckpointError as error:
+        raise InputError(str(error)) from error
+    except RuntimeError as error:  # an unusable --device
+        raise InputError(f"{error}; pick another --device (cpu, cuda, mps or auto)") from error
+    if len(tokenizer.vocab) != model.lm_head.weight.shape[0]:
+        raise InputError(
+            f"the tokenizer in {args.tokenizer} has {len(tokenizer.vocab)} tokens but the model "
+            f"in {checkpoint} has a vocabulary of {model.lm_head.weight.shape[0]}: they were not "
+            "trained together; give the tokenizer the model was trained with (a pipeline run "
+            "keeps it in <run-dir>/tokenizer)"
+        )
+    return model, tokenizer
+
+
+def _hf_model(args: argparse.Namespace):
+    """The model and tokenizer of an HF checkpoint directory (``--tokenizer`` overrides)."""
+    from cs336_basics.variants.hf_checkpoint import load_pretrained
+
+    loaded = load_pretrained(args.hf_model)
+    tokenizer = load_tokenizer_dir(args.tokenizer) if args.tokenizer else loaded.tokenizer
+    if tokenizer is None:
+        raise InputError(
+            f"{args.hf_model} has no tokenizer.json nor vocab.json + merges.txt; "
+            "give one with --tokenizer DIR"
+        )
+    if max(tokenizer.vocab) >= loaded.config.vocab_size:
+        raise InputError(
+            f"the tokenizer has token id {max(tokenizer.vocab)} but {args.hf_model}/config.json "
+            f"has vocab_size {loaded.config.vocab_size}: they do not belong together"
+        )
+    try:
+        return loaded.model.to(_device(args)), tokenizer
+    except RuntimeError as error:  # an unusable --device
+        raise InputError(f"{error}; pick another --device (cpu, cuda, mps or auto)") from error

@@ -22,9 +22,20 @@ def _dense_mha(config: VariantConfig) -> VariantConfig:
     return dataclasses.replace(
         config,
         ffn="swiglu" if config.ffn == "moe" else config.ffn,
+        dense_layers=None,
+        dense_d_ff=None,
+        num_shared_experts=None,
+        routed_scaling=None,
+        expert_groups=None,
         attention="mha",
         position_encoding="none" if config.attention == "mla" else config.position_encoding,
     )
+
+
+def _moe_and_dense_layers(config: VariantConfig) -> tuple[int, int]:
+    """How many layers have the mixture of experts, and how many a dense SwiGLU instead."""
+    dense = len(set(config.dense_layers or ()))
+    return config.num_layers - dense, dense
 
 
 def _mla_query_width(config: VariantConfig) -> int:
@@ -57,8 +68,10 @@ def parameter_counts(config: VariantConfig) -> dict[str, int]:
         norms = config.kv_lora_rank + (config.q_lora_rank or 0)  # kv_norm and q_norm gains
         counts["attention"] = layers * (sum(_mla_projection_sizes(config).values()) + norms)
     if config.ffn == "moe":
-        counts["ffn"] = layers * config.num_experts * 3 * d * config.d_ff
-        counts["router"] = layers * config.num_experts * d
+        moe, dense = _moe_and_dense_layers(config)
+        experts = config.num_experts + (config.num_shared_experts or 0)
+        counts["ffn"] = 3 * d * (moe * experts * config.d_ff + dense * (config.dense_d_ff or 0))
+        counts["router"] = moe * config.num_experts * d
     return counts
 
 
@@ -84,8 +97,12 @@ def forward_flops(config: VariantConfig, batch_size: int, seq_len: int) -> dict[
         per_layer["attention_values"] = 2 * pairs * config.mla_v_dim
         flops |= {name: layers * value for name, value in per_layer.items()}
     if config.ffn == "moe":
-        flops["ffn"] = layers * 2 * tokens * config.top_k * 3 * d * config.d_ff
-        flops["router"] = layers * 2 * tokens * d * config.num_experts
+        moe, dense = _moe_and_dense_layers(config)
+        active = config.top_k + (config.num_shared_experts or 0)  # shared experts see every token
+        flops["ffn"] = (
+            2 * tokens * 3 * d * (moe * active * config.d_ff + dense * (config.dense_d_ff or 0))
+        )
+        flops["router"] = moe * 2 * tokens * d * config.num_experts
     return flops
 
 
@@ -100,9 +117,13 @@ def activation_counts(config: VariantConfig, batch_size: int, seq_len: int) -> d
         counts["attention_values"] = layers * tokens * h * config.mla_v_dim
     if config.ffn == "moe":
         routed = tokens * config.top_k
-        counts["ffn"] = layers * (
-            routed * (4 * config.d_ff + config.d_model) + tokens * config.num_experts
-        )
+        moe, dense = _moe_and_dense_layers(config)
+        shared = tokens * (config.num_shared_experts or 0)  # d_ff-wide slices, every token
+        counts["ffn"] = moe * (
+            (routed + shared) * 4 * config.d_ff
+            + (routed + (tokens if shared else 0)) * config.d_model
+            + tokens * config.num_experts
+        ) + dense * tokens * (4 * (config.dense_d_ff or 0) + config.d_model)
     return counts
 
 
@@ -119,11 +140,14 @@ def _dense_parameter_counts(config: VariantConfig) -> dict[str, int]:
     d, d_ff, kv = config.d_model, config.d_ff, _kv_width(config)
     norm_size = d * (2 if config.norm == "layernorm" else 1)  # gain, plus a bias for LayerNorm
     layer_norms = 0 if config.norm_placement == "none" else 2 * norm_size
-    attention = d * d + 2 * d * kv + d * d
+    q = config.num_heads * config.d_head  # d, unless head_dim decouples the heads
+    attention = d * q + 2 * d * kv + q * d
     ffn = _ffn_matrices(config) * d * d_ff
     if config.bias:  # attention projections and the two-matrix MLPs (SwiGLU stays bias-free)
-        attention += d + 2 * kv + d
+        attention += q + 2 * kv + d
         ffn += 0 if config.ffn == "swiglu" else d_ff + d
+    if config.qkv_bias and not config.bias:
+        attention += q + 2 * kv
     if config.qk_norm:
         attention += 2 * config.d_head
     counts = {
@@ -143,13 +167,14 @@ def _dense_parameter_counts(config: VariantConfig) -> dict[str, int]:
 def _dense_forward_flops(config: VariantConfig, batch_size: int, T: int) -> dict[str, int]:
     tokens = batch_size * T
     d, layers = config.d_model, config.num_layers
+    q = config.num_heads * config.d_head  # d, unless head_dim decouples the heads
     flops = {
-        "q_proj": 2 * tokens * d * d,
+        "q_proj": 2 * tokens * d * q,
         "k_proj": 2 * tokens * d * _kv_width(config),
         "v_proj": 2 * tokens * d * _kv_width(config),
-        "output_proj": 2 * tokens * d * d,
-        "attention_scores": 2 * batch_size * T * T * d,  # Q K^T: every head, every (query, key)
-        "attention_values": 2 * batch_size * T * T * d,  # softmax(...) V
+        "output_proj": 2 * tokens * q * d,
+        "attention_scores": 2 * batch_size * T * T * q,  # Q K^T: every head, every (query, key)
+        "attention_values": 2 * batch_size * T * T * q,  # softmax(...) V
         "ffn": 2 * tokens * d * config.d_ff * _ffn_matrices(config),
     }
     flops = {name: layers * value for name, value in flops.items()}
@@ -162,10 +187,10 @@ def _dense_activation_counts(config: VariantConfig, batch_size: int, T: int) -> 
     gated = config.ffn == "swiglu"
     per_layer = {
         "norms": 0 if config.norm_placement == "none" else 2 * tokens * d,
-        "qkv_projections": tokens * (d + 2 * _kv_width(config)),
+        "qkv_projections": tokens * (h * config.d_head + 2 * _kv_width(config)),
         "attention_scores": batch_size * h * T * T,
         "attention_softmax": batch_size * h * T * T,
-        "attention_values": tokens * d,
+        "attention_values": tokens * h * config.d_head,
         "output_proj": tokens * d,
         # W1 x and its activation, W3 x and the gate product when gated, then W2's output
         "ffn": tokens * d_ff * (4 if gated else 2) + tokens * d,

@@ -65,9 +65,12 @@ class GroupedQueryAttention(CachingAttention):
     """Multi-head self-attention whose ``num_kv_heads`` key/value heads are shared by groups of
     query heads: query head ``h`` reads key/value head ``h // (num_heads / num_kv_heads)``.
 
+    ``head_dim`` (default ``d_model / num_heads``) is the width of every head; the query and
+    output projections map between ``d_model`` and ``num_heads * head_dim``.
     ``num_kv_heads = num_heads`` is the handout's multi-head attention (same state dict), ``1``
     multi-query attention. Options: ``qk_norm`` (RMSNorms ``q_norm`` and ``k_norm``, one gain per
-    head dim, on every query and key head before RoPE; Qwen3), ``bias`` on all four projections,
+    head dim, on every query and key head before RoPE; Qwen3), ``bias`` on all four projections (``qkv_bias``: on query, key
+    and value only; Qwen2),
     ``causal=False`` (an encoder) and ``fused`` (PyTorch's kernel). Inside ``kv_caches`` the layer
     keeps the shared key/value heads of every position it has seen.
     """
@@ -84,19 +87,22 @@ class GroupedQueryAttention(CachingAttention):
         qk_norm: bool = False,
         norm_eps: float = 1e-5,
         bias: bool = False,
+        qkv_bias: bool = False,
         causal: bool = True,
         fused: bool = False,
+        head_dim: int | None = None,
     ) -> None:
         super().__init__()
         self.num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        self.d_k = d_model // num_heads
+        self.d_k = d_model // num_heads if head_dim is None else head_dim
         self.causal = causal
         self.attend = fused_attention if fused else reference_attention
-        d_kv = self.num_kv_heads * self.d_k
-        self.q_proj = linear_layer(d_model, d_model, bias, device=device, dtype=dtype)
-        self.k_proj = linear_layer(d_model, d_kv, bias, device=device, dtype=dtype)
-        self.v_proj = linear_layer(d_model, d_kv, bias, device=device, dtype=dtype)
-        self.output_proj = linear_layer(d_model, d_model, bias, device=device, dtype=dtype)
+        d_q, d_kv = num_heads * self.d_k, self.num_kv_heads * self.d_k
+        in_bias = bias or qkv_bias
+        self.q_proj = linear_layer(d_model, d_q, in_bias, device=device, dtype=dtype)
+        self.k_proj = linear_layer(d_model, d_kv, in_bias, device=device, dtype=dtype)
+        self.v_proj = linear_layer(d_model, d_kv, in_bias, device=device, dtype=dtype)
+        self.output_proj = linear_layer(d_q, d_model, bias, device=device, dtype=dtype)
         if qk_norm:
             self.q_norm = RMSNorm(self.d_k, norm_eps, device=device, dtype=dtype)
             self.k_norm = RMSNorm(self.d_k, norm_eps, device=device, dtype=dtype)

@@ -25,6 +25,7 @@ from cs336_basics.variants.mla import MultiHeadLatentAttention
 from cs336_basics.variants.model import VariantTransformerLM
 from cs336_basics.variants.moe import MixtureOfExperts
 from cs336_basics.variants.positional import SinusoidalPositionalEncoding
+from cs336_basics.variants.rope_scaling import rotary_embedding
 
 Device = torch.device | str | None
 
@@ -37,10 +38,10 @@ def build_variant_model(
     position_embeddings = position_embedding(config, device, dtype)
     rope = None
     if config.position_encoding == "rope" and config.attention == "mha":
-        rope = RotaryPositionalEmbedding(
-            config.rope_theta, config.d_head, config.context_length, device=device
+        rope = rotary_embedding(
+            config.rope_theta, config.d_head, config.context_length, config.rope_scaling, device
         )
-    layers = [variant_block(config, rope, device, dtype) for _ in range(config.num_layers)]
+    layers = [variant_block(config, rope, device, dtype, i) for i in range(config.num_layers)]
     ln_final = norm(config, device, dtype) if config.norm_placement == "pre" else nn.Identity()
     lm_head = Linear(config.d_model, config.vocab_size, device=device, dtype=dtype)
     if config.tie_embeddings:
@@ -61,11 +62,15 @@ def variant_block(
     rope: RotaryPositionalEmbedding | None,
     device: Device = None,
     dtype: torch.dtype | None = None,
+    index: int = 0,
 ) -> TransformerBlock:
-    """One decoder layer: pre-norm (the core block), post-norm, or without norms (the core
-    block with identity norms, so ``ln1``/``ln2`` hold no weights)."""
+    """Decoder layer ``index``: pre-norm (the core block), post-norm, or without norms (the
+    core block with identity norms, so ``ln1``/``ln2`` hold no weights)."""
     attn = attention(config, rope, device, dtype)
-    ffn = feed_forward(config, device, dtype)
+    if config.ffn == "moe" and not config.is_moe_layer(index):
+        ffn = SwiGLU(config.d_model, config.dense_d_ff, device=device, dtype=dtype)
+    else:
+        ffn = feed_forward(config, device, dtype)
     if config.norm_placement == "none":
         return TransformerBlock(attn, ffn, nn.Identity(), nn.Identity())
     block_class = PostNormBlock if config.norm_placement == "post" else TransformerBlock
@@ -99,7 +104,9 @@ def attention(
         qk_norm=config.qk_norm,
         norm_eps=config.norm_eps,
         bias=config.bias,
+        qkv_bias=config.qkv_bias,
         fused=config.fused_attention,
+        head_dim=config.d_head,
     )
 
 
@@ -119,6 +126,9 @@ def feed_forward(
             config.capacity_factor,
             device=device,
             dtype=dtype,
+            num_shared_experts=config.num_shared_experts or 0,
+            routed_scaling=config.routed_scaling or 1.0,
+            expert_groups=tuple(config.expert_groups) if config.expert_groups else None,
         )
     return FeedForward(
         config.d_model, config.d_ff, config.ffn, config.bias, device=device, dtype=dtype

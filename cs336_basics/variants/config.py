@@ -7,7 +7,7 @@ Validation happens here, once, for every variant field (``ModelConfig`` checks t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from cs336_basics.config import ModelConfig, check_positive
 
@@ -24,7 +24,17 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "ffn": ("swiglu", "silu", "gelu", "relu", "moe"),
     "attention": ("mha", "mla"),
 }
-_FLAGS = ("qk_norm", "bias", "tie_embeddings", "normalize_topk", "fused_attention")
+OPTIONAL_FIELDS = (
+    "head_dim",
+    "rope_scaling",
+    "qkv_bias",
+    "dense_layers",
+    "dense_d_ff",
+    "num_shared_experts",
+    "routed_scaling",
+    "expert_groups",
+)
+_FLAGS = ("qk_norm", "bias", "qkv_bias", "tie_embeddings", "normalize_topk", "fused_attention")
 
 
 @dataclass(frozen=True)
@@ -41,11 +51,22 @@ class VariantConfig(ModelConfig):
       ``d_ff = 4 d_model``); or ``"moe"``: ``num_experts`` SwiGLU experts of width ``d_ff``, each
       token going to its ``top_k`` by router softmax (renormalised over the top k when
       ``normalize_topk``); ``capacity_factor`` (``None``: unlimited) caps the tokens per expert,
-      and the load-balancing loss is scaled by ``aux_loss_coef``.
+      and the load-balancing loss is scaled by ``aux_loss_coef``. ``dense_layers`` (indices)
+      keep a plain SwiGLU of width ``dense_d_ff`` instead (Qwen3-MoE's ``mlp_only_layers``,
+      DeepSeek's ``first_k_dense_replace``). DeepSeek-V2 MoE: ``num_shared_experts`` (one
+      always-on SwiGLU of width ``num_shared_experts * d_ff``), ``routed_scaling`` (factor on
+      the routed weights) and ``expert_groups = [groups, topk_groups]`` (group-limited routing).
+    - ``head_dim``: the width of every query, key and value head (``None``: ``d_model /
+      num_heads``); set, it decouples the heads from ``d_model`` (Qwen3, Gemma): the query and
+      output projections are ``d_model x num_heads * head_dim``.
+    - ``rope_scaling``: ``None``, or RoPE frequency scaling as released long-context models
+      use it, ``{"rope_type": "linear" | "llama3" | "yarn", ...}`` (see ``rope_scaling.py``;
+      MLA: ``yarn`` only, with DeepSeek's softmax mscale).
     - ``num_kv_heads``: key/value heads shared by groups of query heads (``None``: one per query
       head; fewer: grouped-query attention; ``1``: multi-query). ``qk_norm``: RMSNorm on every
       query and key head before RoPE (Qwen3). ``bias``: biases on the attention and two-matrix
-      MLP projections (GPT-2). ``tie_embeddings``: the LM head reuses the token embeddings.
+      MLP projections (GPT-2); ``qkv_bias``: biases on the query, key and value
+      projections only (Qwen2). ``tie_embeddings``: the LM head reuses the token embeddings.
     - ``attention="mla"``: multi-head latent attention (DeepSeek-V2): keys and values from a
       ``kv_lora_rank`` latent, queries from a ``q_lora_rank`` latent (``None``: full rank);
       ``qk_nope_head_dim`` position-free plus ``qk_rope_head_dim`` rotated query/key dims per
@@ -59,13 +80,21 @@ class VariantConfig(ModelConfig):
     ffn: FeedForwardKind = "swiglu"
     norm: NormKind = "rmsnorm"
     num_kv_heads: int | None = None
+    head_dim: int | None = None
+    rope_scaling: dict[str, Any] | None = None
     qk_norm: bool = False
     bias: bool = False
+    qkv_bias: bool = False
     tie_embeddings: bool = False
     num_experts: int = 8
     top_k: int = 2
     normalize_topk: bool = True
     capacity_factor: float | None = None
+    dense_layers: list[int] | None = None
+    dense_d_ff: int | None = None
+    num_shared_experts: int | None = None
+    routed_scaling: float | None = None
+    expert_groups: list[int] | None = None
     aux_loss_coef: float = 0.01
     attention: AttentionKind = "mha"
     q_lora_rank: int | None = None
@@ -93,8 +122,23 @@ class VariantConfig(ModelConfig):
             self._check_mla()
         if self.ffn == "moe":
             self._check_moe()
+        else:
+            moe_only = ("dense_layers", "dense_d_ff", "num_shared_experts", "routed_scaling")
+            for name in (*moe_only, "expert_groups"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} only applies with ffn='moe'")
 
     def _check_attention(self) -> None:
+        if self.rope_scaling is not None:
+            from cs336_basics.variants.rope_scaling import check_rope_scaling
+
+            if self.position_encoding != "rope":
+                raise ValueError("rope_scaling needs position_encoding='rope'")
+            if self.attention == "mla" and self.rope_scaling.get("rope_type") != "yarn":
+                raise ValueError("attention='mla' supports rope_scaling of type 'yarn' only")
+            check_rope_scaling(self.rope_scaling)
+        if self.head_dim is not None:
+            check_positive("head_dim", self.head_dim)
         if self.num_kv_heads is not None:
             check_positive("num_kv_heads", self.num_kv_heads)
             if self.num_heads % self.num_kv_heads != 0:
@@ -104,10 +148,16 @@ class VariantConfig(ModelConfig):
                 )
 
     def _check_mla(self) -> None:
-        if self.num_kv_heads not in (None, self.num_heads) or self.qk_norm or self.bias:
+        if (
+            self.num_kv_heads not in (None, self.num_heads)
+            or self.qk_norm
+            or self.bias
+            or self.qkv_bias
+            or self.head_dim is not None
+        ):
             raise ValueError(
                 "attention='mla' has its own key/value compression and no biases: "
-                "leave num_kv_heads unset and qk_norm and bias off"
+                "leave num_kv_heads and head_dim unset and qk_norm and bias off"
             )
         if self.fused_attention:
             raise ValueError("attention='mla' has no fused kernel: leave fused_attention off")
@@ -125,6 +175,20 @@ class VariantConfig(ModelConfig):
             raise ValueError(f"qk_rope_head_dim must be even for RoPE; got {self.qk_rope_head_dim}")
 
     def _check_moe(self) -> None:
+        if self.expert_groups is not None:
+            groups, topk_groups = self.expert_groups
+            if self.num_experts % groups or not 0 < topk_groups <= groups:
+                raise ValueError(
+                    f"expert_groups={self.expert_groups} must be [groups dividing num_experts, "
+                    "topk_groups <= groups]"
+                )
+        if self.dense_layers is not None:
+            if not all(0 <= i < self.num_layers for i in self.dense_layers):
+                raise ValueError(
+                    f"dense_layers {self.dense_layers} must be layer indices below "
+                    f"num_layers={self.num_layers}"
+                )
+            check_positive("dense_d_ff", self.dense_d_ff or 0)
         check_positive("num_experts", self.num_experts)
         check_positive("top_k", self.top_k)
         if self.top_k > self.num_experts:
@@ -136,9 +200,27 @@ class VariantConfig(ModelConfig):
         if self.aux_loss_coef < 0:
             raise ValueError(f"aux_loss_coef must be non-negative; got {self.aux_loss_coef}")
 
+    def to_dict(self) -> dict[str, Any]:
+        """All fields, except the published-architecture ones (``OPTIONAL_FIELDS``) at their
+        defaults: configs written before those existed still write back byte for byte."""
+        data = super().to_dict()
+        for name in OPTIONAL_FIELDS:
+            if data[name] == getattr(VariantConfig, name):
+                del data[name]
+        return data
+
     @property
     def uses_rope_heads(self) -> bool:
         return self.position_encoding == "rope" and self.attention == "mha"
+
+    @property
+    def d_head(self) -> int:
+        """Width of a query/key/value head: ``head_dim``, or ``d_model / num_heads`` when unset."""
+        return self.d_model // self.num_heads if self.head_dim is None else self.head_dim
+
+    def is_moe_layer(self, index: int) -> bool:
+        """Whether layer ``index`` has the mixture of experts (else a dense SwiGLU)."""
+        return self.ffn == "moe" and index not in (self.dense_layers or ())
 
     @property
     def kv_heads(self) -> int:

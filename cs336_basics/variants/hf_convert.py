@@ -4,11 +4,14 @@ Supported families (``model_type`` of the HF config), with the variant each one 
 
 =============  ============================================================================
 ``llama``      RoPE, grouped-query attention, SwiGLU, RMSNorm (``LlamaForCausalLM``)
-``qwen3``      the same plus QK-norm (``Qwen3ForCausalLM``)
-``qwen3_moe``  QK-norm + mixture of SwiGLU experts (``Qwen3MoeForCausalLM``)
+``qwen2``      the same plus query/key/value biases (``Qwen2ForCausalLM``)
+``qwen3``      the same plus QK-norm and a free ``head_dim`` (``Qwen3ForCausalLM``)
+``qwen3_moe``  QK-norm + mixture of SwiGLU experts, dense ``mlp_only_layers`` (``Qwen3MoeForCausalLM``)
 ``mixtral``    mixture of experts with renormalised top-k (``MixtralForCausalLM``)
-``deepseek_v2`` multi-head latent attention, dense MLPs only (``DeepseekV2ForCausalLM``)
-``deepseek_v3`` the same MLA weights (``DeepseekV3ForCausalLM`` with ``rope_interleave``)
+``deepseek_v2`` multi-head latent attention; MoE with shared experts, dense first layers,
+               ``routed_scaling_factor``, greedy or group-limited top-k (``DeepseekV2ForCausalLM``)
+``deepseek_v3`` the same MLA weights, dense MLPs only (``DeepseekV3ForCausalLM`` with
+               ``rope_interleave``)
 ``gpt2``       learned positions, LayerNorm, GELU, biases, tied head (``GPT2LMHeadModel``)
 =============  ============================================================================
 
@@ -43,7 +46,7 @@ from torch import Tensor
 
 from cs336_basics.variants.config import VariantConfig
 
-FAMILIES = ("llama", "qwen3", "qwen3_moe", "mixtral", "deepseek_v2", "deepseek_v3", "gpt2")
+FAMILIES = ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "deepseek_v2", "deepseek_v3", "gpt2")
 MLA_FAMILIES = ("deepseek_v2", "deepseek_v3")
 
 
@@ -77,7 +80,10 @@ def to_hf(state_dict: dict[str, Tensor], config: VariantConfig, family: str) -> 
             k[len(f"layers.{i}.") :]: v for k, v in ours.items() if k.startswith(f"layers.{i}.")
         }
         hf.update(
-            {f"model.layers.{i}.{k}": v for k, v in _layer_to_hf(layer, config, family).items()}
+            {
+                f"model.layers.{i}.{k}": v
+                for k, v in _layer_to_hf(layer, config, family, config.is_moe_layer(i)).items()
+            }
         )
     return hf
 
@@ -99,12 +105,17 @@ def from_hf(
         prefix = f"model.layers.{i}."
         layer = {k[len(prefix) :]: v for k, v in hf.items() if k.startswith(prefix)}
         ours.update(
-            {f"layers.{i}.{k}": v for k, v in _layer_from_hf(layer, config, family).items()}
+            {
+                f"layers.{i}.{k}": v
+                for k, v in _layer_from_hf(layer, config, family, config.is_moe_layer(i)).items()
+            }
         )
     return ours
 
 
-def _layer_to_hf(ours: dict[str, Tensor], config: VariantConfig, family: str) -> dict[str, Tensor]:
+def _layer_to_hf(
+    ours: dict[str, Tensor], config: VariantConfig, family: str, moe: bool
+) -> dict[str, Tensor]:
     hf = {
         "input_layernorm.weight": ours["ln1.weight"],
         "post_attention_layernorm.weight": ours["ln2.weight"],
@@ -117,10 +128,14 @@ def _layer_to_hf(ours: dict[str, Tensor], config: VariantConfig, family: str) ->
         hf["self_attn.q_proj.weight"] = interleaved_to_half(ours["attn.q_proj.weight"], d)
         hf["self_attn.k_proj.weight"] = interleaved_to_half(ours["attn.k_proj.weight"], d)
         hf["self_attn.v_proj.weight"] = ours["attn.v_proj.weight"]
+        if config.qkv_bias:
+            hf["self_attn.q_proj.bias"] = interleaved_to_half(ours["attn.q_proj.bias"], d)
+            hf["self_attn.k_proj.bias"] = interleaved_to_half(ours["attn.k_proj.bias"], d)
+            hf["self_attn.v_proj.bias"] = ours["attn.v_proj.bias"]
         if config.qk_norm:
             hf["self_attn.q_norm.weight"] = interleaved_to_half(ours["attn.q_norm.weight"], d)
             hf["self_attn.k_norm.weight"] = interleaved_to_half(ours["attn.k_norm.weight"], d)
-    if config.ffn == "moe":
+    if moe:
         experts = range(config.num_experts)
         hf["mlp.gate.weight"] = ours["ffn.router.weight"]
         hf["mlp.experts.gate_up_proj"] = torch.stack(
@@ -132,6 +147,11 @@ def _layer_to_hf(ours: dict[str, Tensor], config: VariantConfig, family: str) ->
         hf["mlp.experts.down_proj"] = torch.stack(
             [ours[f"ffn.experts.{e}.w2.weight"] for e in experts]
         )
+        if config.num_shared_experts:
+            for ours_name, hf_name in _SWIGLU.items():
+                hf[f"mlp.shared_experts.{hf_name}.weight"] = ours[
+                    f"ffn.shared_experts.{ours_name}.weight"
+                ]
     else:
         hf["mlp.gate_proj.weight"] = ours["ffn.w1.weight"]
         hf["mlp.up_proj.weight"] = ours["ffn.w3.weight"]
@@ -139,7 +159,9 @@ def _layer_to_hf(ours: dict[str, Tensor], config: VariantConfig, family: str) ->
     return hf
 
 
-def _layer_from_hf(hf: dict[str, Tensor], config: VariantConfig, family: str) -> dict[str, Tensor]:
+def _layer_from_hf(
+    hf: dict[str, Tensor], config: VariantConfig, family: str, moe: bool
+) -> dict[str, Tensor]:
     ours = {
         "ln1.weight": hf["input_layernorm.weight"],
         "ln2.weight": hf["post_attention_layernorm.weight"],
@@ -152,21 +174,33 @@ def _layer_from_hf(hf: dict[str, Tensor], config: VariantConfig, family: str) ->
         ours["attn.q_proj.weight"] = half_to_interleaved(hf["self_attn.q_proj.weight"], d)
         ours["attn.k_proj.weight"] = half_to_interleaved(hf["self_attn.k_proj.weight"], d)
         ours["attn.v_proj.weight"] = hf["self_attn.v_proj.weight"]
+        if config.qkv_bias:
+            ours["attn.q_proj.bias"] = half_to_interleaved(hf["self_attn.q_proj.bias"], d)
+            ours["attn.k_proj.bias"] = half_to_interleaved(hf["self_attn.k_proj.bias"], d)
+            ours["attn.v_proj.bias"] = hf["self_attn.v_proj.bias"]
         if config.qk_norm:
             ours["attn.q_norm.weight"] = half_to_interleaved(hf["self_attn.q_norm.weight"], d)
             ours["attn.k_norm.weight"] = half_to_interleaved(hf["self_attn.k_norm.weight"], d)
-    if config.ffn == "moe":
+    if moe:
         ours["ffn.router.weight"] = hf["mlp.gate.weight"]
         for e in range(config.num_experts):
             gate, up = hf["mlp.experts.gate_up_proj"][e].chunk(2, dim=0)
             ours[f"ffn.experts.{e}.w1.weight"] = gate
             ours[f"ffn.experts.{e}.w3.weight"] = up
             ours[f"ffn.experts.{e}.w2.weight"] = hf["mlp.experts.down_proj"][e]
+        if config.num_shared_experts:
+            for ours_name, hf_name in _SWIGLU.items():
+                ours[f"ffn.shared_experts.{ours_name}.weight"] = hf[
+                    f"mlp.shared_experts.{hf_name}.weight"
+                ]
     else:
         ours["ffn.w1.weight"] = hf["mlp.gate_proj.weight"]
         ours["ffn.w3.weight"] = hf["mlp.up_proj.weight"]
         ours["ffn.w2.weight"] = hf["mlp.down_proj.weight"]
     return ours
+
+
+_SWIGLU = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}  # ours -> HF
 
 
 def _mla_to_hf(ours: dict[str, Tensor], config: VariantConfig) -> dict[str, Tensor]:
@@ -278,9 +312,10 @@ def _gpt2_from_hf(hf: dict[str, Tensor], config: VariantConfig) -> dict[str, Ten
 def config_from_hf(hf_config: Any, context_length: int | None = None) -> VariantConfig:
     """The ``VariantConfig`` of an HF config object of a supported family.
 
-    Raises ``ValueError`` for settings this package cannot represent (biases in Llama-style
-    attention, a head size other than ``hidden_size / num_heads``, a non-SiLU MLP, dense and
-    sparse layers mixed, ...). ``context_length`` defaults to ``max_position_embeddings``.
+    Raises ``ValueError`` naming the field for settings this package cannot represent (an
+    output-projection bias in Llama-style attention, a non-SiLU MLP, sliding windows, RoPE
+    scaling other than ``linear``/``llama3``/``yarn``, DeepSeek-V3 MoE, ...).
+    ``context_length`` defaults to ``max_position_embeddings``.
     """
     family = hf_config.model_type
     if family not in FAMILIES:
@@ -337,6 +372,8 @@ def _llama_like_shape(hf_config: Any, context_length: int | None) -> dict[str, A
         not getattr(hf_config, "attention_bias", False), "attention_bias=True is not supported"
     )
     _require(not getattr(hf_config, "mlp_bias", False), "mlp_bias=True is not supported")
+    window = getattr(hf_config, "sliding_window", None)
+    _require(window is None, f"sliding_window={window} (sliding-window attention) is not supported")
     return dict(
         vocab_size=hf_config.vocab_size,
         context_length=context_length or hf_config.max_position_embeddings,
@@ -344,7 +381,7 @@ def _llama_like_shape(hf_config: Any, context_length: int | None) -> dict[str, A
         num_layers=hf_config.num_hidden_layers,
         num_heads=hf_config.num_attention_heads,
         d_ff=hf_config.intermediate_size,
-        rope_theta=_rope_theta(hf_config),
+        **_rope(hf_config),
         norm_eps=hf_config.rms_norm_eps,
         tie_embeddings=bool(hf_config.tie_word_embeddings),
     )
@@ -355,10 +392,9 @@ def _deepseek_config(hf_config: Any, shape: dict[str, Any]) -> VariantConfig:
         hf_config.model_type == "deepseek_v2" or hf_config.rope_interleave,
         "DeepSeek-V3 with rope_interleave=False (rotate-half RoPE) is not supported",
     )
-    _require(
-        hf_config.first_k_dense_replace >= hf_config.num_hidden_layers,
-        "DeepSeek MoE layers are not supported: set first_k_dense_replace >= num_hidden_layers",
-    )
+    dense = min(hf_config.first_k_dense_replace, hf_config.num_hidden_layers)
+    if dense < hf_config.num_hidden_layers:
+        shape |= _deepseek_v2_experts(hf_config, dense)
     return VariantConfig(
         **shape,
         attention="mla",
@@ -370,27 +406,56 @@ def _deepseek_config(hf_config: Any, shape: dict[str, Any]) -> VariantConfig:
     )
 
 
-def _attention_heads(hf_config: Any, family: str) -> dict[str, Any]:
-    head_dim = (
-        getattr(hf_config, "head_dim", None)
-        or hf_config.hidden_size // hf_config.num_attention_heads
-    )
+def _deepseek_v2_experts(hf_config: Any, dense: int) -> dict[str, Any]:
+    """DeepSeek-V2's MoE: softmax router, greedy or group-limited top-k (HF's V2 does not
+    renormalise it), routed weights times ``routed_scaling_factor``, shared experts, and
+    dense SwiGLUs in the first ``first_k_dense_replace`` layers."""
     _require(
-        head_dim * hf_config.num_attention_heads == hf_config.hidden_size,
-        f"head_dim={head_dim} times num_attention_heads must equal "
-        f"hidden_size={hf_config.hidden_size}",
+        hf_config.model_type == "deepseek_v2",
+        "DeepSeek-V3 MoE layers (sigmoid scores with e_score_correction_bias) are not "
+        "supported; supported: deepseek_v2 MoE, or first_k_dense_replace >= num_hidden_layers",
     )
+    methods = ("greedy", "group_limited_greedy")
+    _require(
+        hf_config.topk_method in methods,
+        f"topk_method={hf_config.topk_method!r} is not supported; supported: {methods}",
+    )
+    grouped = hf_config.topk_method == "group_limited_greedy"
     return dict(
-        num_kv_heads=hf_config.num_key_value_heads, qk_norm=family in ("qwen3", "qwen3_moe")
+        ffn="moe",
+        d_ff=hf_config.moe_intermediate_size,
+        num_experts=hf_config.n_routed_experts,
+        top_k=hf_config.num_experts_per_tok,
+        normalize_topk=False,
+        num_shared_experts=hf_config.n_shared_experts or None,
+        routed_scaling=float(hf_config.routed_scaling_factor),
+        expert_groups=[hf_config.n_group, hf_config.topk_group] if grouped else None,
+        dense_layers=list(range(dense)) or None,
+        dense_d_ff=hf_config.intermediate_size if dense else None,
+    )
+
+
+def _attention_heads(hf_config: Any, family: str) -> dict[str, Any]:
+    default = hf_config.hidden_size // hf_config.num_attention_heads
+    head_dim = getattr(hf_config, "head_dim", None) or default
+    return dict(
+        num_kv_heads=hf_config.num_key_value_heads,
+        qk_norm=family in ("qwen3", "qwen3_moe"),
+        qkv_bias=family == "qwen2",
+        head_dim=None if head_dim == default else head_dim,
     )
 
 
 def _qwen3_moe_experts(hf_config: Any) -> dict[str, Any]:
-    _require(
-        not hf_config.mlp_only_layers and hf_config.decoder_sparse_step == 1,
-        "Qwen3-MoE with dense layers (mlp_only_layers, decoder_sparse_step) is not supported",
-    )
+    step = hf_config.decoder_sparse_step
+    dense = [
+        i
+        for i in range(hf_config.num_hidden_layers)
+        if i in hf_config.mlp_only_layers or (i + 1) % step != 0
+    ]
     return dict(
+        dense_layers=dense or None,
+        dense_d_ff=hf_config.intermediate_size if dense else None,
         ffn="moe",
         d_ff=hf_config.moe_intermediate_size,
         num_experts=hf_config.num_experts,
@@ -400,29 +465,61 @@ def _qwen3_moe_experts(hf_config: Any) -> dict[str, Any]:
     )
 
 
-def _rope_theta(hf_config: Any) -> float:
-    parameters = getattr(hf_config, "rope_parameters", None) or {}
-    if parameters.get("rope_type", "default") != "default":
-        raise ValueError(f"RoPE scaling {parameters['rope_type']!r} is not supported")
-    return float(parameters.get("rope_theta", getattr(hf_config, "rope_theta", 10000.0)))
+def _rope(hf_config: Any) -> dict[str, Any]:
+    """``rope_theta`` and ``rope_scaling`` (checked by ``VariantConfig``) of an HF config."""
+    given = getattr(hf_config, "rope_parameters", None) or {}
+    parameters = {name: value for name, value in given.items() if value is not None}
+    theta = float(parameters.pop("rope_theta", getattr(hf_config, "rope_theta", 10000.0)))
+    if parameters.get("rope_type", "default") == "default":
+        return dict(rope_theta=theta)
+    return dict(rope_theta=theta, rope_scaling=parameters)
+
+
+def family_of(config: VariantConfig) -> str:
+    """The first HF family (in ``FAMILIES`` order) whose layout ``config`` describes."""
+    for family in FAMILIES:
+        if _describes(config, family):
+            return family
+    raise ValueError(f"no HF family ({', '.join(FAMILIES)}) describes this model: {config}")
 
 
 def _check_family(config: VariantConfig, family: str) -> None:
     if family not in FAMILIES:
         raise ValueError(f"unsupported family {family!r}; expected one of {FAMILIES}")
+    if not _describes(config, family):
+        raise ValueError(f"this VariantConfig does not describe a {family!r} model: {config}")
+
+
+def _describes(config: VariantConfig, family: str) -> bool:
     expected = {
         "gpt2": config.position_encoding == "learned"
         and config.norm == "layernorm"
+        and config.ffn == "gelu"
         and config.bias,
-        "deepseek_v2": config.attention == "mla" and config.ffn == "swiglu",
+        "deepseek_v2": config.attention == "mla" and config.ffn in ("swiglu", "moe"),
         "deepseek_v3": config.attention == "mla" and config.ffn == "swiglu",
         "llama": config.attention == "mha" and config.ffn == "swiglu" and not config.qk_norm,
+        "qwen2": config.attention == "mha" and config.ffn == "swiglu" and not config.qk_norm,
         "qwen3": config.attention == "mha" and config.ffn == "swiglu" and config.qk_norm,
         "qwen3_moe": config.ffn == "moe" and config.qk_norm,
         "mixtral": config.ffn == "moe" and not config.qk_norm and config.normalize_topk,
     }[family]
-    if not expected or config.norm_placement != "pre":
-        raise ValueError(f"this VariantConfig does not describe a {family!r} model: {config}")
+    # HF's RMSNorm + RoPE families have no biases and no per-expert capacity.
+    llama_like = (
+        config.position_encoding == "rope"
+        and config.norm == "rmsnorm"
+        and not config.bias
+        and config.qkv_bias == (family == "qwen2")
+        and config.capacity_factor is None
+    )
+    if family not in MLA_FAMILIES and config.attention != "mha":
+        return False
+    deepseek_routing = config.num_shared_experts or config.routed_scaling or config.expert_groups
+    if family != "deepseek_v2" and (
+        deepseek_routing or config.dense_layers and family != "qwen3_moe"
+    ):
+        return False
+    return expected and config.norm_placement == "pre" and (family == "gpt2" or llama_like)
 
 
 def _require(condition: bool, message: str) -> None:

@@ -12,10 +12,11 @@ from torch import Tensor
 from cs336_basics.attention import scaled_dot_product_attention
 from cs336_basics.linear import Linear
 from cs336_basics.rmsnorm import RMSNorm
-from cs336_basics.rope import RotaryPositionalEmbedding, default_positions
+from cs336_basics.rope import default_positions
 from cs336_basics.variants.attention import causal_mask
 from cs336_basics.variants.config import VariantConfig
 from cs336_basics.variants.kv_cache import CachingAttention, LatentKVCache
+from cs336_basics.variants.rope_scaling import rotary_embedding, softmax_mscale
 
 
 class MultiHeadLatentAttention(CachingAttention):
@@ -64,9 +65,12 @@ class MultiHeadLatentAttention(CachingAttention):
         self.k_up_proj = Linear(self.rank, heads * self.nope_dim, device=device, dtype=dtype)
         self.v_up_proj = Linear(self.rank, heads * v_dim, device=device, dtype=dtype)
         self.output_proj = Linear(heads * v_dim, d_model, device=device, dtype=dtype)
-        self.rope = RotaryPositionalEmbedding(
-            config.rope_theta, self.rope_dim, config.context_length, device=device
+        self.rope = rotary_embedding(
+            config.rope_theta, self.rope_dim, config.context_length, config.rope_scaling, device
         )
+        # DeepSeek's yarn also sharpens the softmax by mscale^2 (on the queries: scores are
+        # linear in them, and both the expanded and the folded path see it).
+        self.query_scale = softmax_mscale(config.rope_scaling) ** 2
 
     def forward(
         self,
@@ -76,7 +80,7 @@ class MultiHeadLatentAttention(CachingAttention):
         if token_positions is None:
             token_positions = default_positions(x.shape[-2], self.cached_length, x.device)
         q = rearrange(self.queries(x), "... seq (heads d) -> ... heads seq d", heads=self.num_heads)
-        q_nope, q_rope = q.split([self.nope_dim, self.rope_dim], dim=-1)
+        q_nope, q_rope = (q * self.query_scale).split([self.nope_dim, self.rope_dim], dim=-1)
         q_rope = self.rope(q_rope, rearrange(token_positions, "... seq -> ... 1 seq"))
         latents = self.kv_norm(self.kv_down_proj(x))
         k_rope = self.rope(self.k_rope_proj(x), token_positions)

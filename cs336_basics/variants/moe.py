@@ -44,6 +44,10 @@ class MixtureOfExperts(nn.Module):
         capacity_factor: float | None = None,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        *,
+        num_shared_experts: int = 0,
+        routed_scaling: float = 1.0,
+        expert_groups: tuple[int, int] | None = None,
     ) -> None:
         super().__init__()
         if not 1 <= top_k <= num_experts:
@@ -57,13 +61,24 @@ class MixtureOfExperts(nn.Module):
             SwiGLU(d_model, d_ff, device=device, dtype=dtype) for _ in range(num_experts)
         )
         self.routing: tuple[Tensor, Tensor] | None = None  # the last call's, for aux_loss()
+        self.routed_scaling = routed_scaling
+        self.expert_groups = expert_groups
+        if num_shared_experts:
+            self.shared_experts = SwiGLU(
+                d_model, d_ff * num_shared_experts, device=device, dtype=dtype
+            )
+        self.num_shared_experts = num_shared_experts
 
     def forward(self, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
         tokens = rearrange(x, "... d_model -> (...) d_model")
         probabilities = softmax(self.router(tokens).float(), dim=-1)
-        weights, experts = probabilities.topk(self.top_k, dim=-1)
+        eligible = probabilities
+        if self.expert_groups is not None:
+            eligible = probabilities * self.in_best_groups(probabilities)
+        weights, experts = eligible.topk(self.top_k, dim=-1)
         if self.normalize_topk:
             weights = weights / weights.sum(dim=-1, keepdim=True)
+        weights = weights * self.routed_scaling
         if self.capacity_factor is not None:
             weights = weights * self.within_capacity(experts)
         self.routing = (probabilities, experts)
@@ -74,7 +89,24 @@ class MixtureOfExperts(nn.Module):
             if token_ids.numel() > 0:
                 routed = expert(tokens[token_ids]) * weights[token_ids, slot, None].to(tokens.dtype)
                 output.index_add_(0, token_ids, routed)
+        if self.num_shared_experts:
+            output = output + self.shared_experts(tokens)
         return output.reshape(x.shape)
+
+    def in_best_groups(
+        self, probabilities: Float[Tensor, "tokens experts"]
+    ) -> Float[Tensor, "tokens experts"]:
+        """1.0 for the experts in each token's ``topk_groups`` groups with the highest best
+        probability, 0.0 elsewhere (DeepSeek-V2's group-limited routing)."""
+        num_groups, topk_groups = self.expert_groups
+        grouped = rearrange(
+            probabilities, "tokens (groups e) -> tokens groups e", groups=num_groups
+        )
+        best = grouped.amax(dim=-1).topk(topk_groups, dim=-1).indices
+        chosen = torch.zeros_like(grouped[..., 0]).scatter_(1, best, 1.0)
+        return rearrange(
+            chosen[..., None].expand_as(grouped), "tokens groups e -> tokens (groups e)"
+        )
 
     def within_capacity(
         self, experts: Int[Tensor, "tokens top_k"]

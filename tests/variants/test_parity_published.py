@@ -1,0 +1,208 @@
+"""Parity with HF on the configuration fields of released models, each with a tiny model of the
+family built from its HF config class: few layers and small widths, but the real structure
+(e.g. Qwen3-0.6B's head_dim of 128 with hidden_size / num_heads = 64, here 16 vs 8)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+
+from ..adapters import (
+    get_variant_lm,
+    run_config_from_hf,
+    run_from_hf,
+    run_generate_variant,
+    run_transformer_lm_variant,
+    run_variant_accounting,
+)
+from .test_parity_hf import LLAMA, SHAPE, hf_model, max_logit_error, token_ids
+
+TOLERANCE = 1e-4
+
+
+def assert_greedy_tokens_equal(hf: torch.nn.Module, config: dict, family: str) -> None:
+    model = get_variant_lm(config)
+    model.load_state_dict(run_from_hf(hf.state_dict(), config, family))
+    prompt = token_ids(config["vocab_size"], seq=5)[:1]
+    with torch.no_grad():
+        expected = hf.generate(prompt, max_new_tokens=10, do_sample=False, eos_token_id=None)
+    ours = run_generate_variant(model, prompt[0].tolist(), 10, use_kv_cache=True)
+    assert ours == expected[0, 5:].tolist()
+
+
+def test_decoupled_head_dim_qwen3() -> None:
+    hf = hf_model(transformers.Qwen3Config, **LLAMA, head_dim=16)  # 2 x hidden / heads
+    config = run_config_from_hf(hf.config)
+    assert (config["head_dim"], config["qk_norm"]) == (16, True)
+    assert max_logit_error(hf, config, "qwen3") < TOLERANCE
+    assert_greedy_tokens_equal(hf, config, "qwen3")
+    counts = run_variant_accounting(config, batch_size=1, seq_len=8)["parameters"]
+    assert sum(counts.values()) == sum(p.numel() for p in hf.parameters())
+
+
+def test_decoupled_head_dim_llama_with_tied_embeddings() -> None:
+    hf = hf_model(
+        transformers.LlamaConfig, **{**LLAMA, "tie_word_embeddings": True}, head_dim=4
+    )  # narrower heads than hidden / heads
+    config = run_config_from_hf(hf.config)
+    assert (config["head_dim"], config["tie_embeddings"]) == (4, True)
+    assert max_logit_error(hf, config, "llama") < TOLERANCE
+    assert_greedy_tokens_equal(hf, config, "llama")
+
+
+LLAMA_3_2_ROPE = dict(  # Llama-3.2's published rope_scaling
+    rope_type="llama3",
+    factor=32.0,
+    low_freq_factor=1.0,
+    high_freq_factor=4.0,
+    original_max_position_embeddings=8192,
+)
+
+
+QWEN_YARN = dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=32768)
+MSCALE_YARN = dict(QWEN_YARN, mscale=1.0, mscale_all_dim=0.5, beta_fast=16)  # factor != 1
+
+
+@pytest.mark.parametrize(
+    "scaling",
+    [LLAMA_3_2_ROPE, dict(rope_type="linear", factor=4.0), QWEN_YARN, MSCALE_YARN],
+    ids=["llama3", "linear", "yarn", "yarn_mscale"],
+)
+def test_rope_scaling_llama(scaling: dict) -> None:
+    shape = {k: v for k, v in LLAMA.items() if k != "rope_theta"}
+    shape |= dict(max_position_embeddings=256, hidden_size=64, num_attention_heads=2)
+    rope = dict(scaling, rope_theta=500000.0)
+    hf = hf_model(transformers.LlamaConfig, **shape, rope_parameters=rope)
+    config = run_config_from_hf(hf.config)
+    assert config["rope_scaling"] == scaling
+    ids = token_ids(seq=200)
+    with torch.no_grad():
+        reference = hf(ids).logits
+        ours = run_transformer_lm_variant(
+            config, run_from_hf(hf.state_dict(), config, "llama"), ids
+        )
+        unscaled = {**config, "rope_scaling": None}
+        plain = run_transformer_lm_variant(
+            unscaled, run_from_hf(hf.state_dict(), unscaled, "llama"), ids
+        )
+    assert (ours - reference).abs().max() < TOLERANCE
+    assert (plain - reference).abs().max() > 100 * TOLERANCE  # the scaling matters here
+    assert_greedy_tokens_equal(hf, config, "llama")
+
+
+def test_unsupported_rope_scaling_is_refused_by_name() -> None:
+    dynamic = dict(rope_type="dynamic", rope_theta=10000.0, factor=4.0)
+    with pytest.raises(ValueError, match=r"dynamic.*supported.*linear.*llama3.*yarn"):
+        run_config_from_hf(transformers.LlamaConfig(**SHAPE, rope_parameters=dynamic))
+    odd = dict(rope_type="linear", rope_theta=10000.0, factor=2.0, beta_fast=3)
+    with pytest.raises(ValueError, match="beta_fast"):
+        run_config_from_hf(transformers.LlamaConfig(**SHAPE, rope_parameters=odd))
+
+
+def test_qkv_bias_qwen2() -> None:
+    hf = hf_model(transformers.Qwen2Config, **LLAMA)
+    config = run_config_from_hf(hf.config)
+    assert config["qkv_bias"] and not config["bias"]
+    assert max_logit_error(hf, config, "qwen2") < TOLERANCE
+    assert_greedy_tokens_equal(hf, config, "qwen2")
+    counts = run_variant_accounting(config, batch_size=1, seq_len=8)["parameters"]
+    assert sum(counts.values()) == sum(p.numel() for p in hf.parameters())
+    with pytest.raises(ValueError, match="sliding_window"):
+        run_config_from_hf(transformers.Qwen2Config(**LLAMA, use_sliding_window=True))
+
+
+@pytest.mark.parametrize(
+    ("mlp_only_layers", "decoder_sparse_step", "dense"),
+    [([0], 1, [0]), ([], 2, [0, 2]), ([3], 2, [0, 2, 3])],
+)
+def test_dense_layers_qwen3_moe(mlp_only_layers, decoder_sparse_step, dense) -> None:
+    hf = hf_model(
+        transformers.Qwen3MoeConfig,
+        **{**LLAMA, "num_hidden_layers": 4},
+        head_dim=16,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=24,
+        norm_topk_prob=True,
+        mlp_only_layers=mlp_only_layers,
+        decoder_sparse_step=decoder_sparse_step,
+    )
+    config = run_config_from_hf(hf.config)
+    assert (config["dense_layers"], config["dense_d_ff"], config["d_ff"]) == (dense, 48, 24)
+    assert max_logit_error(hf, config, "qwen3_moe") < TOLERANCE
+    assert_greedy_tokens_equal(hf, config, "qwen3_moe")
+    counts = run_variant_accounting(config, batch_size=1, seq_len=8)["parameters"]
+    assert sum(counts.values()) == sum(p.numel() for p in hf.parameters())
+
+
+@pytest.mark.parametrize("topk_method", ["greedy", "group_limited_greedy"])
+def test_moe_deepseek_v2_lite_structure(topk_method: str) -> None:
+    """DeepSeek-V2-Lite's MoE layout: a dense first layer, shared experts, unnormalised
+    top-k scaled by routed_scaling_factor (here V2's published 16.0), optionally by groups."""
+    hf = hf_model(
+        transformers.DeepseekV2Config,
+        **{**SHAPE, "num_hidden_layers": 3},
+        attn_implementation="eager",
+        tie_word_embeddings=False,
+        intermediate_size=48,
+        q_lora_rank=None,
+        kv_lora_rank=12,
+        qk_rope_head_dim=4,
+        qk_nope_head_dim=6,
+        v_head_dim=5,
+        rms_norm_eps=1e-6,
+        first_k_dense_replace=1,
+        n_routed_experts=8,
+        num_experts_per_tok=3,
+        n_shared_experts=2,
+        moe_intermediate_size=16,
+        routed_scaling_factor=16.0,
+        topk_method=topk_method,
+        n_group=4,
+        topk_group=2,
+    )
+    with torch.no_grad():  # keep 16x-scaled experts from swamping the logits
+        for name, parameter in hf.named_parameters():
+            if "mlp.experts" in name:
+                parameter.mul_(0.1)
+    config = run_config_from_hf(hf.config)
+    assert (config["dense_layers"], config["num_shared_experts"]) == ([0], 2)
+    assert config.get("expert_groups") == ([4, 2] if topk_method != "greedy" else None)
+    assert max_logit_error(hf, config, "deepseek_v2") < TOLERANCE
+    assert_greedy_tokens_equal(hf, config, "deepseek_v2")
+    counts = run_variant_accounting(config, batch_size=1, seq_len=8)["parameters"]
+    assert sum(counts.values()) == sum(p.numel() for p in hf.parameters())
+
+
+def test_yarn_mscale_deepseek_v2_mla() -> None:
+    """DeepSeek-V2-Lite's published yarn: the RoPE dims rescaled and the softmax sharpened by
+    mscale(factor, mscale_all_dim)^2."""
+    yarn = dict(
+        rope_type="yarn",
+        factor=40.0,
+        original_max_position_embeddings=4096,
+        mscale=0.707,
+        mscale_all_dim=0.707,
+        beta_fast=32,
+        beta_slow=1,
+    )
+    hf = hf_model(
+        transformers.DeepseekV2Config,
+        **{**SHAPE, "max_position_embeddings": 256},
+        attn_implementation="eager",
+        tie_word_embeddings=False,
+        intermediate_size=48,
+        q_lora_rank=None,
+        kv_lora_rank=12,
+        qk_rope_head_dim=8,
+        qk_nope_head_dim=6,
+        v_head_dim=5,
+        rms_norm_eps=1e-6,
+        first_k_dense_replace=2,
+        rope_parameters=dict(yarn, rope_theta=10000.0),
+    )
+    config = run_config_from_hf(hf.config)
+    assert config["rope_scaling"] == yarn
+    assert max_logit_error(hf, config, "deepseek_v2") < TOLERANCE
+    assert_greedy_tokens_equal(hf, config, "deepseek_v2")
