@@ -9,7 +9,6 @@ from jaxtyping import Int
 from torch import Tensor
 
 from cs336_basics.devices import resolve_device
-from cs336_basics.token_arrays import load_tokens  # noqa: F401  (re-exported: support code)
 
 
 def sample_start_indices(

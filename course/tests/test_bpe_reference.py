@@ -24,14 +24,6 @@ def test_train_bpe_same_result_for_any_worker_count():
     )
 
 
-def test_train_bpe_vocab_layout(tmp_path):
-    (tmp_path / "c.txt").write_bytes(b"the cat<|endoftext|> the hat<|pad|>")
-    vocab, merges = train_bpe(tmp_path / "c.txt", 262, [EOT, "<|pad|>"])
-    assert [vocab[i] for i in range(256)] == [bytes([i]) for i in range(256)]
-    assert vocab[256] == EOT.encode() and vocab[257] == b"<|pad|>"
-    assert [vocab[258 + i] for i in range(len(merges))] == [a + b for a, b in merges]
-
-
 def test_chunk_boundaries_preserve_pretoken_counts():
     data = CORPUS.read_bytes()
     whole = count_pretokens(data.decode("utf-8"), [EOT])

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from cs336_basics.data import get_batch, load_tokens
+from cs336_basics.data import get_batch
+from cs336_basics.token_arrays import load_tokens
 
 
 def test_get_batch_seeded_generator_is_reproducible():
