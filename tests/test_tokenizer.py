@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import pickle
 import random
 import subprocess
@@ -11,50 +10,28 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import tiktoken
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from .adapters import get_tokenizer
+from .cases.shipped import Shipped
+from .cases.tokenizers import tiktoken_of
 from .expect import raises_an_error
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
-TOKENIZER_DIR = FIXTURES / "tokenizer"
 CORPUS = FIXTURES / "corpora" / "stories-400k.txt"
 SAMPLES = sorted((FIXTURES / "samples").glob("*.txt"))
 EOT = "<|endoftext|>"
-# Written out here rather than imported, so a wrong pattern in the code under test is caught.
-GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
 
 def read_text(path: Path) -> str:
     return path.read_bytes().decode("utf-8")  # bytes, so "\r\n" survives
 
 
-def gpt2_bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte-to-character table, rebuilt here independently of the code under test."""
-    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-    extra = [b for b in range(256) if b not in keep]
-    return {**{b: chr(b) for b in keep}, **{b: chr(256 + i) for i, b in enumerate(extra)}}
-
-
-def load_fixture_vocab_and_merges() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    decode = {c: b for b, c in gpt2_bytes_to_unicode().items()}
-
-    def to_bytes(s):
-        return bytes(decode[c] for c in s)
-
-    strings = json.loads((TOKENIZER_DIR / "vocab.json").read_text(encoding="utf-8"))
-    vocab = {i: to_bytes(s) for s, i in strings.items()}
-    lines = (TOKENIZER_DIR / "merges.txt").read_text(encoding="utf-8").split("\n")
-    merges = [tuple(to_bytes(part) for part in line.split(" ")) for line in lines[1:] if line]
-    return vocab, merges
-
-
 @pytest.fixture(scope="module")
 def vocab_and_merges():
-    return load_fixture_vocab_and_merges()
+    return Shipped().vocab_and_merges
 
 
 @pytest.fixture(scope="module")
@@ -65,15 +42,7 @@ def tokenizer(vocab_and_merges):
 
 @pytest.fixture(scope="module")
 def reference(vocab_and_merges):
-    """tiktoken, built offline from the same vocab (ranks = ids) and special tokens."""
-    vocab, _ = vocab_and_merges
-    special = EOT.encode()
-    return tiktoken.Encoding(
-        name="cs336-test",
-        pat_str=GPT2_PATTERN,
-        mergeable_ranks={token: i for i, token in vocab.items() if token != special},
-        special_tokens={EOT: next(i for i, t in vocab.items() if t == special)},
-    )
+    return tiktoken_of(vocab_and_merges[0], [EOT])
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=[p.name for p in SAMPLES])

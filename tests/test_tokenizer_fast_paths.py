@@ -18,11 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from .adapters import get_tokenizer, run_train_bpe
-from .cases.tokenizers import naive_train_bpe
+from .cases.tokenizers import naive_train_bpe, tiktoken_of
 
 EOT = "<|endoftext|>"
-# Written out here rather than imported, so a wrong pattern in the code under test is caught.
-GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 # Letters that make repeated and overlapping pairs, whitespace of every kind (\x1c is whitespace
 # to str.isspace but not to the pattern), digits, apostrophes, non-ASCII letters and symbols.
 ALPHABET = list("aaabbbeeinst  \t\n\r\x0b\x0c\x1c\xa0\u3000'.,!-0123456789éß日😀")
@@ -36,17 +34,6 @@ def english_like(seed: int, num_words: int) -> str:
     extras = ["aaaa" * 5, "abab" * 6, "1234567890" * 3, "  ", "\n\n", "it's", "!!", "日本"]
     pieces = [rng.choice(extras) if rng.random() < 0.05 else w for w in words]
     return " ".join(pieces)
-
-
-def tiktoken_of(vocab: dict[int, bytes], special_tokens: list[str]) -> tiktoken.Encoding:
-    """tiktoken with our vocab, ids as ranks (valid because ids follow merge order)."""
-    specials = {token.encode("utf-8") for token in special_tokens}
-    return tiktoken.Encoding(
-        name="cs336-fast-paths",
-        pat_str=GPT2_PATTERN,
-        mergeable_ranks={token: i for i, token in vocab.items() if token not in specials},
-        special_tokens={t.decode(): i for i, t in vocab.items() if t in specials},
-    )
 
 
 @pytest.fixture(scope="module")

@@ -16,59 +16,34 @@ Hypothesis runs a quick profile by default; ``make test-thorough`` runs many mor
 from __future__ import annotations
 
 import itertools
-import json
 from functools import cache
-from pathlib import Path
 
 import tiktoken
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from .adapters import get_tokenizer
+from .cases.shipped import Shipped
+from .cases.tokenizers import tiktoken_of
 
-TOKENIZER_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "tokenizer"
+SHIPPED = Shipped()
 EOT = "<|endoftext|>"
 DOUBLE_EOT = EOT + EOT
-# Written out here rather than imported, so a wrong pattern in the code under test is caught.
-GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 # Characters whose doubled pair is a merge of the fixture tokenizer ("p p", "o o", ...), plus
 # spaces, newlines and punctuation whose runs form their own pre-tokens.
 RUN_CHARACTERS = "oplbfe .!\n'"
 
 
 @cache
-def fixture_vocab_and_merges() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    """The fixture tokenizer's files, read with GPT-2's byte-to-character table (rebuilt here)."""
-    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
-    others = [b for b in range(256) if b not in printable]
-    to_byte = {chr(b): b for b in printable} | {chr(256 + i): b for i, b in enumerate(others)}
-
-    def to_bytes(token: str) -> bytes:
-        return bytes(to_byte[c] for c in token)
-
-    strings = json.loads((TOKENIZER_DIR / "vocab.json").read_text(encoding="utf-8"))
-    lines = (TOKENIZER_DIR / "merges.txt").read_text(encoding="utf-8").splitlines()
-    merges = [tuple(map(to_bytes, line.split(" "))) for line in lines[1:] if line]
-    return {i: to_bytes(s) for s, i in strings.items()}, merges
-
-
-@cache
 def tokenizer(*special_tokens: str):
-    vocab, merges = fixture_vocab_and_merges()
+    vocab, merges = SHIPPED.vocab_and_merges
     return get_tokenizer(vocab, merges, list(special_tokens))
 
 
 @cache
 def tiktoken_reference() -> tiktoken.Encoding:
     """tiktoken with the fixture vocab as ranks; its BPE merges the lowest rank, leftmost first."""
-    vocab, _ = fixture_vocab_and_merges()
-    eot_id = next(i for i, token in vocab.items() if token == EOT.encode())
-    return tiktoken.Encoding(
-        name="cs336-properties",
-        pat_str=GPT2_PATTERN,
-        mergeable_ranks={token: i for i, token in vocab.items() if i != eot_id},
-        special_tokens={EOT: eot_id},
-    )
+    return tiktoken_of(SHIPPED.vocab_and_merges[0], [EOT])
 
 
 runs = st.lists(
@@ -164,7 +139,7 @@ def test_tokenizer_encode_iterable_matches_encode_on_random_cuts(text: str) -> N
 
 @cache
 def single_byte_ids() -> dict[int, int]:
-    vocab, _ = fixture_vocab_and_merges()
+    vocab, _ = SHIPPED.vocab_and_merges
     return {token[0]: i for i, token in vocab.items() if len(token) == 1}
 
 
@@ -183,7 +158,7 @@ def test_tokenizer_decode_arbitrary_bytes_replaces_malformed_utf8(data: bytes) -
 
 @given(data=st.data())
 def test_tokenizer_decode_any_ids_is_their_joined_bytes(data: st.DataObject) -> None:
-    vocab, _ = fixture_vocab_and_merges()
+    vocab, _ = SHIPPED.vocab_and_merges
     ids = data.draw(st.lists(st.sampled_from(sorted(vocab)), max_size=20))
     expected = b"".join(vocab[i] for i in ids).decode("utf-8", errors="replace")
     assert tokenizer(EOT).decode(ids) == expected

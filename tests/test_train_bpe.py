@@ -18,10 +18,6 @@ from .hints import matching_hints
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CORPUS = FIXTURES / "corpora" / "stories-400k.txt"
 EOT = "<|endoftext|>"
-# Written out here rather than imported, so a wrong pattern in the code under test is caught.
-GPT2_PATTERN = regex.compile(
-    r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-)
 
 
 def write(tmp_path: Path, text: str, name: str = "corpus.txt") -> Path:

@@ -171,17 +171,21 @@ def tokenizer_inputs(
     }
 
 
-def tiktoken_encoding(inputs: Bundle) -> tiktoken.Encoding:
-    """tiktoken, built offline from the same vocab (ranks = ids) and special tokens."""
-    vocab = vocab_from_wire(inputs["vocab"])
-    specials = inputs["special_tokens"] or []
-    special_bytes = {t.encode("utf-8") for t in specials}
+def tiktoken_of(vocab: dict[int, bytes], special_tokens: list[str]) -> tiktoken.Encoding:
+    """tiktoken, built offline from our vocab with ids as ranks (valid because ids follow merge
+    order) and the given special tokens."""
+    specials = {t.encode("utf-8") for t in special_tokens}
     return tiktoken.Encoding(
-        name="cs336-case",
+        name="cs336",
         pat_str=GPT2_PATTERN,
-        mergeable_ranks={t: i for i, t in vocab.items() if t not in special_bytes},
-        special_tokens={t: next(i for i, v in vocab.items() if v == t.encode()) for t in specials},
+        mergeable_ranks={t: i for i, t in vocab.items() if t not in specials},
+        special_tokens={t.decode("utf-8"): i for i, t in vocab.items() if t in specials},
     )
+
+
+def tiktoken_encoding(inputs: Bundle) -> tiktoken.Encoding:
+    """tiktoken for a case's vocab and special tokens."""
+    return tiktoken_of(vocab_from_wire(inputs["vocab"]), inputs["special_tokens"] or [])
 
 
 def encode_expected(inputs: Bundle) -> Bundle:
