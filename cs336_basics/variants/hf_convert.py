@@ -113,90 +113,90 @@ def from_hf(
     return ours
 
 
+def _layer_names(config: VariantConfig, family: str, moe: bool) -> tuple[dict, dict]:
+    """Our name -> HF's for one layer's tensors that are only renamed, and for the query/key
+    tensors whose rows also change order (HF rotates each head's halves, we interleave pairs)."""
+    renamed = {
+        "ln1.weight": "input_layernorm.weight",
+        "ln2.weight": "post_attention_layernorm.weight",
+        "attn.output_proj.weight": "self_attn.o_proj.weight",
+    }
+    rotated = {}
+    if family not in MLA_FAMILIES:  # latent attention has its own layout (_mla_to_hf)
+        kinds = ["weight"] + (["bias"] if config.qkv_bias else [])
+        for kind in kinds:
+            renamed[f"attn.v_proj.{kind}"] = f"self_attn.v_proj.{kind}"
+            for name in ("q_proj", "k_proj"):
+                rotated[f"attn.{name}.{kind}"] = f"self_attn.{name}.{kind}"
+        if config.qk_norm:
+            rotated |= {f"attn.{n}.weight": f"self_attn.{n}.weight" for n in ("q_norm", "k_norm")}
+    if not moe:
+        renamed |= {f"ffn.{ours}.weight": f"mlp.{hf}.weight" for ours, hf in _SWIGLU.items()}
+    return renamed, rotated
+
+
 def _layer_to_hf(
     ours: dict[str, Tensor], config: VariantConfig, family: str, moe: bool
 ) -> dict[str, Tensor]:
-    hf = {
-        "input_layernorm.weight": ours["ln1.weight"],
-        "post_attention_layernorm.weight": ours["ln2.weight"],
-        "self_attn.o_proj.weight": ours["attn.output_proj.weight"],
+    renamed, rotated = _layer_names(config, family, moe)
+    hf = {theirs: ours[name] for name, theirs in renamed.items()}
+    hf |= {
+        theirs: interleaved_to_half(ours[name], config.d_head) for name, theirs in rotated.items()
     }
     if family in MLA_FAMILIES:
         hf.update(_mla_to_hf(ours, config))
-    else:
-        d = config.d_head
-        hf["self_attn.q_proj.weight"] = interleaved_to_half(ours["attn.q_proj.weight"], d)
-        hf["self_attn.k_proj.weight"] = interleaved_to_half(ours["attn.k_proj.weight"], d)
-        hf["self_attn.v_proj.weight"] = ours["attn.v_proj.weight"]
-        if config.qkv_bias:
-            hf["self_attn.q_proj.bias"] = interleaved_to_half(ours["attn.q_proj.bias"], d)
-            hf["self_attn.k_proj.bias"] = interleaved_to_half(ours["attn.k_proj.bias"], d)
-            hf["self_attn.v_proj.bias"] = ours["attn.v_proj.bias"]
-        if config.qk_norm:
-            hf["self_attn.q_norm.weight"] = interleaved_to_half(ours["attn.q_norm.weight"], d)
-            hf["self_attn.k_norm.weight"] = interleaved_to_half(ours["attn.k_norm.weight"], d)
     if moe:
-        experts = range(config.num_experts)
-        hf["mlp.gate.weight"] = ours["ffn.router.weight"]
-        hf["mlp.experts.gate_up_proj"] = torch.stack(
-            [
-                torch.cat((ours[f"ffn.experts.{e}.w1.weight"], ours[f"ffn.experts.{e}.w3.weight"]))
-                for e in experts
-            ]
-        )
-        hf["mlp.experts.down_proj"] = torch.stack(
-            [ours[f"ffn.experts.{e}.w2.weight"] for e in experts]
-        )
-        if config.num_shared_experts:
-            for ours_name, hf_name in _SWIGLU.items():
-                hf[f"mlp.shared_experts.{hf_name}.weight"] = ours[
-                    f"ffn.shared_experts.{ours_name}.weight"
-                ]
-    else:
-        hf["mlp.gate_proj.weight"] = ours["ffn.w1.weight"]
-        hf["mlp.up_proj.weight"] = ours["ffn.w3.weight"]
-        hf["mlp.down_proj.weight"] = ours["ffn.w2.weight"]
+        hf.update(_moe_to_hf(ours, config))
     return hf
 
 
 def _layer_from_hf(
     hf: dict[str, Tensor], config: VariantConfig, family: str, moe: bool
 ) -> dict[str, Tensor]:
-    ours = {
-        "ln1.weight": hf["input_layernorm.weight"],
-        "ln2.weight": hf["post_attention_layernorm.weight"],
-        "attn.output_proj.weight": hf["self_attn.o_proj.weight"],
+    renamed, rotated = _layer_names(config, family, moe)
+    ours = {name: hf[theirs] for name, theirs in renamed.items()}
+    ours |= {
+        name: half_to_interleaved(hf[theirs], config.d_head) for name, theirs in rotated.items()
     }
     if family in MLA_FAMILIES:
         ours.update(_mla_from_hf(hf, config))
-    else:
-        d = config.d_head
-        ours["attn.q_proj.weight"] = half_to_interleaved(hf["self_attn.q_proj.weight"], d)
-        ours["attn.k_proj.weight"] = half_to_interleaved(hf["self_attn.k_proj.weight"], d)
-        ours["attn.v_proj.weight"] = hf["self_attn.v_proj.weight"]
-        if config.qkv_bias:
-            ours["attn.q_proj.bias"] = half_to_interleaved(hf["self_attn.q_proj.bias"], d)
-            ours["attn.k_proj.bias"] = half_to_interleaved(hf["self_attn.k_proj.bias"], d)
-            ours["attn.v_proj.bias"] = hf["self_attn.v_proj.bias"]
-        if config.qk_norm:
-            ours["attn.q_norm.weight"] = half_to_interleaved(hf["self_attn.q_norm.weight"], d)
-            ours["attn.k_norm.weight"] = half_to_interleaved(hf["self_attn.k_norm.weight"], d)
     if moe:
-        ours["ffn.router.weight"] = hf["mlp.gate.weight"]
-        for e in range(config.num_experts):
-            gate, up = hf["mlp.experts.gate_up_proj"][e].chunk(2, dim=0)
-            ours[f"ffn.experts.{e}.w1.weight"] = gate
-            ours[f"ffn.experts.{e}.w3.weight"] = up
-            ours[f"ffn.experts.{e}.w2.weight"] = hf["mlp.experts.down_proj"][e]
-        if config.num_shared_experts:
-            for ours_name, hf_name in _SWIGLU.items():
-                ours[f"ffn.shared_experts.{ours_name}.weight"] = hf[
-                    f"mlp.shared_experts.{hf_name}.weight"
-                ]
-    else:
-        ours["ffn.w1.weight"] = hf["mlp.gate_proj.weight"]
-        ours["ffn.w3.weight"] = hf["mlp.up_proj.weight"]
-        ours["ffn.w2.weight"] = hf["mlp.down_proj.weight"]
+        ours.update(_moe_from_hf(hf, config))
+    return ours
+
+
+def _moe_to_hf(ours: dict[str, Tensor], config: VariantConfig) -> dict[str, Tensor]:
+    experts = range(config.num_experts)
+    hf = {
+        "mlp.gate.weight": ours["ffn.router.weight"],
+        "mlp.experts.gate_up_proj": torch.stack(
+            [
+                torch.cat((ours[f"ffn.experts.{e}.w1.weight"], ours[f"ffn.experts.{e}.w3.weight"]))
+                for e in experts
+            ]
+        ),
+        "mlp.experts.down_proj": torch.stack([ours[f"ffn.experts.{e}.w2.weight"] for e in experts]),
+    }
+    if config.num_shared_experts:
+        for ours_name, hf_name in _SWIGLU.items():
+            hf[f"mlp.shared_experts.{hf_name}.weight"] = ours[
+                f"ffn.shared_experts.{ours_name}.weight"
+            ]
+    return hf
+
+
+def _moe_from_hf(hf: dict[str, Tensor], config: VariantConfig) -> dict[str, Tensor]:
+    ours = {"ffn.router.weight": hf["mlp.gate.weight"]}
+    for e in range(config.num_experts):
+        gate, up = hf["mlp.experts.gate_up_proj"][e].chunk(2, dim=0)
+        ours[f"ffn.experts.{e}.w1.weight"] = gate
+        ours[f"ffn.experts.{e}.w3.weight"] = up
+        ours[f"ffn.experts.{e}.w2.weight"] = hf["mlp.experts.down_proj"][e]
+    if config.num_shared_experts:
+        for ours_name, hf_name in _SWIGLU.items():
+            ours[f"ffn.shared_experts.{ours_name}.weight"] = hf[
+                f"mlp.shared_experts.{hf_name}.weight"
+            ]
     return ours
 
 
