@@ -1,8 +1,12 @@
 # Developer and instructor commands; see README.md.
-.PHONY: test demo fixtures hidden-cases case-mutants check-fixtures handout handout-extensions verify-handout submission grade mutants mutants-smoke test-thorough ci-course gradescope grader-attacks bench bench-smoke check-solutions
+.PHONY: test test-all demo fixtures hidden-cases case-mutants check-fixtures handout handout-extensions verify-handout submission grade mutants mutants-smoke test-thorough ci-course gradescope grader-attacks bench bench-smoke check-solutions
 
 test:
 	uv run pytest
+
+# Also the slow end-to-end subprocess tests (CLI, grader sandbox, DDP) that plain pytest leaves out.
+test-all:
+	uv run pytest -m ""
 
 demo:
 	uv run cs336 pipeline --overwrite
@@ -50,7 +54,7 @@ mutants-smoke:
 
 # The property tests with many random examples (the default profile is quick and derandomized).
 test-thorough:
-	HYPOTHESIS_PROFILE=thorough uv run pytest
+	HYPOTHESIS_PROFILE=thorough uv run pytest -m ""
 
 # The shipped suite on the independent solutions in course/solutions/ (graded tests must pass).
 check-solutions:
@@ -75,9 +79,9 @@ ci-course:
 gradescope:
 	uv run python -m course.gradescope build --out dist/gradescope-autograder.zip
 
-# Every hostile submission against the real sandbox (the default pytest run has a smoke subset).
+# Every hostile submission against the real sandbox (`make test-all` and CI run a smoke subset).
 grader-attacks:
-	CS336_GRADER_ATTACKS=all CS336_REQUIRE_SANDBOX=1 uv run pytest -q -p no:cacheprovider course/tests/test_grader_hostile.py
+	CS336_GRADER_ATTACKS=all CS336_REQUIRE_SANDBOX=1 uv run pytest -q -p no:cacheprovider -m "" course/tests/test_grader_hostile.py
 
 # --- Benchmarks (benchmarks/, see README "Benchmarks") ---
 # Ours beside peer libraries, as ratios; prints a table and writes benchmarks/results/bench-<time>.json.

@@ -14,6 +14,8 @@ import pytest
 
 from .cli_workspace import make_workspace, run_cli, snapshot
 
+pytestmark = pytest.mark.slow  # subprocesses: run by `make test-all` and CI, not by plain `pytest`
+
 TRAIN = ["train", "--config", "run.json"]
 GENERATE = ["generate", "--checkpoint", "existing_run/checkpoints/latest.pt", "--tokenizer", "tok"]
 ENCODE_TO_NEW = ["--tokenizer", "tok", "--out", "new.npy", "--no-progress"]

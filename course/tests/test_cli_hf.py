@@ -14,6 +14,8 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from course.tests.cli_workspace import CLI, REPO
 
+pytestmark = pytest.mark.slow  # subprocesses: run by `make test-all` and CI, not by plain `pytest`
+
 PROMPT = "the cat sat"
 
 

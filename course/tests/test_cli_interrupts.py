@@ -22,6 +22,8 @@ import pytest
 
 from .cli_workspace import CLI, REPO, make_workspace
 
+pytestmark = pytest.mark.slow  # subprocesses: run by `make test-all` and CI, not by plain `pytest`
+
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "CS336_DEBUG": ""}
 
 
@@ -93,7 +95,6 @@ def test_ctrl_c_stops_encode_workers_at_once_and_leaves_no_output(workspace):
     assert not list(workspace.glob(".big.npy.*"))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "signal_number", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"]
 )

@@ -15,6 +15,8 @@ from cs336_basics.checkpoint import read_checkpoint
 from cs336_basics.config import ModelConfig
 from cs336_basics.training import TrainConfig, train
 
+pytestmark = pytest.mark.slow  # subprocesses: run by `make test-all` and CI, not by plain `pytest`
+
 MODEL = ModelConfig(vocab_size=32, context_length=8, d_model=16, num_layers=1, num_heads=2, d_ff=32)
 
 

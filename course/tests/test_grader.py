@@ -29,6 +29,8 @@ from course.sandbox import (
 )
 from course.unpack import ArchiveLimits, UnsafeArchive, unpack_submission
 
+pytestmark = pytest.mark.slow  # subprocesses: run by `make test-all` and CI, not by plain `pytest`
+
 GOOD = {"cs336_basics/__init__.py": "", "cs336_basics/model.py": "X = 1\n", "tests/adapters.py": ""}
 RUBRIC = '[[component]]\nname = "softmax"\npoints = 1\n\n[[component]]\nname = "silu"\npoints = 2\n'
 

@@ -32,6 +32,8 @@ import pytest
 from course.grade import CASE_FILES, REPO_ROOT, Course, grade, grade_batch
 from course.sandbox import SANDBOX_UID_BASE, SandboxUnavailable, check_sandbox
 
+pytestmark = pytest.mark.slow  # subprocesses: run by `make test-all` and CI, not by plain `pytest`
+
 COMPONENT = "softmax"
 RUBRIC = f"""
 [limits]

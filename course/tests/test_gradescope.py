@@ -18,6 +18,8 @@ from course.gradescope import build, pack_folder
 from course.sandbox import SandboxUnavailable, check_sandbox
 from course.unpack import UnsafeArchive, unpack_submission
 
+pytestmark = pytest.mark.slow  # subprocesses: run by `make test-all` and CI, not by plain `pytest`
+
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
