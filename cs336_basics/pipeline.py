@@ -294,6 +294,7 @@ def _summary(config, result, samples, num_tokens, vocab_size, train_config) -> d
     return {
         "run_dir": config.run_dir,
         "stopped": result.stopped,
+        "failure": result.failure,
         "steps": result.step,
         "train_tokens": num_tokens[0],
         "val_tokens": num_tokens[1],

@@ -41,6 +41,7 @@ class TrainResult:
     plot: Path | None
     tokens_per_second: float | None = None
     history: list[dict] = field(default_factory=list)
+    failure: str | None = None  # what went wrong when ``stopped`` is "non-finite loss"
 
 
 class RunFolder:

@@ -17,7 +17,8 @@
   have produced. A folder that already holds a run is only reused with ``resume`` or
   ``overwrite``.
 - **Stopping.** A NaN or infinite loss stops the run at the next read point without writing
-  another checkpoint, so the last good one stays. SIGINT/SIGTERM finish the current step,
+  another checkpoint, so the last good one stays; the result's ``failure`` says at which step
+  and names that checkpoint (the CLI prints it as its error line). SIGINT/SIGTERM finish the current step,
   write a checkpoint and return ``stopped="interrupted"``.
 """
 
@@ -191,6 +192,7 @@ class _Run:
         self.unlogged_losses: list[float] = []  # read, not yet written to the metrics
         self.train_loss = self.val_loss = self.tokens_per_second = None
         self.lr, self.grad_norm = config.lr_max, None  # of the latest step
+        self.failure: str | None = None  # why the run could not go on (a non-finite loss)
         self.started = self.compute_since = time.perf_counter()
         self.compute_seconds, self.compute_steps = 0.0, 0  # since the last log, for tokens/s
 
@@ -321,22 +323,19 @@ class _Run:
         self.compute_steps += len(losses)
         for offset, loss in enumerate(losses):
             if loss != loss or abs(loss) == float("inf"):
-                self._report_non_finite(loss, first_step + offset)
+                self.failure = self._describe_non_finite(loss, first_step + offset)
                 self.step = first_step + offset - 1  # the last step with a finite loss
                 return False
         self.unlogged_losses += losses
         return True
 
-    def _report_non_finite(self, loss: float, step: int) -> None:
-        if not self.env.is_main:
-            return
+    def _describe_non_finite(self, loss: float, step: int) -> str:
         where = "none was written"
         if self.last_checkpoint is not None:
             where = f"{self.last_checkpoint} (step {read_checkpoint(self.last_checkpoint)['iteration']})"
-        print(
-            f"stopping: the training loss is {loss} at step {step}; no checkpoint was written "
-            f"after it. Last good checkpoint: {where}.",
-            file=sys.stderr,
+        return (
+            f"the training loss is {loss} at step {step}; no checkpoint was written after it. "
+            f"Last good checkpoint: {where}. Lower the learning rate or raise the warmup."
         )
 
     def _after_read(self, stopping: str | None) -> None:
@@ -421,6 +420,7 @@ class _Run:
             plot=plot,
             tokens_per_second=self.tokens_per_second,
             history=read_metrics(metrics_path) if self.env.is_main else [],
+            failure=self.failure,
         )
 
 

@@ -89,9 +89,7 @@ def test_training_resume_rejects_a_different_model(token_files, tmp_path):
         train(other, resume=True)
 
 
-def test_training_stops_on_nan_and_keeps_last_good_checkpoint(
-    token_files, tmp_path, monkeypatch, capsys
-):
+def test_training_stops_on_nan_and_keeps_last_good_checkpoint(token_files, tmp_path, monkeypatch):
     import cs336_basics.training as training
 
     real_loss = training.language_model_loss
@@ -105,7 +103,7 @@ def test_training_stops_on_nan_and_keeps_last_good_checkpoint(
     monkeypatch.setattr(training, "language_model_loss", loss_that_turns_nan)
     result = train(_config(token_files, tmp_path / "run", checkpoint_interval=2))
     assert result.stopped == "non-finite loss" and result.step == 5
-    assert "loss is nan at step 6" in capsys.readouterr().err
+    assert "loss is nan at step 6" in result.failure and "(step 4)" in result.failure
     saved = read_checkpoint(tmp_path / "run" / "checkpoints" / "latest.pt")
     assert saved["iteration"] == 4
     assert all(torch.isfinite(t).all() for t in saved["model"].values())
@@ -146,6 +144,27 @@ def test_training_cli_with_toml_config_and_overrides(token_files, tmp_path):
     records = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if r["split"] == "train"] == [1, 2, 3]
     assert main(["train", "--config", str(tmp_path / "run.toml"), "--num-heads", "5"]) == 2
+
+
+def test_cli_train_reports_a_nan_as_its_one_error_line(token_files, tmp_path, monkeypatch, capsys):
+    import cs336_basics.training as training
+    from cs336_basics.cli import main
+
+    real_loss = training.language_model_loss
+    calls = {"n": 0}
+
+    def loss_that_turns_nan(model, inputs, targets):
+        calls["n"] += 1
+        return real_loss(model, inputs, targets) * (float("nan") if calls["n"] == 3 else 1.0)
+
+    monkeypatch.setattr(training, "language_model_loss", loss_that_turns_nan)
+    train_path, _ = token_files
+    model = [f"--{k.replace('_', '-')}={v}" for k, v in TINY_MODEL.to_dict().items()]
+    flags = ["--device=cpu", "--no-progress", "--max-steps=4", "--batch-size=2", *model]
+    status = main(["train", f"--train-data={train_path}", f"--out-dir={tmp_path / 'run'}", *flags])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert status == 1
+    assert lines[-1].startswith("cs336 train: error: the training loss is nan at step 3"), lines
 
 
 def test_training_tiny_pipeline_lowers_val_loss_and_leaves_loadable_checkpoint(tmp_path, capsys):

@@ -172,7 +172,7 @@ def test_train_finds_a_nan_between_reads_and_keeps_the_checkpoint_before_it(
     )
     result = training.train(config)
     assert result.stopped == "non-finite loss" and result.step == 5
-    assert "loss is nan at step 6" in capsys.readouterr().err
+    assert "loss is nan at step 6" in result.failure and "(step 4)" in result.failure
     assert read_checkpoint(tmp_path / "run" / "checkpoints" / "latest.pt")["iteration"] == 4
 
 

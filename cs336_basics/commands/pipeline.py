@@ -15,6 +15,7 @@ import sys
 
 from cs336_basics.cli import INTERRUPTED_EXIT_CODE
 from cs336_basics.commands.arguments import add_workers_flag, positive_float, positive_int
+from cs336_basics.errors import RunFailedError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -132,4 +133,6 @@ def run(args: argparse.Namespace) -> int:
         )
         return INTERRUPTED_EXIT_CODE
     print_summary(summary)
-    return 0 if summary["stopped"] != "non-finite loss" else 1
+    if summary["failure"] is not None:
+        raise RunFailedError(summary["failure"])
+    return 0

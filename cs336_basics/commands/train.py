@@ -20,6 +20,7 @@ from typing import Any
 
 from cs336_basics.cli import INTERRUPTED_EXIT_CODE
 from cs336_basics.commands.inputs import require_file
+from cs336_basics.errors import RunFailedError
 
 
 def add_dataclass_flags(
@@ -111,8 +112,10 @@ def run(args: argparse.Namespace) -> int:
     from cs336_basics.training import train
 
     result = train(config, resume=args.resume, overwrite=args.overwrite)
-    if result.stopped == "non-finite loss":
-        return 1  # train() has said why, and where the last good checkpoint is
+    if result.failure is not None:
+        if not is_main:
+            return 1  # rank 0 reports it
+        raise RunFailedError(result.failure)
     if result.stopped == "interrupted":
         if not is_main:
             return INTERRUPTED_EXIT_CODE
