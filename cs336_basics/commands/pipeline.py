@@ -133,6 +133,6 @@ def run(args: argparse.Namespace) -> int:
         )
         return INTERRUPTED_EXIT_CODE
     print_summary(summary)
-    if summary["failure"] is not None:
-        raise RunFailedError(summary["failure"])
+    if summary["stopped"] == "non-finite loss":
+        raise RunFailedError(summary["failure"] or "the training loss became NaN/inf")
     return 0

@@ -112,10 +112,12 @@ def run(args: argparse.Namespace) -> int:
     from cs336_basics.training import train
 
     result = train(config, resume=args.resume, overwrite=args.overwrite)
-    if result.failure is not None:
+    if result.stopped == "non-finite loss":
         if not is_main:
             return 1  # rank 0 reports it
-        raise RunFailedError(result.failure)
+        raise RunFailedError(
+            result.failure or f"the training loss became NaN/inf after step {result.step}"
+        )
     if result.stopped == "interrupted":
         if not is_main:
             return INTERRUPTED_EXIT_CODE
