@@ -14,13 +14,14 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from cs336_basics.config import ModelConfig
 from cs336_basics.errors import InputError, MissingInputError
 
 Precision = Literal["auto", "fp32", "bf16"]
 OptimizerName = Literal["adamw", "adamw_foreach"]
+CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
 _POSITIVE_INTEGERS = (
     "batch_size",
@@ -52,6 +53,9 @@ class TrainConfig:
     deadline. Only step-bound runs resume exactly. ``optimizer`` is ``"adamw"`` (the readable
     ``AdamW``) or ``"adamw_foreach"`` (the same algorithm with multi-tensor updates, faster on a
     GPU); weight decay applies to matrices only, never to gains and biases (1-D parameters).
+    With ``compile``, ``compile_mode`` is ``torch.compile``'s mode: ``"reduce-overhead"`` replays
+    each step as a CUDA graph (fewer kernel launches for small models), ``"max-autotune"`` also
+    searches for faster matmul kernels (slow to start); both matter on a GPU only.
     """
 
     model: ModelConfig
@@ -82,6 +86,7 @@ class TrainConfig:
     device: str = "auto"
     precision: Precision = "auto"
     compile: bool = False
+    compile_mode: CompileMode = "default"
     progress: bool = True
     wandb_project: str | None = None
     wandb_run_name: str | None = None
@@ -120,6 +125,11 @@ class TrainConfig:
         if self.optimizer not in ("adamw", "adamw_foreach"):
             raise InputError(
                 f"optimizer (--optimizer) must be adamw or adamw_foreach; got {self.optimizer!r}"
+            )
+        if self.compile_mode not in get_args(CompileMode):
+            raise InputError(
+                f"compile_mode (--compile-mode) must be one of {get_args(CompileMode)}; "
+                f"got {self.compile_mode!r}"
             )
         if self.precision not in ("auto", "fp32", "bf16"):
             raise InputError(f"precision must be auto, fp32 or bf16; got {self.precision!r}")

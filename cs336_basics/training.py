@@ -260,7 +260,7 @@ class _Run:
                 self.model, device_ids=device_ids
             )
         if config.compile:
-            self.trained_model = torch.compile(self.trained_model)
+            self.trained_model = torch.compile(self.trained_model, mode=config.compile_mode)
         self.trained_model.train()
         self.progress = _progress_bar(config, env, initial=self.step)
         self.agreed_elapsed = env.maximum(self.elapsed())

@@ -144,9 +144,7 @@ def test_train_reproduces_the_plain_loop(tmp_path, log_interval):
     np.testing.assert_allclose([v for _, v in logged], [v for _, v in means], rtol=1e-5)
 
 
-def test_train_finds_a_nan_between_reads_and_keeps_the_checkpoint_before_it(
-    tmp_path, monkeypatch, capsys
-):
+def test_train_finds_a_nan_between_reads_and_keeps_the_checkpoint_before_it(tmp_path, monkeypatch):
     import cs336_basics.training as training
     from cs336_basics.checkpoint import read_checkpoint
 
@@ -174,6 +172,33 @@ def test_train_finds_a_nan_between_reads_and_keeps_the_checkpoint_before_it(
     assert result.stopped == "non-finite loss" and result.step == 5
     assert "loss is nan at step 6" in result.failure and "(step 4)" in result.failure
     assert read_checkpoint(tmp_path / "run" / "checkpoints" / "latest.pt")["iteration"] == 4
+
+
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
+def test_compile_mode_reaches_torch_compile(tmp_path, monkeypatch, mode):
+    import cs336_basics.training as training
+
+    np.save(tmp_path / "train.npy", (np.arange(400) % 32).astype(np.uint16))
+    modes = []
+
+    def record_mode(model, mode=None):
+        modes.append(mode)
+        return model  # eager: CUDA graphs need a GPU
+
+    monkeypatch.setattr(training.torch, "compile", record_mode)
+    settings = dict(model=MODEL, train_data=str(tmp_path / "train.npy"), batch_size=2)
+    config = TrainConfig(
+        **settings,
+        out_dir=str(tmp_path / "run"),
+        max_steps=1,
+        device="cpu",
+        progress=False,
+        compile=True,
+        compile_mode=mode,
+    )
+    assert training.train(config).stopped == "completed" and modes == [mode]
+    with pytest.raises(ValueError, match="compile_mode .*'fastest'"):
+        TrainConfig(**settings, compile_mode="fastest")
 
 
 def test_ddp_accumulation_all_reduces_once_per_optimizer_step(tmp_path):
