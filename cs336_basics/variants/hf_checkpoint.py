@@ -180,6 +180,7 @@ def _family_fields(config: VariantConfig, family: str) -> dict[str, Any]:
             qk_rope_head_dim=config.qk_rope_head_dim,
             qk_nope_head_dim=config.mla_nope_dim,
             v_head_dim=config.mla_v_dim,
+            head_dim=config.qk_rope_head_dim,  # what HF's DeepSeek configs derive
             rope_interleave=True,
         ) | _deepseek_experts(config)
     return {}
@@ -194,7 +195,12 @@ def _deepseek_experts(config: VariantConfig) -> dict[str, Any]:
             f"DeepSeek's dense layers come first; dense_layers={dense} cannot be saved"
         )
     groups = config.expert_groups
-    return dict(
+    if config.router_scoring == "sigmoid":  # DeepSeek-V3
+        routing = dict(topk_method="noaux_tc", scoring_func="sigmoid")
+    else:
+        method = "group_limited_greedy" if groups else "greedy"
+        routing = dict(topk_method=method, scoring_func="softmax")
+    return routing | dict(
         first_k_dense_replace=len(dense),
         intermediate_size=config.dense_d_ff or config.d_ff,
         moe_intermediate_size=config.d_ff,
@@ -202,9 +208,10 @@ def _deepseek_experts(config: VariantConfig) -> dict[str, Any]:
         num_experts_per_tok=config.top_k,
         n_shared_experts=config.num_shared_experts or 0,
         routed_scaling_factor=config.routed_scaling or 1.0,
-        topk_method="group_limited_greedy" if groups else "greedy",
+        norm_topk_prob=config.normalize_topk,
         n_group=groups[0] if groups else 1,
         topk_group=groups[1] if groups else 1,
+        moe_layer_freq=1,
     )
 
 

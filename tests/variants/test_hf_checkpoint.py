@@ -41,7 +41,9 @@ def test_load_pretrained_matches_hf_logits_and_greedy_tokens(llama_dir) -> None:
     assert ours == expected[0, 5:].tolist()
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3", "qwen3_moe", "deepseek_v2", "gpt2"])
+@pytest.mark.parametrize(
+    "family", ["llama", "qwen2", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt2"]
+)
 def test_save_pretrained_round_trip_through_from_pretrained(tmp_path: Path, family: str) -> None:
     config = dict(vocab_size=97, context_length=32, d_model=32, num_layers=2, num_heads=4, d_ff=48)
     config |= {
@@ -62,6 +64,21 @@ def test_save_pretrained_round_trip_through_from_pretrained(tmp_path: Path, fami
             routed_scaling=2.0,
             expert_groups=[2, 1],
         ),
+        "deepseek_v3": dict(
+            attention="mla",
+            q_lora_rank=16,
+            kv_lora_rank=12,
+            qk_rope_head_dim=4,
+            ffn="moe",
+            num_experts=4,
+            top_k=2,
+            dense_layers=[0],
+            dense_d_ff=40,
+            num_shared_experts=1,
+            routed_scaling=2.5,
+            expert_groups=[2, 1],
+            router_scoring="sigmoid",
+        ),
         "qwen3_moe": dict(
             qk_norm=True, ffn="moe", num_experts=4, top_k=2, dense_layers=[1], dense_d_ff=40
         ),
@@ -74,6 +91,9 @@ def test_save_pretrained_round_trip_through_from_pretrained(tmp_path: Path, fami
         ),
     }[family]
     model = get_variant_lm(config, seed=4)
+    for name, tensor in model.state_dict().items():
+        if name.endswith("score_correction_bias"):  # DeepSeek-V3's router buffer, zero at init
+            tensor.copy_(0.3 * torch.randn(tensor.shape))
     run_save_pretrained(model, config, tmp_path / "out", family)
     hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
     assert hf.config.model_type == family

@@ -206,3 +206,63 @@ def test_yarn_mscale_deepseek_v2_mla() -> None:
     assert config["rope_scaling"] == yarn
     assert max_logit_error(hf, config, "deepseek_v2") < TOLERANCE
     assert_greedy_tokens_equal(hf, config, "deepseek_v2")
+
+
+def deepseek_v3_moe(**overrides) -> torch.nn.Module:
+    """A tiny DeepSeek-V3 with the published routing structure: a dense first layer, one shared
+    expert, sigmoid scores with a (here random) e_score_correction_bias, 4 groups of which the
+    best 2 are searched, norm_topk_prob and routed_scaling_factor 2.5."""
+    published = dict(
+        first_k_dense_replace=1,
+        n_routed_experts=8,
+        num_experts_per_tok=3,
+        n_shared_experts=1,
+        moe_intermediate_size=16,
+        routed_scaling_factor=2.5,
+        n_group=4,
+        topk_group=2,
+        norm_topk_prob=True,
+        rope_interleave=True,
+    )
+    hf = hf_model(
+        transformers.DeepseekV3Config,
+        **{**SHAPE, "num_hidden_layers": 3},
+        attn_implementation="eager",
+        tie_word_embeddings=False,
+        intermediate_size=48,
+        num_key_value_heads=4,
+        q_lora_rank=16,
+        kv_lora_rank=12,
+        qk_rope_head_dim=4,
+        qk_nope_head_dim=6,
+        v_head_dim=5,
+        **(published | overrides),
+    )
+    generator = torch.Generator().manual_seed(5)
+    for layer in hf.model.layers[1:]:
+        bias = layer.mlp.gate.e_score_correction_bias
+        bias.copy_(0.3 * torch.randn(bias.shape, generator=generator))
+    return hf
+
+
+@pytest.mark.parametrize("norm_topk_prob", [True, False])
+def test_moe_deepseek_v3_structure(norm_topk_prob: bool) -> None:
+    hf = deepseek_v3_moe(norm_topk_prob=norm_topk_prob)
+    config = run_config_from_hf(hf.config)
+    assert (config["router_scoring"], config["normalize_topk"]) == ("sigmoid", norm_topk_prob)
+    assert (config["dense_layers"], config["num_shared_experts"]) == ([0], 1)
+    assert (config["expert_groups"], config["routed_scaling"]) == ([4, 2], 2.5)
+    state = run_from_hf(hf.state_dict(), config, "deepseek_v3")
+    assert torch.equal(
+        state["layers.2.ffn.score_correction_bias"],
+        hf.model.layers[2].mlp.gate.e_score_correction_bias,
+    )
+    ids = token_ids(config["vocab_size"])
+    with torch.no_grad():
+        unbiased = {k: v * 0 if "correction" in k else v for k, v in state.items()}
+        zeroed = run_transformer_lm_variant(config, unbiased, ids)
+        assert (zeroed - hf(ids).logits).abs().max() > 100 * TOLERANCE  # the bias matters here
+    assert max_logit_error(hf, config, "deepseek_v3") < TOLERANCE
+    assert_greedy_tokens_equal(hf, config, "deepseek_v3")
+    counts = run_variant_accounting(config, batch_size=1, seq_len=8)["parameters"]
+    assert sum(counts.values()) == sum(p.numel() for p in hf.parameters())
