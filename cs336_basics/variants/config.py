@@ -66,7 +66,7 @@ class VariantConfig(ModelConfig):
       num_heads``); set, it decouples the heads from ``d_model`` (Qwen3, Gemma): the query and
       output projections are ``d_model x num_heads * head_dim``.
     - ``rope_scaling``: ``None``, or RoPE frequency scaling as released long-context models
-      use it, ``{"rope_type": "linear" | "llama3" | "yarn", ...}`` (see ``rope_scaling.py``;
+      use it, ``{"rope_type": "linear" | "dynamic" | "llama3" | "yarn", ...}`` (see ``rope_scaling.py``;
       MLA: ``yarn`` only, with DeepSeek's softmax mscale).
     - ``num_kv_heads``: key/value heads shared by groups of query heads (``None``: one per query
       head; fewer: grouped-query attention; ``1``: multi-query). ``qk_norm``: RMSNorm on every

@@ -142,17 +142,26 @@ def hf_config_dict(config: VariantConfig, family: str) -> dict[str, Any]:
         num_hidden_layers=config.num_layers,
         num_attention_heads=config.num_heads,
         num_key_value_heads=config.kv_heads,
-        max_position_embeddings=config.context_length,
         rms_norm_eps=config.norm_eps,
-        rope_theta=config.rope_theta,
-        rope_parameters={"rope_type": "default"}
-        | (config.rope_scaling or {})
-        | {"rope_theta": config.rope_theta},
         hidden_act="silu",
         attention_bias=False,
         head_dim=config.d_head,
     )
-    return shape | _family_fields(config, family)
+    return shape | _rope_fields(config) | _family_fields(config, family)
+
+
+def _rope_fields(config: VariantConfig) -> dict[str, Any]:
+    """``max_position_embeddings`` and the RoPE fields; HF's ``dynamic`` scaling reads its
+    original context from ``max_position_embeddings``."""
+    scaling = dict(config.rope_scaling or {"rope_type": "default"})
+    context = config.context_length
+    if scaling["rope_type"] == "dynamic":
+        context = scaling.pop("original_max_position_embeddings")
+    return dict(
+        max_position_embeddings=context,
+        rope_theta=config.rope_theta,
+        rope_parameters=scaling | {"rope_theta": config.rope_theta},
+    )
 
 
 def _family_fields(config: VariantConfig, family: str) -> dict[str, Any]:

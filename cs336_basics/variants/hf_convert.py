@@ -322,8 +322,9 @@ def config_from_hf(hf_config: Any, context_length: int | None = None) -> Variant
 
     Raises ``ValueError`` naming the field for settings this package cannot represent (an
     output-projection bias in Llama-style attention, a non-SiLU MLP, sliding windows, RoPE
-    scaling other than ``linear``/``llama3``/``yarn``, DeepSeek-V3 MoE, ...).
-    ``context_length`` defaults to ``max_position_embeddings``.
+    scaling other than ``linear``/``dynamic``/``llama3``/``yarn``, routing fields HF's
+    DeepSeek does not read, ...). ``context_length`` defaults to ``max_position_embeddings``
+    (``dynamic`` RoPE scaling: ``factor`` times that, the length it is meant to reach).
     """
     family = hf_config.model_type
     if family not in FAMILIES:
@@ -382,6 +383,11 @@ def _llama_like_shape(hf_config: Any, context_length: int | None) -> dict[str, A
     _require(not getattr(hf_config, "mlp_bias", False), "mlp_bias=True is not supported")
     window = getattr(hf_config, "sliding_window", None)
     _require(window is None, f"sliding_window={window} (sliding-window attention) is not supported")
+    rope = _rope(hf_config)
+    scaling = rope.get("rope_scaling") or {}
+    if context_length is None and scaling.get("rope_type") == "dynamic":
+        # dynamic NTK exists to run past max_position_embeddings: allow `factor` times as far
+        context_length = int(scaling["factor"] * hf_config.max_position_embeddings)
     return dict(
         vocab_size=hf_config.vocab_size,
         context_length=context_length or hf_config.max_position_embeddings,
@@ -389,7 +395,7 @@ def _llama_like_shape(hf_config: Any, context_length: int | None) -> dict[str, A
         num_layers=hf_config.num_hidden_layers,
         num_heads=hf_config.num_attention_heads,
         d_ff=hf_config.intermediate_size,
-        **_rope(hf_config),
+        **rope,
         norm_eps=hf_config.rms_norm_eps,
         tie_embeddings=bool(hf_config.tie_word_embeddings),
     )
@@ -519,12 +525,29 @@ def _qwen3_moe_experts(hf_config: Any) -> dict[str, Any]:
 
 
 def _rope(hf_config: Any) -> dict[str, Any]:
-    """``rope_theta`` and ``rope_scaling`` (checked by ``VariantConfig``) of an HF config."""
+    """``rope_theta`` and ``rope_scaling`` (checked by ``VariantConfig``) of an HF config.
+    HF's ``dynamic`` scales from ``max_position_embeddings``: it becomes the scaling's
+    ``original_max_position_embeddings``."""
     given = getattr(hf_config, "rope_parameters", None) or {}
     parameters = {name: value for name, value in given.items() if value is not None}
     theta = float(parameters.pop("rope_theta", getattr(hf_config, "rope_theta", 10000.0)))
-    if parameters.get("rope_type", "default") == "default":
+    kind = parameters.get("rope_type", "default")
+    if kind == "default":
+        extra = sorted(set(parameters) - {"rope_type"})
+        _require(
+            not extra,
+            f"rope_parameters {extra} are not supported with rope_type 'default' "
+            "(e.g. partial_rotary_factor: RoPE on part of each head); supported: rope_theta",
+        )
         return dict(rope_theta=theta)
+    if kind == "dynamic":
+        context = hf_config.max_position_embeddings
+        original = parameters.setdefault("original_max_position_embeddings", context)
+        _require(
+            original == context,
+            f"rope_parameters original_max_position_embeddings={original} is not supported with "
+            f"rope_type 'dynamic': HF scales from max_position_embeddings={context}",
+        )
     return dict(rope_theta=theta, rope_scaling=parameters)
 
 

@@ -14,6 +14,7 @@ from ..adapters import (
     run_from_hf,
     run_generate_variant,
     run_transformer_lm_variant,
+    run_transformer_lm_variant_cached,
     run_variant_accounting,
 )
 from .test_parity_hf import LLAMA, SHAPE, hf_model, max_logit_error, token_ids
@@ -92,12 +93,65 @@ def test_rope_scaling_llama(scaling: dict) -> None:
 
 
 def test_unsupported_rope_scaling_is_refused_by_name() -> None:
-    dynamic = dict(rope_type="dynamic", rope_theta=10000.0, factor=4.0)
-    with pytest.raises(ValueError, match=r"dynamic.*supported.*linear.*llama3.*yarn"):
-        run_config_from_hf(transformers.LlamaConfig(**SHAPE, rope_parameters=dynamic))
+    longrope = dict(
+        rope_type="longrope",
+        rope_theta=10000.0,
+        short_factor=[1.0] * 4,
+        long_factor=[2.0] * 4,
+        original_max_position_embeddings=16,
+    )
+    with pytest.raises(ValueError, match=r"longrope.*supported.*linear.*llama3.*yarn.*dynamic"):
+        run_config_from_hf(transformers.LlamaConfig(**SHAPE, rope_parameters=longrope))
     odd = dict(rope_type="linear", rope_theta=10000.0, factor=2.0, beta_fast=3)
     with pytest.raises(ValueError, match="beta_fast"):
         run_config_from_hf(transformers.LlamaConfig(**SHAPE, rope_parameters=odd))
+
+
+def test_dynamic_ntk_rope_llama() -> None:
+    """Dynamic NTK past max_position_embeddings (16 here): a full forward pass rotates every
+    position with the base of its length; cached decoding rotates each step with the base of
+    that step's length, as HF's cache does (so the two paths differ from each other)."""
+    shape = {k: v for k, v in LLAMA.items() if k != "rope_theta"}
+    shape |= dict(max_position_embeddings=16, hidden_size=64, num_attention_heads=2)
+    dynamic = dict(rope_type="dynamic", factor=4.0, rope_theta=10000.0)
+    hf = hf_model(transformers.LlamaConfig, **shape, rope_parameters=dynamic)
+    config = run_config_from_hf(hf.config)
+    scaling = dict(rope_type="dynamic", factor=4.0, original_max_position_embeddings=16)
+    assert (config["rope_scaling"], config["context_length"]) == (scaling, 64)
+    weights = run_from_hf(hf.state_dict(), config, "llama")
+    unscaled = {**config, "rope_scaling": None}
+    ids = token_ids(seq=40)
+    with torch.no_grad():
+        ours = run_transformer_lm_variant(config, weights, ids)
+        assert (ours - hf(ids).logits).abs().max() < TOLERANCE
+        plain = run_transformer_lm_variant(unscaled, weights, ids)
+        assert (plain - ours).abs().max() > 100 * TOLERANCE  # the scaling matters here
+        short = ids[:, :15]  # plain RoPE; HF keeps the base of 40 until a call is shorter than 16
+        assert (
+            run_transformer_lm_variant(unscaled, weights, short) - hf(short).logits
+        ).abs().max() < TOLERANCE
+        model = get_variant_lm(config)
+        model.load_state_dict(weights)
+        cached, _ = run_transformer_lm_variant_cached(model, ids, prefix_length=5)
+        assert (cached - hf_cached_logits(hf, ids, prefix_length=5)).abs().max() < TOLERANCE
+        assert (cached - ours).abs().max() > 100 * TOLERANCE
+        prompt = ids[:1, :5]
+        for use_cache in (True, False):
+            expected = hf.generate(
+                prompt, max_new_tokens=30, do_sample=False, eos_token_id=None, use_cache=use_cache
+            )
+            tokens = run_generate_variant(model, prompt[0].tolist(), 30, use_kv_cache=use_cache)
+            assert tokens == expected[0, 5:].tolist(), f"use_cache={use_cache}"
+
+
+def hf_cached_logits(hf: torch.nn.Module, ids: torch.Tensor, prefix_length: int) -> torch.Tensor:
+    """HF's logits for ``ids`` decoded with its cache: the prefix at once, then token by token."""
+    out = hf(ids[:, :prefix_length], use_cache=True)
+    pieces = [out.logits]
+    for t in range(prefix_length, ids.shape[1]):
+        out = hf(ids[:, t : t + 1], past_key_values=out.past_key_values, use_cache=True)
+        pieces.append(out.logits)
+    return torch.cat(pieces, dim=1)
 
 
 def test_qkv_bias_qwen2() -> None:
