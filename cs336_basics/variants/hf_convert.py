@@ -338,6 +338,12 @@ def config_from_hf(hf_config: Any, context_length: int | None = None) -> Variant
     if family == "qwen3_moe":
         shape |= _qwen3_moe_experts(hf_config)
     if family == "mixtral":
+        noise = hf_config.router_jitter_noise
+        _require(
+            not noise,
+            f"router_jitter_noise={noise} (noise on training-time router logits) is not "
+            "supported; supported: router_jitter_noise=0",
+        )
         shape |= dict(
             ffn="moe",
             num_experts=hf_config.num_local_experts,
@@ -348,11 +354,24 @@ def config_from_hf(hf_config: Any, context_length: int | None = None) -> Variant
     return VariantConfig(**shape)
 
 
+_GPT2_FIXED = {  # field: the only value this package implements
+    "scale_attn_weights": True,
+    "scale_attn_by_inverse_layer_idx": False,
+    "add_cross_attention": False,
+}
+
+
 def _gpt2_config(hf_config: Any, context_length: int | None) -> VariantConfig:
     if hf_config.activation_function != "gelu":
         raise ValueError(
-            f"GPT-2 activation {hf_config.activation_function!r} is not supported; "
-            "use 'gelu' (exact)"
+            f"GPT-2 activation_function={hf_config.activation_function!r} is not supported; "
+            "supported: activation_function='gelu' (exact)"
+        )
+    for field, implemented in _GPT2_FIXED.items():
+        value = getattr(hf_config, field, implemented)
+        _require(
+            value == implemented,
+            f"{field}={value!r} is not supported; supported: {field}={implemented!r}",
         )
     return VariantConfig(
         vocab_size=hf_config.vocab_size,
@@ -366,7 +385,7 @@ def _gpt2_config(hf_config: Any, context_length: int | None) -> VariantConfig:
         position_encoding="learned",
         ffn="gelu",
         bias=True,
-        tie_embeddings=True,
+        tie_embeddings=bool(hf_config.tie_word_embeddings),
     )
 
 
@@ -375,14 +394,20 @@ def _llama_like_shape(hf_config: Any, context_length: int | None) -> dict[str, A
     represent."""
     _require(
         hf_config.hidden_act == "silu",
-        f"hidden_act={hf_config.hidden_act!r}; only 'silu' is supported",
+        f"hidden_act={hf_config.hidden_act!r} is not supported; supported: hidden_act='silu'",
     )
-    _require(
-        not getattr(hf_config, "attention_bias", False), "attention_bias=True is not supported"
-    )
-    _require(not getattr(hf_config, "mlp_bias", False), "mlp_bias=True is not supported")
+    for field in ("attention_bias", "mlp_bias"):
+        _require(
+            not getattr(hf_config, field, False),
+            f"{field}=True is not supported; supported: {field}=False (query/key/value "
+            "biases alone: model_type qwen2)",
+        )
     window = getattr(hf_config, "sliding_window", None)
-    _require(window is None, f"sliding_window={window} (sliding-window attention) is not supported")
+    _require(
+        window is None,
+        f"sliding_window={window} (sliding-window attention) is not supported; "
+        "supported: sliding_window=None",
+    )
     rope = _rope(hf_config)
     scaling = rope.get("rope_scaling") or {}
     if context_length is None and scaling.get("rope_type") == "dynamic":
@@ -404,13 +429,15 @@ def _llama_like_shape(hf_config: Any, context_length: int | None) -> dict[str, A
 def _deepseek_config(hf_config: Any, shape: dict[str, Any]) -> VariantConfig:
     _require(
         hf_config.model_type == "deepseek_v2" or hf_config.rope_interleave,
-        "DeepSeek-V3 with rope_interleave=False (rotate-half RoPE) is not supported",
+        "DeepSeek-V3 with rope_interleave=False (rotate-half RoPE) is not supported; "
+        "supported: rope_interleave=True",
     )
     kv_heads = hf_config.num_key_value_heads
     _require(
         kv_heads == hf_config.num_attention_heads,
         f"num_key_value_heads={kv_heads} is not supported: latent attention has one key/value "
-        f"head per query head (num_attention_heads={hf_config.num_attention_heads})",
+        f"head per query head; supported: num_key_value_heads = num_attention_heads "
+        f"({hf_config.num_attention_heads})",
     )
     dense = min(hf_config.first_k_dense_replace, hf_config.num_hidden_layers)
     if dense < hf_config.num_hidden_layers:
@@ -546,7 +573,8 @@ def _rope(hf_config: Any) -> dict[str, Any]:
         _require(
             original == context,
             f"rope_parameters original_max_position_embeddings={original} is not supported with "
-            f"rope_type 'dynamic': HF scales from max_position_embeddings={context}",
+            f"rope_type 'dynamic' (HF scales from max_position_embeddings); supported: "
+            f"absent or {context}",
         )
     return dict(rope_theta=theta, rope_scaling=parameters)
 

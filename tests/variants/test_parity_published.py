@@ -190,10 +190,20 @@ def test_dense_layers_qwen3_moe(mlp_only_layers, decoder_sparse_step, dense) -> 
     assert sum(counts.values()) == sum(p.numel() for p in hf.parameters())
 
 
-@pytest.mark.parametrize("topk_method", ["greedy", "group_limited_greedy"])
-def test_moe_deepseek_v2_lite_structure(topk_method: str) -> None:
-    """DeepSeek-V2-Lite's MoE layout: a dense first layer, shared experts, unnormalised
-    top-k scaled by routed_scaling_factor (here V2's published 16.0), optionally by groups."""
+def deepseek_v2_moe(**overrides) -> torch.nn.Module:
+    """A tiny DeepSeek-V2-Lite: a dense first layer, two shared experts, unnormalised top-k
+    scaled by V2's published routed_scaling_factor 16.0 (its experts scaled down by 10 so they
+    do not swamp the logits)."""
+    published = dict(
+        first_k_dense_replace=1,
+        n_routed_experts=8,
+        num_experts_per_tok=3,
+        n_shared_experts=2,
+        moe_intermediate_size=16,
+        routed_scaling_factor=16.0,
+        n_group=4,
+        topk_group=2,
+    )
     hf = hf_model(
         transformers.DeepseekV2Config,
         **{**SHAPE, "num_hidden_layers": 3},
@@ -206,20 +216,18 @@ def test_moe_deepseek_v2_lite_structure(topk_method: str) -> None:
         qk_nope_head_dim=6,
         v_head_dim=5,
         rms_norm_eps=1e-6,
-        first_k_dense_replace=1,
-        n_routed_experts=8,
-        num_experts_per_tok=3,
-        n_shared_experts=2,
-        moe_intermediate_size=16,
-        routed_scaling_factor=16.0,
-        topk_method=topk_method,
-        n_group=4,
-        topk_group=2,
+        **(published | overrides),
     )
-    with torch.no_grad():  # keep 16x-scaled experts from swamping the logits
+    with torch.no_grad():
         for name, parameter in hf.named_parameters():
             if "mlp.experts" in name:
                 parameter.mul_(0.1)
+    return hf
+
+
+@pytest.mark.parametrize("topk_method", ["greedy", "group_limited_greedy"])
+def test_moe_deepseek_v2_lite_structure(topk_method: str) -> None:
+    hf = deepseek_v2_moe(topk_method=topk_method)
     config = run_config_from_hf(hf.config)
     assert (config["dense_layers"], config["num_shared_experts"]) == ([0], 2)
     assert config.get("expert_groups") == ([4, 2] if topk_method != "greedy" else None)
@@ -227,6 +235,21 @@ def test_moe_deepseek_v2_lite_structure(topk_method: str) -> None:
     assert_greedy_tokens_equal(hf, config, "deepseek_v2")
     counts = run_variant_accounting(config, batch_size=1, seq_len=8)["parameters"]
     assert sum(counts.values()) == sum(p.numel() for p in hf.parameters())
+
+
+@pytest.mark.parametrize("field", ["norm_topk_prob", "moe_layer_freq"])
+def test_deepseek_v2_fields_hf_ignores_are_refused(field: str) -> None:
+    """HF's DeepseekV2 never reads norm_topk_prob or moe_layer_freq (DeepSeek's own code
+    renormalises, and puts MoE only in every moe_layer_freq-th layer): the same weights give
+    the same logits whatever their value. Reproducing HF would silently drop them, so a value
+    other than the one HF implements is refused by name."""
+    value = {"norm_topk_prob": True, "moe_layer_freq": 2}[field]
+    implemented, changed = deepseek_v2_moe(), deepseek_v2_moe(**{field: value})
+    ids = token_ids()
+    with torch.no_grad():
+        assert torch.equal(implemented(ids).logits, changed(ids).logits)
+    with pytest.raises(ValueError, match=rf"{field}=.*HF's deepseek_v2 implements only.*supported"):
+        run_config_from_hf(changed.config)
 
 
 def test_yarn_mscale_deepseek_v2_mla() -> None:
@@ -320,3 +343,52 @@ def test_moe_deepseek_v3_structure(norm_topk_prob: bool) -> None:
     assert_greedy_tokens_equal(hf, config, "deepseek_v3")
     counts = run_variant_accounting(config, batch_size=1, seq_len=8)["parameters"]
     assert sum(counts.values()) == sum(p.numel() for p in hf.parameters())
+
+
+MLA = dict(SHAPE, num_key_value_heads=4, kv_lora_rank=12, qk_rope_head_dim=4, qk_nope_head_dim=6)
+MLA_MOE = dict(MLA, first_k_dense_replace=0, n_routed_experts=4, num_experts_per_tok=2)
+V3_MOE = dict(MLA_MOE, n_group=1, topk_group=1)
+GPT2 = dict(
+    vocab_size=97, n_embd=32, n_layer=1, n_head=4, n_positions=32, activation_function="gelu"
+)
+UNSUPPORTED = [  # (config class, its fields, the field a non-default value of which is refused)
+    (transformers.LlamaConfig, dict(SHAPE, attention_bias=True), "attention_bias"),
+    (transformers.LlamaConfig, dict(SHAPE, mlp_bias=True), "mlp_bias"),
+    (transformers.LlamaConfig, dict(SHAPE, hidden_act="gelu"), "hidden_act"),
+    (transformers.LlamaConfig, dict(SHAPE, partial_rotary_factor=0.5), "partial_rotary_factor"),
+    (transformers.Qwen3Config, dict(SHAPE, attention_bias=True), "attention_bias"),
+    (
+        transformers.Qwen3Config,
+        dict(SHAPE, use_sliding_window=True, sliding_window=8),
+        "sliding_window",
+    ),
+    (transformers.MixtralConfig, dict(SHAPE, router_jitter_noise=0.1), "router_jitter_noise"),
+    (transformers.GPT2Config, dict(GPT2, scale_attn_weights=False), "scale_attn_weights"),
+    (
+        transformers.GPT2Config,
+        dict(GPT2, scale_attn_by_inverse_layer_idx=True),
+        "scale_attn_by_inverse_layer_idx",
+    ),
+    (transformers.GPT2Config, dict(GPT2, add_cross_attention=True), "add_cross_attention"),
+    (transformers.GPT2Config, dict(GPT2, activation_function="relu"), "activation_function"),
+    (transformers.DeepseekV2Config, dict(MLA_MOE, scoring_func="sigmoid"), "scoring_func"),
+    (transformers.DeepseekV2Config, dict(MLA_MOE, topk_method="noaux_tc"), "topk_method"),
+    (transformers.DeepseekV2Config, dict(MLA_MOE, norm_topk_prob=True), "norm_topk_prob"),
+    (transformers.DeepseekV2Config, dict(MLA, num_key_value_heads=2), "num_key_value_heads"),
+    (transformers.DeepseekV3Config, dict(V3_MOE, topk_method="greedy"), "topk_method"),
+    (transformers.DeepseekV3Config, dict(V3_MOE, scoring_func="softmax"), "scoring_func"),
+    (transformers.DeepseekV3Config, dict(V3_MOE, moe_layer_freq=2), "moe_layer_freq"),
+    (transformers.DeepseekV3Config, dict(MLA, rope_interleave=False), "rope_interleave"),
+]
+
+
+@pytest.mark.parametrize(
+    ("config_class", "fields", "field"),
+    UNSUPPORTED,
+    ids=[f"{c.model_type}-{field}" for c, _, field in UNSUPPORTED],
+)
+def test_unsupported_field_is_refused_by_name(config_class: type, fields: dict, field: str) -> None:
+    """A published-config field the model cannot reproduce is an error naming it and what is
+    supported, never silently ignored."""
+    with pytest.raises(ValueError, match=rf"{field}.*supported"):
+        run_config_from_hf(config_class(**fields))
