@@ -14,7 +14,7 @@ from cs336_basics.config import ModelConfig, check_positive
 NormPlacement = Literal["pre", "post", "none"]
 NormKind = Literal["rmsnorm", "layernorm"]
 PositionEncoding = Literal["rope", "none", "learned", "sinusoidal"]
-FeedForwardKind = Literal["swiglu", "silu", "gelu", "relu", "moe"]
+FeedForwardKind = Literal["swiglu", "silu", "gelu", "gelu_tanh", "relu", "moe"]
 AttentionKind = Literal["mha", "mla"]
 RouterScoring = Literal["softmax", "sigmoid"]
 
@@ -22,7 +22,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "norm_placement": ("pre", "post", "none"),
     "norm": ("rmsnorm", "layernorm"),
     "position_encoding": ("rope", "none", "learned", "sinusoidal"),
-    "ffn": ("swiglu", "silu", "gelu", "relu", "moe"),
+    "ffn": ("swiglu", "silu", "gelu", "gelu_tanh", "relu", "moe"),
     "attention": ("mha", "mla"),
     "router_scoring": ("softmax", "sigmoid"),
 }
@@ -50,7 +50,7 @@ class VariantConfig(ModelConfig):
     - ``position_encoding``: ``"rope"``, ``"none"`` (NoPE: the causal mask alone tells the model
       about order), ``"learned"`` (a trained table of ``context_length`` vectors added to the token
       embeddings; GPT-2) or ``"sinusoidal"`` (the original Transformer's fixed table).
-    - ``ffn``: ``"swiglu"``; ``"silu"``, ``"gelu"``, ``"relu"`` (two-matrix MLPs, use
+    - ``ffn``: ``"swiglu"``; ``"silu"``, ``"gelu"``, ``"gelu_tanh"``, ``"relu"`` (two-matrix MLPs, use
       ``d_ff = 4 d_model``); or ``"moe"``: ``num_experts`` SwiGLU experts of width ``d_ff``, each
       token going to its ``top_k`` by router softmax (renormalised over the top k when
       ``normalize_topk``); ``capacity_factor`` (``None``: unlimited) caps the tokens per expert,

@@ -134,7 +134,7 @@ def hf_config_dict(config: VariantConfig, family: str) -> dict[str, Any]:
             n_positions=config.context_length,
             n_inner=config.d_ff,
             layer_norm_epsilon=config.norm_eps,
-            activation_function="gelu",
+            activation_function="gelu" if config.ffn == "gelu" else "gelu_new",
         )
     shape = common | dict(
         hidden_size=config.d_model,

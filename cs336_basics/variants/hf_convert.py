@@ -13,7 +13,7 @@ Supported families (``model_type`` of the HF config), with the variant each one 
 ``deepseek_v3`` the same MLA weights and MoE layout with sigmoid routing: ``e_score_correction_bias``
                for selection, "noaux_tc" groups, ``norm_topk_prob`` (``DeepseekV3ForCausalLM``
                with ``rope_interleave``)
-``gpt2``       learned positions, LayerNorm, GELU, biases, tied head (``GPT2LMHeadModel``)
+``gpt2``       learned positions, LayerNorm, GELU (exact or tanh), biases, tied head (``GPT2LMHeadModel``)
 =============  ============================================================================
 
 The dicts are those of ``model.state_dict()`` of the installed ``transformers`` (5.x stores
@@ -354,6 +354,7 @@ def config_from_hf(hf_config: Any, context_length: int | None = None) -> Variant
     return VariantConfig(**shape)
 
 
+_GPT2_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
 _GPT2_FIXED = {  # field: the only value this package implements
     "scale_attn_weights": True,
     "scale_attn_by_inverse_layer_idx": False,
@@ -362,11 +363,12 @@ _GPT2_FIXED = {  # field: the only value this package implements
 
 
 def _gpt2_config(hf_config: Any, context_length: int | None) -> VariantConfig:
-    if hf_config.activation_function != "gelu":
-        raise ValueError(
-            f"GPT-2 activation_function={hf_config.activation_function!r} is not supported; "
-            "supported: activation_function='gelu' (exact)"
-        )
+    activation = hf_config.activation_function
+    _require(
+        activation in _GPT2_ACTIVATIONS,
+        f"GPT-2 activation_function={activation!r} is not supported; "
+        f"supported: {tuple(_GPT2_ACTIVATIONS)}",
+    )
     for field, implemented in _GPT2_FIXED.items():
         value = getattr(hf_config, field, implemented)
         _require(
@@ -383,7 +385,7 @@ def _gpt2_config(hf_config: Any, context_length: int | None) -> VariantConfig:
         norm_eps=hf_config.layer_norm_epsilon,
         norm="layernorm",
         position_encoding="learned",
-        ffn="gelu",
+        ffn=_GPT2_ACTIVATIONS[activation],
         bias=True,
         tie_embeddings=bool(hf_config.tie_word_embeddings),
     )
@@ -598,7 +600,7 @@ def _describes(config: VariantConfig, family: str) -> bool:
     expected = {
         "gpt2": config.position_encoding == "learned"
         and config.norm == "layernorm"
-        and config.ffn == "gelu"
+        and config.ffn in ("gelu", "gelu_tanh")
         and config.bias,
         "deepseek_v2": config.attention == "mla"
         and (

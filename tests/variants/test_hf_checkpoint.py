@@ -89,7 +89,7 @@ def test_save_pretrained_round_trip_through_from_pretrained(tmp_path: Path, case
         "gpt2": dict(
             norm="layernorm",
             position_encoding="learned",
-            ffn="gelu",
+            ffn="gelu_tanh",
             bias=True,
             tie_embeddings=True,
         ),

@@ -11,6 +11,7 @@ import transformers
 from ..adapters import (
     get_variant_lm,
     run_config_from_hf,
+    run_feedforward,
     run_from_hf,
     run_generate_variant,
     run_transformer_lm_variant,
@@ -152,6 +153,42 @@ def hf_cached_logits(hf: torch.nn.Module, ids: torch.Tensor, prefix_length: int)
         out = hf(ids[:, t : t + 1], past_key_values=out.past_key_values, use_cache=True)
         pieces.append(out.logits)
     return torch.cat(pieces, dim=1)
+
+
+def test_gpt2_published_gelu_new_and_untied_head() -> None:
+    """Released GPT-2 uses the tanh fit of GELU (HF's default ``gelu_new``); an untied
+    ``lm_head`` is honoured too."""
+    hf = hf_model(
+        transformers.GPT2Config,
+        transformers.GPT2LMHeadModel,
+        vocab_size=97,
+        n_positions=32,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        attn_implementation="eager",
+        tie_word_embeddings=False,
+    )
+    config = run_config_from_hf(hf.config)
+    assert (config["ffn"], config["tie_embeddings"]) == ("gelu_tanh", False)
+    assert max_logit_error(hf, config, "gpt2") < TOLERANCE
+    assert_greedy_tokens_equal(hf, config, "gpt2")
+    weights = {
+        "w1.weight": torch.randn(48, 32),
+        "w2.weight": torch.randn(32, 48),
+        "w1.bias": torch.randn(48),
+        "w2.bias": torch.randn(32),
+    }
+    x = torch.randn(3, 32)
+    expected = torch.nn.functional.linear(
+        torch.nn.functional.gelu(
+            torch.nn.functional.linear(x, weights["w1.weight"], weights["w1.bias"]),
+            approximate="tanh",
+        ),
+        weights["w2.weight"],
+        weights["w2.bias"],
+    )
+    assert torch.allclose(run_feedforward(32, 48, "gelu_tanh", weights, x), expected, atol=1e-5)
 
 
 def test_qkv_bias_qwen2() -> None:
