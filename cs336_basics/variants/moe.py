@@ -28,10 +28,11 @@ class MixtureOfExperts(nn.Module):
     ``topk_groups`` of ``groups`` equal consecutive groups (DeepSeek's group-limited routing).
 
     ``scoring="sigmoid"`` is DeepSeek-V3's routing ("noaux_tc"): scores are per-expert sigmoids
-    (no softmax), and a per-expert ``score_correction_bias`` buffer (persistent, not trained by
-    gradients; zero at init) is added to them for *choosing* experts only: groups are ranked by
-    the sum of their two best biased scores, experts by their biased score, while the weights
-    are the unbiased scores of the chosen experts.
+    (no softmax), and a per-expert ``score_correction_bias`` buffer (persistent, zero at init,
+    loaded from checkpoints; no gradient reaches it, and DeepSeek's balancing update of it
+    during training is not implemented) is added to them for *choosing* experts only: groups
+    are ranked by the sum of their two best biased scores, experts by their biased score,
+    while the weights are the unbiased scores of the chosen experts.
 
     ``capacity_factor`` caps each expert at ``ceil(capacity_factor * tokens * top_k / num_experts)``
     assignments per forward call. Assignments are served first choices first (GShard), then in
@@ -188,6 +189,6 @@ def check_expert_groups(
     if topk_groups * per_group < top_k or (scoring == "sigmoid" and per_group < 2):
         raise ValueError(
             f"expert_groups={list(expert_groups)} leaves {topk_groups * per_group} experts "
-            f"({per_group} per group) to choose top_k={top_k} from; sigmoid scoring also needs "
-            "2 experts per group"
+            f"({per_group} per group) to choose from; needed: at least top_k={top_k}, and 2 "
+            "per group for sigmoid scoring"
         )
