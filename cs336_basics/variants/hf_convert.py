@@ -603,13 +603,10 @@ def _describes(config: VariantConfig, family: str) -> bool:
         and config.ffn in ("gelu", "gelu_tanh")
         and config.bias,
         "deepseek_v2": config.attention == "mla"
-        and (
-            config.ffn == "swiglu"
-            or config.router_scoring == "softmax"
-            and not config.normalize_topk
-        ),
+        and (config.ffn == "swiglu" or config.ffn == "moe" and not config.normalize_topk)
+        and config.router_scoring == "softmax",
         "deepseek_v3": config.attention == "mla"
-        and (config.ffn == "swiglu" or config.router_scoring == "sigmoid"),
+        and (config.ffn == "swiglu" or config.ffn == "moe" and config.router_scoring == "sigmoid"),
         "llama": config.attention == "mha" and config.ffn == "swiglu" and not config.qk_norm,
         "qwen2": config.attention == "mha" and config.ffn == "swiglu" and not config.qk_norm,
         "qwen3": config.attention == "mha" and config.ffn == "swiglu" and config.qk_norm,
