@@ -322,6 +322,7 @@ def run_mixture_of_experts(
     in_features: Float[Tensor, " ... d_model"],
     normalize_topk: bool = True,
     capacity_factor: float | None = None,
+    scoring: str = "softmax",
 ) -> tuple[Float[Tensor, " ... d_model"], Float[Tensor, ""]]: ...
 
 

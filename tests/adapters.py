@@ -700,9 +700,12 @@ def run_mixture_of_experts(
     in_features: Float[Tensor, " ... d_model"],
     normalize_topk: bool = True,
     capacity_factor: float | None = None,
+    scoring: str = "softmax",
 ) -> tuple[Float[Tensor, " ... d_model"], Float[Tensor, ""]]:
     """Top-k mixture of SwiGLU experts; ``weights`` has ``router.weight`` and
-    ``experts.{e}.{w1,w2,w3}.weight``. Returns the output and the load-balancing loss."""
+    ``experts.{e}.{w1,w2,w3}.weight``. Returns the output and the load-balancing loss.
+    ``scoring="sigmoid"`` (DeepSeek-V3): sigmoid router scores, and ``weights`` also has
+    ``score_correction_bias``, added to the scores to choose experts but not to weigh them."""
     # BEGIN SOLUTION
     moe = MixtureOfExperts(
         d_model,
@@ -713,6 +716,7 @@ def run_mixture_of_experts(
         capacity_factor,
         device=in_features.device,
         dtype=in_features.dtype,
+        scoring=scoring,
     )
     moe.load_state_dict(weights)
     output = moe(in_features)

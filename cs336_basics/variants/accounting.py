@@ -27,6 +27,7 @@ def _dense_mha(config: VariantConfig) -> VariantConfig:
         num_shared_experts=None,
         routed_scaling=None,
         expert_groups=None,
+        router_scoring="softmax",
         attention="mha",
         position_encoding="none" if config.attention == "mla" else config.position_encoding,
     )

@@ -129,6 +129,7 @@ def feed_forward(
             num_shared_experts=config.num_shared_experts or 0,
             routed_scaling=config.routed_scaling or 1.0,
             expert_groups=tuple(config.expert_groups) if config.expert_groups else None,
+            scoring=config.router_scoring,
         )
     return FeedForward(
         config.d_model, config.d_ff, config.ffn, config.bias, device=device, dtype=dtype

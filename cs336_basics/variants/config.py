@@ -14,15 +14,17 @@ from cs336_basics.config import ModelConfig, check_positive
 NormPlacement = Literal["pre", "post", "none"]
 NormKind = Literal["rmsnorm", "layernorm"]
 PositionEncoding = Literal["rope", "none", "learned", "sinusoidal"]
-FeedForwardKind = Literal["swiglu", "silu", "gelu", "relu", "moe"]
+FeedForwardKind = Literal["swiglu", "silu", "gelu", "gelu_tanh", "relu", "moe"]
 AttentionKind = Literal["mha", "mla"]
+RouterScoring = Literal["softmax", "sigmoid"]
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "norm_placement": ("pre", "post", "none"),
     "norm": ("rmsnorm", "layernorm"),
     "position_encoding": ("rope", "none", "learned", "sinusoidal"),
-    "ffn": ("swiglu", "silu", "gelu", "relu", "moe"),
+    "ffn": ("swiglu", "silu", "gelu", "gelu_tanh", "relu", "moe"),
     "attention": ("mha", "mla"),
+    "router_scoring": ("softmax", "sigmoid"),
 }
 OPTIONAL_FIELDS = (
     "head_dim",
@@ -33,6 +35,7 @@ OPTIONAL_FIELDS = (
     "num_shared_experts",
     "routed_scaling",
     "expert_groups",
+    "router_scoring",
 )
 _FLAGS = ("qk_norm", "bias", "qkv_bias", "tie_embeddings", "normalize_topk", "fused_attention")
 
@@ -47,7 +50,7 @@ class VariantConfig(ModelConfig):
     - ``position_encoding``: ``"rope"``, ``"none"`` (NoPE: the causal mask alone tells the model
       about order), ``"learned"`` (a trained table of ``context_length`` vectors added to the token
       embeddings; GPT-2) or ``"sinusoidal"`` (the original Transformer's fixed table).
-    - ``ffn``: ``"swiglu"``; ``"silu"``, ``"gelu"``, ``"relu"`` (two-matrix MLPs, use
+    - ``ffn``: ``"swiglu"``; ``"silu"``, ``"gelu"``, ``"gelu_tanh"``, ``"relu"`` (two-matrix MLPs, use
       ``d_ff = 4 d_model``); or ``"moe"``: ``num_experts`` SwiGLU experts of width ``d_ff``, each
       token going to its ``top_k`` by router softmax (renormalised over the top k when
       ``normalize_topk``); ``capacity_factor`` (``None``: unlimited) caps the tokens per expert,
@@ -56,11 +59,14 @@ class VariantConfig(ModelConfig):
       DeepSeek's ``first_k_dense_replace``). DeepSeek-V2 MoE: ``num_shared_experts`` (one
       always-on SwiGLU of width ``num_shared_experts * d_ff``), ``routed_scaling`` (factor on
       the routed weights) and ``expert_groups = [groups, topk_groups]`` (group-limited routing).
+      ``router_scoring="sigmoid"``: DeepSeek-V3's routing (sigmoid scores, a per-expert
+      ``score_correction_bias`` buffer used to choose experts only, groups ranked by their two
+      best biased scores; see ``moe.py``).
     - ``head_dim``: the width of every query, key and value head (``None``: ``d_model /
       num_heads``); set, it decouples the heads from ``d_model`` (Qwen3, Gemma): the query and
       output projections are ``d_model x num_heads * head_dim``.
     - ``rope_scaling``: ``None``, or RoPE frequency scaling as released long-context models
-      use it, ``{"rope_type": "linear" | "llama3" | "yarn", ...}`` (see ``rope_scaling.py``;
+      use it, ``{"rope_type": "linear" | "dynamic" | "llama3" | "yarn", ...}`` (see ``rope_scaling.py``;
       MLA: ``yarn`` only, with DeepSeek's softmax mscale).
     - ``num_kv_heads``: key/value heads shared by groups of query heads (``None``: one per query
       head; fewer: grouped-query attention; ``1``: multi-query). ``qk_norm``: RMSNorm on every
@@ -95,6 +101,7 @@ class VariantConfig(ModelConfig):
     num_shared_experts: int | None = None
     routed_scaling: float | None = None
     expert_groups: list[int] | None = None
+    router_scoring: RouterScoring = "softmax"
     aux_loss_coef: float = 0.01
     attention: AttentionKind = "mha"
     q_lora_rank: int | None = None
@@ -127,6 +134,8 @@ class VariantConfig(ModelConfig):
             for name in (*moe_only, "expert_groups"):
                 if getattr(self, name) is not None:
                     raise ValueError(f"{name} only applies with ffn='moe'")
+            if self.router_scoring != "softmax":
+                raise ValueError("router_scoring only applies with ffn='moe'")
 
     def _check_attention(self) -> None:
         if self.rope_scaling is not None:
@@ -175,13 +184,6 @@ class VariantConfig(ModelConfig):
             raise ValueError(f"qk_rope_head_dim must be even for RoPE; got {self.qk_rope_head_dim}")
 
     def _check_moe(self) -> None:
-        if self.expert_groups is not None:
-            groups, topk_groups = self.expert_groups
-            if self.num_experts % groups or not 0 < topk_groups <= groups:
-                raise ValueError(
-                    f"expert_groups={self.expert_groups} must be [groups dividing num_experts, "
-                    "topk_groups <= groups]"
-                )
         if self.dense_layers is not None:
             if not all(0 <= i < self.num_layers for i in self.dense_layers):
                 raise ValueError(
@@ -193,6 +195,12 @@ class VariantConfig(ModelConfig):
         check_positive("top_k", self.top_k)
         if self.top_k > self.num_experts:
             raise ValueError(f"top_k={self.top_k} cannot exceed num_experts={self.num_experts}")
+        if self.expert_groups is not None:
+            from cs336_basics.variants.moe import check_expert_groups
+
+            check_expert_groups(
+                self.expert_groups, self.num_experts, self.top_k, self.router_scoring
+            )
         if self.capacity_factor is not None and not self.capacity_factor > 0:
             raise ValueError(
                 f"capacity_factor must be positive or None; got {self.capacity_factor}"

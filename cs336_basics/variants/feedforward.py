@@ -18,17 +18,29 @@ def gelu(x: Float[Tensor, ...]) -> Float[Tensor, ...]:
     return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
 
 
+def gelu_tanh(x: Float[Tensor, ...]) -> Float[Tensor, ...]:
+    """GELU's tanh fit, ``0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))``: the activation
+    released GPT-2 checkpoints were trained with (HF's ``gelu_new``)."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
 def relu(x: Float[Tensor, ...]) -> Float[Tensor, ...]:
     """ReLU: ``max(x, 0)``, elementwise."""
     return x.clamp(min=0)
 
 
-ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"silu": silu, "gelu": gelu, "relu": relu}
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
+    "silu": silu,
+    "gelu": gelu,
+    "gelu_tanh": gelu_tanh,
+    "relu": relu,
+}
 
 
 class FeedForward(nn.Module):
     """Ungated MLP ``w2(activation(w1 x))``: ``"silu"`` (the handout's ablation), ``"gelu"``
-    (exact, erf-based; GPT-2) or ``"relu"`` (the original Transformer).
+    (exact, erf-based), ``"gelu_tanh"`` (its tanh fit; released GPT-2) or ``"relu"`` (the
+    original Transformer).
 
     ``bias`` adds a bias to both projections. Use ``d_ff = 4 * d_model`` to match SwiGLU's
     parameter count.

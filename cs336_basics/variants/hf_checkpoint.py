@@ -134,7 +134,7 @@ def hf_config_dict(config: VariantConfig, family: str) -> dict[str, Any]:
             n_positions=config.context_length,
             n_inner=config.d_ff,
             layer_norm_epsilon=config.norm_eps,
-            activation_function="gelu",
+            activation_function="gelu" if config.ffn == "gelu" else "gelu_new",
         )
     shape = common | dict(
         hidden_size=config.d_model,
@@ -142,17 +142,26 @@ def hf_config_dict(config: VariantConfig, family: str) -> dict[str, Any]:
         num_hidden_layers=config.num_layers,
         num_attention_heads=config.num_heads,
         num_key_value_heads=config.kv_heads,
-        max_position_embeddings=config.context_length,
         rms_norm_eps=config.norm_eps,
-        rope_theta=config.rope_theta,
-        rope_parameters={"rope_type": "default"}
-        | (config.rope_scaling or {})
-        | {"rope_theta": config.rope_theta},
         hidden_act="silu",
         attention_bias=False,
         head_dim=config.d_head,
     )
-    return shape | _family_fields(config, family)
+    return shape | _rope_fields(config) | _family_fields(config, family)
+
+
+def _rope_fields(config: VariantConfig) -> dict[str, Any]:
+    """``max_position_embeddings`` and the RoPE fields; HF's ``dynamic`` scaling reads its
+    original context from ``max_position_embeddings``."""
+    scaling = dict(config.rope_scaling or {"rope_type": "default"})
+    context = config.context_length
+    if scaling["rope_type"] == "dynamic":
+        context = scaling.pop("original_max_position_embeddings")
+    return dict(
+        max_position_embeddings=context,
+        rope_theta=config.rope_theta,
+        rope_parameters=scaling | {"rope_theta": config.rope_theta},
+    )
 
 
 def _family_fields(config: VariantConfig, family: str) -> dict[str, Any]:
@@ -180,6 +189,7 @@ def _family_fields(config: VariantConfig, family: str) -> dict[str, Any]:
             qk_rope_head_dim=config.qk_rope_head_dim,
             qk_nope_head_dim=config.mla_nope_dim,
             v_head_dim=config.mla_v_dim,
+            head_dim=config.qk_rope_head_dim,  # what HF's DeepSeek configs derive
             rope_interleave=True,
         ) | _deepseek_experts(config)
     return {}
@@ -194,7 +204,12 @@ def _deepseek_experts(config: VariantConfig) -> dict[str, Any]:
             f"DeepSeek's dense layers come first; dense_layers={dense} cannot be saved"
         )
     groups = config.expert_groups
-    return dict(
+    if config.router_scoring == "sigmoid":  # DeepSeek-V3
+        routing = dict(topk_method="noaux_tc", scoring_func="sigmoid")
+    else:
+        method = "group_limited_greedy" if groups else "greedy"
+        routing = dict(topk_method=method, scoring_func="softmax")
+    return routing | dict(
         first_k_dense_replace=len(dense),
         intermediate_size=config.dense_d_ff or config.d_ff,
         moe_intermediate_size=config.d_ff,
@@ -202,9 +217,10 @@ def _deepseek_experts(config: VariantConfig) -> dict[str, Any]:
         num_experts_per_tok=config.top_k,
         n_shared_experts=config.num_shared_experts or 0,
         routed_scaling_factor=config.routed_scaling or 1.0,
-        topk_method="group_limited_greedy" if groups else "greedy",
+        norm_topk_prob=config.normalize_topk,
         n_group=groups[0] if groups else 1,
         topk_group=groups[1] if groups else 1,
+        moe_layer_freq=1,
     )
 
 

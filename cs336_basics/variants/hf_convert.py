@@ -10,9 +10,10 @@ Supported families (``model_type`` of the HF config), with the variant each one 
 ``mixtral``    mixture of experts with renormalised top-k (``MixtralForCausalLM``)
 ``deepseek_v2`` multi-head latent attention; MoE with shared experts, dense first layers,
                ``routed_scaling_factor``, greedy or group-limited top-k (``DeepseekV2ForCausalLM``)
-``deepseek_v3`` the same MLA weights, dense MLPs only (``DeepseekV3ForCausalLM`` with
-               ``rope_interleave``)
-``gpt2``       learned positions, LayerNorm, GELU, biases, tied head (``GPT2LMHeadModel``)
+``deepseek_v3`` the same MLA weights and MoE layout with sigmoid routing: ``e_score_correction_bias``
+               for selection, "noaux_tc" groups, ``norm_topk_prob`` (``DeepseekV3ForCausalLM``
+               with ``rope_interleave``)
+``gpt2``       learned positions, LayerNorm, GELU (exact or tanh), biases, tied head (``GPT2LMHeadModel``)
 =============  ============================================================================
 
 The dicts are those of ``model.state_dict()`` of the installed ``transformers`` (5.x stores
@@ -34,6 +35,9 @@ Two layout facts need more than renaming:
 - Fused matrices: GPT-2's ``c_attn`` stacks Q, K, V (as a transposed ``Conv1D``), DeepSeek's
   ``kv_a_proj_with_mqa`` stacks the latent and RoPE-key projections and ``kv_b_proj``
   interleaves per-head key and value up-projections, and MoE experts stack gate and up.
+
+DeepSeek-V3's router buffer ``mlp.gate.e_score_correction_bias`` is our MoE layer's
+``ffn.score_correction_bias``.
 """
 
 from __future__ import annotations
@@ -182,6 +186,8 @@ def _moe_to_hf(ours: dict[str, Tensor], config: VariantConfig) -> dict[str, Tens
             hf[f"mlp.shared_experts.{hf_name}.weight"] = ours[
                 f"ffn.shared_experts.{ours_name}.weight"
             ]
+    if config.router_scoring == "sigmoid":
+        hf["mlp.gate.e_score_correction_bias"] = ours["ffn.score_correction_bias"]
     return hf
 
 
@@ -197,6 +203,8 @@ def _moe_from_hf(hf: dict[str, Tensor], config: VariantConfig) -> dict[str, Tens
             ours[f"ffn.shared_experts.{ours_name}.weight"] = hf[
                 f"mlp.shared_experts.{hf_name}.weight"
             ]
+    if config.router_scoring == "sigmoid":
+        ours["ffn.score_correction_bias"] = hf["mlp.gate.e_score_correction_bias"]
     return ours
 
 
@@ -314,8 +322,9 @@ def config_from_hf(hf_config: Any, context_length: int | None = None) -> Variant
 
     Raises ``ValueError`` naming the field for settings this package cannot represent (an
     output-projection bias in Llama-style attention, a non-SiLU MLP, sliding windows, RoPE
-    scaling other than ``linear``/``llama3``/``yarn``, DeepSeek-V3 MoE, ...).
-    ``context_length`` defaults to ``max_position_embeddings``.
+    scaling other than ``linear``/``dynamic``/``llama3``/``yarn``, routing fields HF's
+    DeepSeek does not read, ...). ``context_length`` defaults to ``max_position_embeddings``
+    (``dynamic`` RoPE scaling: ``factor`` times that, the length it is meant to reach).
     """
     family = hf_config.model_type
     if family not in FAMILIES:
@@ -329,6 +338,12 @@ def config_from_hf(hf_config: Any, context_length: int | None = None) -> Variant
     if family == "qwen3_moe":
         shape |= _qwen3_moe_experts(hf_config)
     if family == "mixtral":
+        noise = hf_config.router_jitter_noise
+        _require(
+            not noise,
+            f"router_jitter_noise={noise} (noise on training-time router logits) is not "
+            "supported; supported: router_jitter_noise=0",
+        )
         shape |= dict(
             ffn="moe",
             num_experts=hf_config.num_local_experts,
@@ -339,11 +354,26 @@ def config_from_hf(hf_config: Any, context_length: int | None = None) -> Variant
     return VariantConfig(**shape)
 
 
+_GPT2_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+_GPT2_FIXED = {  # field: the only value this package implements
+    "scale_attn_weights": True,
+    "scale_attn_by_inverse_layer_idx": False,
+    "add_cross_attention": False,
+}
+
+
 def _gpt2_config(hf_config: Any, context_length: int | None) -> VariantConfig:
-    if hf_config.activation_function != "gelu":
-        raise ValueError(
-            f"GPT-2 activation {hf_config.activation_function!r} is not supported; "
-            "use 'gelu' (exact)"
+    activation = hf_config.activation_function
+    _require(
+        activation in _GPT2_ACTIVATIONS,
+        f"GPT-2 activation_function={activation!r} is not supported; "
+        f"supported: {tuple(_GPT2_ACTIVATIONS)}",
+    )
+    for field, implemented in _GPT2_FIXED.items():
+        value = getattr(hf_config, field, implemented)
+        _require(
+            value == implemented,
+            f"{field}={value!r} is not supported; supported: {field}={implemented!r}",
         )
     return VariantConfig(
         vocab_size=hf_config.vocab_size,
@@ -355,9 +385,9 @@ def _gpt2_config(hf_config: Any, context_length: int | None) -> VariantConfig:
         norm_eps=hf_config.layer_norm_epsilon,
         norm="layernorm",
         position_encoding="learned",
-        ffn="gelu",
+        ffn=_GPT2_ACTIVATIONS[activation],
         bias=True,
-        tie_embeddings=True,
+        tie_embeddings=bool(hf_config.tie_word_embeddings),
     )
 
 
@@ -366,14 +396,25 @@ def _llama_like_shape(hf_config: Any, context_length: int | None) -> dict[str, A
     represent."""
     _require(
         hf_config.hidden_act == "silu",
-        f"hidden_act={hf_config.hidden_act!r}; only 'silu' is supported",
+        f"hidden_act={hf_config.hidden_act!r} is not supported; supported: hidden_act='silu'",
     )
-    _require(
-        not getattr(hf_config, "attention_bias", False), "attention_bias=True is not supported"
-    )
-    _require(not getattr(hf_config, "mlp_bias", False), "mlp_bias=True is not supported")
+    for field in ("attention_bias", "mlp_bias"):
+        _require(
+            not getattr(hf_config, field, False),
+            f"{field}=True is not supported; supported: {field}=False (query/key/value "
+            "biases alone: model_type qwen2)",
+        )
     window = getattr(hf_config, "sliding_window", None)
-    _require(window is None, f"sliding_window={window} (sliding-window attention) is not supported")
+    _require(
+        window is None,
+        f"sliding_window={window} (sliding-window attention) is not supported; "
+        "supported: sliding_window=None",
+    )
+    rope = _rope(hf_config)
+    scaling = rope.get("rope_scaling") or {}
+    if context_length is None and scaling.get("rope_type") == "dynamic":
+        # dynamic NTK exists to run past max_position_embeddings: allow `factor` times as far
+        context_length = int(scaling["factor"] * hf_config.max_position_embeddings)
     return dict(
         vocab_size=hf_config.vocab_size,
         context_length=context_length or hf_config.max_position_embeddings,
@@ -381,7 +422,7 @@ def _llama_like_shape(hf_config: Any, context_length: int | None) -> dict[str, A
         num_layers=hf_config.num_hidden_layers,
         num_heads=hf_config.num_attention_heads,
         d_ff=hf_config.intermediate_size,
-        **_rope(hf_config),
+        **rope,
         norm_eps=hf_config.rms_norm_eps,
         tie_embeddings=bool(hf_config.tie_word_embeddings),
     )
@@ -390,11 +431,19 @@ def _llama_like_shape(hf_config: Any, context_length: int | None) -> dict[str, A
 def _deepseek_config(hf_config: Any, shape: dict[str, Any]) -> VariantConfig:
     _require(
         hf_config.model_type == "deepseek_v2" or hf_config.rope_interleave,
-        "DeepSeek-V3 with rope_interleave=False (rotate-half RoPE) is not supported",
+        "DeepSeek-V3 with rope_interleave=False (rotate-half RoPE) is not supported; "
+        "supported: rope_interleave=True",
+    )
+    kv_heads = hf_config.num_key_value_heads
+    _require(
+        kv_heads == hf_config.num_attention_heads,
+        f"num_key_value_heads={kv_heads} is not supported: latent attention has one key/value "
+        f"head per query head; supported: num_key_value_heads = num_attention_heads "
+        f"({hf_config.num_attention_heads})",
     )
     dense = min(hf_config.first_k_dense_replace, hf_config.num_hidden_layers)
     if dense < hf_config.num_hidden_layers:
-        shape |= _deepseek_v2_experts(hf_config, dense)
+        shape |= _deepseek_experts(hf_config, dense)
     return VariantConfig(
         **shape,
         attention="mla",
@@ -406,33 +455,72 @@ def _deepseek_config(hf_config: Any, shape: dict[str, Any]) -> VariantConfig:
     )
 
 
-def _deepseek_v2_experts(hf_config: Any, dense: int) -> dict[str, Any]:
-    """DeepSeek-V2's MoE: softmax router, greedy or group-limited top-k (HF's V2 does not
-    renormalise it), routed weights times ``routed_scaling_factor``, shared experts, and
-    dense SwiGLUs in the first ``first_k_dense_replace`` layers."""
-    _require(
-        hf_config.model_type == "deepseek_v2",
-        "DeepSeek-V3 MoE layers (sigmoid scores with e_score_correction_bias) are not "
-        "supported; supported: deepseek_v2 MoE, or first_k_dense_replace >= num_hidden_layers",
-    )
-    methods = ("greedy", "group_limited_greedy")
-    _require(
-        hf_config.topk_method in methods,
-        f"topk_method={hf_config.topk_method!r} is not supported; supported: {methods}",
-    )
-    grouped = hf_config.topk_method == "group_limited_greedy"
-    return dict(
+# Routing fields that HF's DeepSeek implementations do not read: each implements one value, so
+# only that value is accepted (published configs carry them; absent means that value).
+_DEEPSEEK_FIXED_ROUTING = {
+    "deepseek_v2": {"scoring_func": "softmax", "norm_topk_prob": False, "moe_layer_freq": 1},
+    "deepseek_v3": {"scoring_func": "sigmoid", "topk_method": "noaux_tc", "moe_layer_freq": 1},
+}
+_DEEPSEEK_V2_TOPK = ("greedy", "group_limited_greedy")
+
+
+def _deepseek_experts(hf_config: Any, dense: int) -> dict[str, Any]:
+    """DeepSeek's MoE: shared experts, dense SwiGLUs in the first ``first_k_dense_replace``
+    layers, routed weights times ``routed_scaling_factor``. V2: softmax router, greedy or
+    group-limited top-k, never renormalised; V3: sigmoid scores with ``e_score_correction_bias``
+    and group-limited "noaux_tc" selection, renormalised when ``norm_topk_prob``."""
+    family = hf_config.model_type
+    for field, implemented in _DEEPSEEK_FIXED_ROUTING[family].items():
+        value = getattr(hf_config, field, implemented)
+        _require(
+            value == implemented,
+            f"{field}={value!r} is not supported: HF's {family} implements only "
+            f"{field}={implemented!r}; supported routing fields: {_DEEPSEEK_ROUTING_FIELDS}",
+        )
+    if family == "deepseek_v3":
+        groups = [hf_config.n_group, hf_config.topk_group]
+        routing = dict(
+            router_scoring="sigmoid",
+            normalize_topk=bool(hf_config.norm_topk_prob),
+            expert_groups=None if groups[0] == groups[1] else groups,  # all groups: no limit
+        )
+    else:
+        method = hf_config.topk_method
+        _require(
+            method in _DEEPSEEK_V2_TOPK,
+            f"topk_method={method!r} is not supported by deepseek_v2; supported: {_DEEPSEEK_V2_TOPK}",
+        )
+        grouped = method == "group_limited_greedy"
+        routing = dict(
+            normalize_topk=False,
+            expert_groups=[hf_config.n_group, hf_config.topk_group] if grouped else None,
+        )
+    return routing | dict(
         ffn="moe",
         d_ff=hf_config.moe_intermediate_size,
         num_experts=hf_config.n_routed_experts,
         top_k=hf_config.num_experts_per_tok,
-        normalize_topk=False,
         num_shared_experts=hf_config.n_shared_experts or None,
         routed_scaling=float(hf_config.routed_scaling_factor),
-        expert_groups=[hf_config.n_group, hf_config.topk_group] if grouped else None,
         dense_layers=list(range(dense)) or None,
         dense_d_ff=hf_config.intermediate_size if dense else None,
     )
+
+
+_DEEPSEEK_ROUTING_FIELDS = (
+    "n_routed_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "n_shared_experts",
+    "first_k_dense_replace",
+    "routed_scaling_factor",
+    "topk_method (v2: greedy, group_limited_greedy; v3: noaux_tc)",
+    "n_group",
+    "topk_group",
+    "norm_topk_prob (v3)",
+    "scoring_func (v2: softmax; v3: sigmoid)",
+    "moe_layer_freq (1)",
+)
 
 
 def _attention_heads(hf_config: Any, family: str) -> dict[str, Any]:
@@ -466,12 +554,30 @@ def _qwen3_moe_experts(hf_config: Any) -> dict[str, Any]:
 
 
 def _rope(hf_config: Any) -> dict[str, Any]:
-    """``rope_theta`` and ``rope_scaling`` (checked by ``VariantConfig``) of an HF config."""
+    """``rope_theta`` and ``rope_scaling`` (checked by ``VariantConfig``) of an HF config.
+    HF's ``dynamic`` scales from ``max_position_embeddings``: it becomes the scaling's
+    ``original_max_position_embeddings``."""
     given = getattr(hf_config, "rope_parameters", None) or {}
     parameters = {name: value for name, value in given.items() if value is not None}
     theta = float(parameters.pop("rope_theta", getattr(hf_config, "rope_theta", 10000.0)))
-    if parameters.get("rope_type", "default") == "default":
+    kind = parameters.get("rope_type", "default")
+    if kind == "default":
+        extra = sorted(set(parameters) - {"rope_type"})
+        _require(
+            not extra,
+            f"rope_parameters {extra} are not supported with rope_type 'default' "
+            "(e.g. partial_rotary_factor: RoPE on part of each head); supported: rope_theta",
+        )
         return dict(rope_theta=theta)
+    if kind == "dynamic":
+        context = hf_config.max_position_embeddings
+        original = parameters.setdefault("original_max_position_embeddings", context)
+        _require(
+            original == context,
+            f"rope_parameters original_max_position_embeddings={original} is not supported with "
+            f"rope_type 'dynamic' (HF scales from max_position_embeddings); supported: "
+            f"absent or {context}",
+        )
     return dict(rope_theta=theta, rope_scaling=parameters)
 
 
@@ -494,10 +600,13 @@ def _describes(config: VariantConfig, family: str) -> bool:
     expected = {
         "gpt2": config.position_encoding == "learned"
         and config.norm == "layernorm"
-        and config.ffn == "gelu"
+        and config.ffn in ("gelu", "gelu_tanh")
         and config.bias,
-        "deepseek_v2": config.attention == "mla" and config.ffn in ("swiglu", "moe"),
-        "deepseek_v3": config.attention == "mla" and config.ffn == "swiglu",
+        "deepseek_v2": config.attention == "mla"
+        and (config.ffn == "swiglu" or config.ffn == "moe" and not config.normalize_topk)
+        and config.router_scoring == "softmax",
+        "deepseek_v3": config.attention == "mla"
+        and (config.ffn == "swiglu" or config.ffn == "moe" and config.router_scoring == "sigmoid"),
         "llama": config.attention == "mha" and config.ffn == "swiglu" and not config.qk_norm,
         "qwen2": config.attention == "mha" and config.ffn == "swiglu" and not config.qk_norm,
         "qwen3": config.attention == "mha" and config.ffn == "swiglu" and config.qk_norm,
@@ -514,8 +623,13 @@ def _describes(config: VariantConfig, family: str) -> bool:
     )
     if family not in MLA_FAMILIES and config.attention != "mha":
         return False
-    deepseek_routing = config.num_shared_experts or config.routed_scaling or config.expert_groups
-    if family != "deepseek_v2" and (
+    deepseek_routing = (
+        config.num_shared_experts
+        or config.routed_scaling
+        or config.expert_groups
+        or config.router_scoring != "softmax"
+    )
+    if family not in MLA_FAMILIES and (
         deepseek_routing or config.dense_layers and family != "qwen3_moe"
     ):
         return False

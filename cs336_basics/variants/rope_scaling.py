@@ -17,6 +17,18 @@ frequencies ``w_i = theta^(-2i/d)``:
   index between; the cosines and sines are multiplied by ``attention_factor`` (default
   ``m(factor, mscale) / m(factor, mscale_all_dim)`` when both are given, else ``m(factor, 1)``,
   where ``m(s, k) = 1 + 0.1 k ln s`` for ``s > 1`` and 1 otherwise).
+- ``dynamic`` (``factor``, ``original_max_position_embeddings``; dynamic NTK): a call whose
+  largest position is ``n - 1`` with ``n > L`` rotates every position with the base
+  ``theta * (factor * n / L - (factor - 1)) ** (d / (d - 2))`` instead of ``theta``; calls
+  with ``n <= L`` use plain RoPE. The base therefore depends on the call, not only on the
+  position: a full forward pass over ``n`` tokens uses ``base(n)`` everywhere, while cached
+  decoding rotates each new query and key with ``base(its position + 1)`` and keeps the keys
+  already cached as they were rotated. Both are what HF's ``dynamic`` computes in ``generate``
+  (with and without its cache). HF's module also remembers the longest length it has seen
+  and keeps using it for shorter calls until one is shorter than ``L``; this one is a
+  function of each call's positions (the same whenever calls only grow, as in ``generate``
+  on a fresh model or from a prompt shorter than ``L``). HF's ``L`` is the config's
+  ``max_position_embeddings``.
 
 Any other type or parameter is refused by name.
 """
@@ -27,9 +39,10 @@ import math
 from typing import Any
 
 import torch
+from jaxtyping import Float, Int
 from torch import Tensor
 
-from cs336_basics.rope import RotaryPositionalEmbedding
+from cs336_basics.rope import RotaryPositionalEmbedding, check_positions
 
 PARAMETERS: dict[str, tuple[str, ...]] = {  # required
     "linear": ("factor",),
@@ -40,6 +53,7 @@ PARAMETERS: dict[str, tuple[str, ...]] = {  # required
         "original_max_position_embeddings",
     ),
     "yarn": ("factor", "original_max_position_embeddings"),
+    "dynamic": ("factor", "original_max_position_embeddings"),
 }
 OPTIONAL = {
     "yarn": ("beta_fast", "beta_slow", "truncate", "attention_factor", "mscale", "mscale_all_dim")
@@ -66,9 +80,10 @@ def check_rope_scaling(scaling: dict[str, Any]) -> None:
 
 
 def inverse_frequencies(theta: float, d_k: int, scaling: dict[str, Any] | None) -> Tensor:
-    """The (scaled) float64 inverse frequency of each of the ``d_k / 2`` rotated pairs."""
+    """The (scaled) float64 inverse frequency of each of the ``d_k / 2`` rotated pairs
+    (``dynamic``: those of inputs that fit in the original context, i.e. unscaled)."""
     base = theta ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)
-    if scaling is None:
+    if scaling is None or scaling["rope_type"] == "dynamic":
         return base
     factor = float(scaling["factor"])
     if scaling["rope_type"] == "linear":
@@ -137,7 +152,11 @@ def rotary_embedding(
     scaling: dict[str, Any] | None,
     device: torch.device | str | None = None,
 ) -> RotaryPositionalEmbedding:
-    """The handout's RoPE module with its cosine and sine tables from ``inverse_frequencies``."""
+    """The handout's RoPE module with its cosine and sine tables from ``inverse_frequencies``
+    (``dynamic``: a ``DynamicNTKRotaryEmbedding``)."""
+    if scaling is not None and scaling["rope_type"] == "dynamic":
+        factor, context = float(scaling["factor"]), int(scaling["original_max_position_embeddings"])
+        return DynamicNTKRotaryEmbedding(theta, d_k, max_seq_len, factor, context, device)
     rope = RotaryPositionalEmbedding(theta, d_k, max_seq_len, device=device)
     if scaling is not None:
         positions = torch.arange(max_seq_len, dtype=torch.float64)
@@ -146,3 +165,57 @@ def rotary_embedding(
         rope.cos.copy_(angles.cos() * scale)
         rope.sin.copy_(angles.sin() * scale)
     return rope
+
+
+class DynamicNTKRotaryEmbedding(RotaryPositionalEmbedding):
+    """The handout's RoPE whose base grows with the length of each call (``dynamic`` above).
+
+    A call whose positions all lie below ``original_context`` is the plain module; a longer
+    one (largest position ``n - 1``) is rotated by a plain RoPE of base ``dynamic_base(n)``,
+    built for that ``n`` and kept until the next length (cached decoding asks for a new one at
+    each step past ``original_context``).
+    """
+
+    def __init__(
+        self,
+        theta: float,
+        d_k: int,
+        max_seq_len: int,
+        factor: float,
+        original_context: int,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__(theta, d_k, max_seq_len, device=device)
+        if d_k <= 2:
+            raise ValueError(f"dynamic RoPE scaling needs d_k > 2; got {d_k}")
+        self.factor = factor
+        self.original_context = original_context
+        self._rescaled: tuple[int, RotaryPositionalEmbedding] | None = None  # not a submodule
+
+    def forward(
+        self, x: Float[Tensor, "... seq d_k"], token_positions: Int[Tensor, "... seq"]
+    ) -> Float[Tensor, "... seq d_k"]:
+        check_positions(token_positions, self.max_seq_len)
+        length = int(token_positions.max()) + 1 if token_positions.numel() else 0
+        if length <= self.original_context:
+            return super().forward(x, token_positions)
+        return self.rescaled(length)(x, token_positions)
+
+    def dynamic_base(self, length: int) -> float:
+        """NTK-aware base for inputs of ``length`` positions (``theta`` at ``original_context``)."""
+        stretch = self.factor * length / self.original_context - (self.factor - 1)
+        return self.theta * stretch ** (self.d_k / (self.d_k - 2))
+
+    def rescaled(self, length: int) -> RotaryPositionalEmbedding:
+        """A plain RoPE with base ``dynamic_base(length)`` for positions below ``length``."""
+        device, cached = self.cos.device, self._rescaled
+        if cached is None or cached[0] != length or cached[1].cos.device != device:
+            rope = RotaryPositionalEmbedding(self.dynamic_base(length), self.d_k, length, device)
+            self._rescaled = cached = (length, rope)
+        return cached[1]
+
+    def extra_repr(self) -> str:
+        return (
+            f"{super().extra_repr()}, dynamic factor={self.factor}, "
+            f"original_context={self.original_context}"
+        )

@@ -41,11 +41,17 @@ def test_load_pretrained_matches_hf_logits_and_greedy_tokens(llama_dir) -> None:
     assert ours == expected[0, 5:].tolist()
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3", "qwen3_moe", "deepseek_v2", "gpt2"])
-def test_save_pretrained_round_trip_through_from_pretrained(tmp_path: Path, family: str) -> None:
+@pytest.mark.parametrize(
+    "case",
+    ["llama", "llama-dynamic", "qwen2", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt2"],
+)
+def test_save_pretrained_round_trip_through_from_pretrained(tmp_path: Path, case: str) -> None:
+    family = case.split("-")[0]
     config = dict(vocab_size=97, context_length=32, d_model=32, num_layers=2, num_heads=4, d_ff=48)
+    dynamic = dict(rope_type="dynamic", factor=4.0, original_max_position_embeddings=8)
     config |= {
         "llama": dict(num_kv_heads=2, rope_theta=500.0),
+        "llama-dynamic": dict(rope_scaling=dynamic),  # the 12 test tokens exceed 8
         "qwen2": dict(qkv_bias=True, tie_embeddings=True),
         "qwen3": dict(qk_norm=True, head_dim=16),
         "deepseek_v2": dict(
@@ -62,21 +68,42 @@ def test_save_pretrained_round_trip_through_from_pretrained(tmp_path: Path, fami
             routed_scaling=2.0,
             expert_groups=[2, 1],
         ),
+        "deepseek_v3": dict(
+            attention="mla",
+            q_lora_rank=16,
+            kv_lora_rank=12,
+            qk_rope_head_dim=4,
+            ffn="moe",
+            num_experts=4,
+            top_k=2,
+            dense_layers=[0],
+            dense_d_ff=40,
+            num_shared_experts=1,
+            routed_scaling=2.5,
+            expert_groups=[2, 1],
+            router_scoring="sigmoid",
+        ),
         "qwen3_moe": dict(
             qk_norm=True, ffn="moe", num_experts=4, top_k=2, dense_layers=[1], dense_d_ff=40
         ),
         "gpt2": dict(
             norm="layernorm",
             position_encoding="learned",
-            ffn="gelu",
+            ffn="gelu_tanh",
             bias=True,
             tie_embeddings=True,
         ),
-    }[family]
+    }[case]
     model = get_variant_lm(config, seed=4)
+    for name, tensor in model.state_dict().items():
+        if name.endswith("score_correction_bias"):  # DeepSeek-V3's router buffer, zero at init
+            tensor.copy_(0.3 * torch.randn(tensor.shape))
     run_save_pretrained(model, config, tmp_path / "out", family)
     hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
     assert hf.config.model_type == family
+    if "rope_scaling" in config:  # HF's dynamic scales from max_position_embeddings
+        rope = (hf.config.rope_parameters["rope_type"], hf.config.max_position_embeddings)
+        assert rope == ("dynamic", 8)
     ids = token_ids()
     with torch.no_grad():
         assert (model(ids) - hf(ids).logits).abs().max() < TOLERANCE

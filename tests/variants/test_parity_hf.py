@@ -33,12 +33,13 @@ SHAPE = dict(
 EAGER = dict(attn_implementation="eager", tie_word_embeddings=False)
 
 
-def hf_model(config_class: type, **kwargs) -> torch.nn.Module:
-    """A tiny HF model with every parameter (norm gains included) drawn at random."""
+def hf_model(config_class: type, model_class: type | None = None, **kwargs) -> torch.nn.Module:
+    """A tiny HF model (default class: ``<Family>ForCausalLM``) with every parameter (norm
+    gains included) drawn at random."""
     torch.manual_seed(0)
-    model = getattr(transformers, config_class.__name__.replace("Config", "ForCausalLM"))(
-        config_class(**kwargs)
-    )
+    if model_class is None:
+        model_class = getattr(transformers, config_class.__name__.replace("Config", "ForCausalLM"))
+    model = model_class(config_class(**kwargs))
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.normal_(0.0, 0.2 if parameter.ndim > 1 else 1.0)
@@ -236,7 +237,7 @@ def test_parity_config_rejects_unsupported_hf_settings() -> None:
     with pytest.raises(ValueError, match="attention_bias"):
         run_config_from_hf(transformers.LlamaConfig(**{**LLAMA, "attention_bias": True}))
     with pytest.raises(ValueError, match="activation"):
-        run_config_from_hf(transformers.GPT2Config(activation_function="gelu_new"))
+        run_config_from_hf(transformers.GPT2Config(activation_function="relu"))
     with pytest.raises(ValueError, match="rope_interleave"):
         run_config_from_hf(transformers.DeepseekV3Config(rope_interleave=False))
 

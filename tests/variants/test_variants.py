@@ -274,12 +274,20 @@ def moe_weights(
 
 
 def naive_moe(
-    weights: dict, x: torch.Tensor, num_experts: int, top_k: int, normalize: bool
+    weights: dict,
+    x: torch.Tensor,
+    num_experts: int,
+    top_k: int,
+    normalize: bool,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
+    """Per token: softmax probabilities or, with ``bias``, sigmoid scores chosen by score + bias."""
     out = torch.zeros_like(x)
     for t in range(x.shape[0]):
-        probs = torch.softmax(weights["router.weight"] @ x[t], dim=-1)
-        chosen = sorted(range(num_experts), key=lambda e: -probs[e])[:top_k]
+        logits = weights["router.weight"] @ x[t]
+        probs = torch.softmax(logits, dim=-1) if bias is None else torch.sigmoid(logits)
+        rank = probs if bias is None else probs + bias
+        chosen = sorted(range(num_experts), key=lambda e: -rank[e])[:top_k]
         total = sum(probs[e] for e in chosen) if normalize else 1.0
         for e in chosen:
             hidden = F.silu(weights[f"experts.{e}.w1.weight"] @ x[t]) * (
@@ -306,6 +314,27 @@ def test_moe_load_balancing_loss_matches_switch_formula() -> None:
     fraction = torch.tensor([(top2 == e).any(dim=-1).float().mean() for e in range(4)])
     torch.testing.assert_close(aux, 4 * (fraction * probs.mean(dim=0)).sum())
     assert aux >= 2 - 1e-6  # its minimum, top_k, is reached only by perfectly balanced routing
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_moe_sigmoid_routing_bias_chooses_but_does_not_weigh(normalize: bool) -> None:
+    """DeepSeek-V3: sigmoid scores; the correction bias picks the experts, the unbiased scores
+    weigh them; the balancing loss uses the scores normalised per token."""
+    weights, x = moe_weights(4), torch.randn(10, 8, generator=torch.Generator().manual_seed(4))
+    bias = torch.tensor([0.5, -0.5, 0.0, 0.2])
+    weights["score_correction_bias"] = bias
+    output, aux = run_mixture_of_experts(
+        8, 6, 4, 2, weights, x, normalize_topk=normalize, scoring="sigmoid"
+    )
+    expected = naive_moe(weights, x, 4, 2, normalize, bias=bias)
+    torch.testing.assert_close(output, expected, atol=1e-5, rtol=1e-5)
+    unbiased = naive_moe(weights, x, 4, 2, normalize, bias=torch.zeros(4))
+    assert (unbiased - expected).abs().max() > 1e-2  # the bias changes some choices here
+    scores = torch.sigmoid(x @ weights["router.weight"].T)
+    top2 = (scores + bias).topk(2, dim=-1).indices
+    fraction = torch.tensor([(top2 == e).any(dim=-1).float().mean() for e in range(4)])
+    probs = scores / scores.sum(dim=-1, keepdim=True)
+    torch.testing.assert_close(aux, 4 * (fraction * probs.mean(dim=0)).sum())
 
 
 def test_moe_capacity_drops_overflow_tokens() -> None:
