@@ -408,6 +408,7 @@ class _Run:
         if self.metrics.wandb_run is not None:
             self.metrics.wandb_run.finish(exit_code=0 if stopped != "non-finite loss" else 1)
         if self.env.owns_process_group:
+            dist.barrier()  # no rank tears gloo down while another still talks to it
             dist.destroy_process_group()
         return TrainResult(
             step=self.step,
