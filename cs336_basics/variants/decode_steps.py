@@ -89,6 +89,7 @@ class _StaticSteps:
 
     def __init__(self, model: TransformerLM, compile: CompileOption) -> None:
         self.model, self.compile = model, compile
+        self.buffers_marked = False
         self.caches: list[StaticKVCache] = [layer.kv_cache for layer in caching_layers(model)]
 
     def __call__(self, token_ids: Int[Tensor, "batch new"]) -> Float[Tensor, "batch vocab"]:
@@ -99,6 +100,8 @@ class _StaticSteps:
             return _last_logits(self.model, token_ids, positions)
         for cache in self.caches:
             cache.check_room(new)
+        if not self.buffers_marked:
+            self._mark_static_buffers()
         # A CUDA graph's outputs live in memory that its next replay overwrites: mark the new
         # step and hand out a copy.
         torch.compiler.cudagraph_mark_step_begin()
@@ -108,6 +111,15 @@ class _StaticSteps:
         for cache in self.caches:
             cache.length = start + new
         return logits
+
+    def _mark_static_buffers(self) -> None:
+        """Tell torch.compile the cache buffers keep their addresses (as module buffers do), so
+        a CUDA graph writes into them in place instead of copying them in at every replay.
+        (Done here, not at allocation: importing torch._dynamo takes seconds.)"""
+        for cache in self.caches:
+            for buffer in cache.tensors():
+                torch._dynamo.mark_static_address(buffer)
+        self.buffers_marked = True
 
 
 def _last_logits(

@@ -70,11 +70,7 @@ class StaticKVCache:
 
     def _allocate(self, like: Tensor) -> Tensor:
         # Zeros, not torch.empty: a masked slot gets attention weight 0, and 0 * NaN is NaN.
-        buffer = like.new_zeros(*like.shape[:-2], self.max_length, like.shape[-1])
-        # Tell torch.compile the buffer keeps its address (like a module buffer), so CUDA graphs
-        # may write into it in place instead of copying it at every replay.
-        torch._dynamo.mark_static_address(buffer)
-        return buffer
+        return like.new_zeros(*like.shape[:-2], self.max_length, like.shape[-1])
 
 
 def _check_entries(
