@@ -53,7 +53,9 @@ class StaticKVCache:
         Bool[Tensor, "new max_length"],
     ]:
         """Write the new entries at ``positions``; return both whole buffers and the mask of
-        what each new position may attend to (True: the slots at or before it)."""
+        what each new position may attend to (True: the slots at or before it). ``positions``
+        must continue the written prefix: the mask is by position, so a skipped slot would be
+        attended as zeros."""
         if self.buffers is None:
             self.buffers = (self._allocate(first), self._allocate(second))
         if not torch.compiler.is_compiling():
