@@ -9,7 +9,9 @@ each beside HF transformers' ``LlamaForCausalLM`` of the same shape in the same 
 * **loop vs step**: ``cs336_basics.training.train`` (compiled, ``adamw_foreach``) on random
   tokens at the TinyStories shape, its logged tokens/s over the same model's step-only rate.
 * **generation**: greedy decoding of 256 new tokens after 16 at batch 1 (``generate_cached``)
-  and batch 64 (``generate_batch``; batch 4 in the smoke run) against HF ``generate`` at the same batch sizes.
+  and batch 64 (``generate_batch``; batch 4 in the smoke run) against HF ``generate`` at the same
+  batch sizes. Ours decodes over static (preallocated) KV caches with the single-token step
+  compiled by ``torch.compile(mode="reduce-overhead")``, i.e. replayed as a CUDA graph.
 
 Without CUDA the section is skipped with one printed line. ``--smoke`` runs every code path
 on the CPU with tiny shapes, ``torch.compile(backend="eager")`` and float32, timing nothing
@@ -107,6 +109,8 @@ class Bench:
         self.device, self.smoke, self.steps, self.repeats = device, smoke, steps, repeats
         # Inductor on the GPU; in the smoke run the same torch.compile path, minus code generation.
         self.backend = "eager" if smoke else "inductor"
+        # the decoding step: inductor with CUDA graphs (generate_batch's compile=True)
+        self.decode_compile: bool | str = "eager" if smoke else True
 
     def _batch(self, shape: Shape) -> tuple[torch.Tensor, torch.Tensor]:
         generator = torch.Generator().manual_seed(0)
@@ -253,8 +257,8 @@ def loop_vs_step(bench: Bench, shape: Shape, step_rates: dict[str, float], log) 
 def generation(
     bench: Bench, config: ModelConfig, new_tokens: int, batches: tuple[int, int], log
 ) -> list[dict[str, Any]]:
-    """Greedy decoding tokens/s at batch 1 and a large batch, ours (KV cache) against HF
-    ``generate``, and how much the large batch multiplies ours' throughput."""
+    """Greedy decoding tokens/s at batch 1 and a large batch, ours (static KV cache, compiled
+    step) against HF ``generate``, and how much the large batch multiplies ours' throughput."""
     prompt_length, wide = 16, ModelConfig(**{**config.to_dict(), "context_length": 512})
     torch.manual_seed(0)
     ours = build_variant_model(
@@ -293,15 +297,16 @@ def generation(
 
 
 def _decoders(bench: Bench, ours, peer, prompts: torch.Tensor, new_tokens: int):
-    """Greedy decoding of ``prompts`` by ours (one row: ``generate_cached``) and by HF."""
+    """Greedy decoding of ``prompts`` by ours (one row: ``generate_cached``; static caches and
+    the compiled step) and by HF."""
     rows = prompts.tolist()
 
     def ours_decode() -> None:
         with _autocast(bench.device):
             if len(rows) == 1:
-                generate_cached(ours, rows[0], new_tokens, temperature=0)
+                generate_cached(ours, rows[0], new_tokens, 0.0, compile=bench.decode_compile)
             else:
-                generate_batch(ours, rows, new_tokens, temperature=0)
+                generate_batch(ours, rows, new_tokens, 0.0, compile=bench.decode_compile)
         _synchronize(bench.device)
 
     def peer_decode() -> None:

@@ -7,6 +7,7 @@ handout does not ship). ``generate_function`` picks the decoding loop the same w
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -29,13 +30,25 @@ def build_model(
     return build_variant_model(config, device=device, dtype=dtype)
 
 
-def generate_function(use_kv_cache: bool = True) -> Callable[..., list[int]]:
+def generate_function(
+    use_kv_cache: bool = True, static_cache: bool = False, compile: bool = False
+) -> Callable[..., list[int]]:
     """``generate``, or with ``use_kv_cache`` the variants' ``generate_cached`` (same
-    parameters), which decodes cache-capable models one new token per step."""
+    parameters), which decodes cache-capable models one new token per step, over a static
+    (preallocated) cache with ``static_cache``, with a compiled step with ``compile``; both
+    need the KV cache and the variants."""
     if not use_kv_cache:
+        if static_cache or compile:
+            raise ValueError("a static KV cache and a compiled step need the KV cache")
         return generate
     try:
         from cs336_basics.variants.generation import generate_cached
     except ImportError:  # the base handout: no variants, no caches
+        if static_cache or compile:
+            raise ValueError(
+                "a static KV cache and a compiled step need cs336_basics.variants"
+            ) from None
         return generate
+    if static_cache or compile:
+        return functools.partial(generate_cached, static_cache=static_cache, compile=compile)
     return generate_cached

@@ -426,3 +426,21 @@ def run_load_pretrained(
 def run_save_pretrained(
     model: torch.nn.Module, config: dict[str, Any], directory: str | os.PathLike, family: str
 ) -> None: ...
+
+
+def run_transformer_lm_variant_static_cached(
+    model: torch.nn.Module,
+    in_indices: Int[Tensor, " batch_size sequence_length"],
+    prefix_length: int,
+    max_length: int,
+) -> tuple[Float[Tensor, " batch_size sequence_length vocab_size"], int]: ...
+
+
+def run_generate_batch_static(
+    model: torch.nn.Module,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    eos_ids: int | list[int | None] | None = None,
+    compile_backend: Any = None,
+    on_token: Any = None,
+) -> list[list[int]]: ...

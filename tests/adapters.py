@@ -930,4 +930,53 @@ def run_save_pretrained(
     # END SOLUTION
 
 
+# --- Static KV cache and compiled decoding (issue 16) -------------------------------------------
+
+
+def run_transformer_lm_variant_static_cached(
+    model: torch.nn.Module,
+    in_indices: Int[Tensor, " batch_size sequence_length"],
+    prefix_length: int,
+    max_length: int,
+) -> tuple[Float[Tensor, " batch_size sequence_length vocab_size"], int]:
+    """As ``run_transformer_lm_variant_cached``, with static KV caches preallocated for
+    ``max_length`` positions (fixed-size buffers written in place). Returns the logits of every
+    position and the bytes the caches hold; more tokens than ``max_length`` raise ``ValueError``."""
+    # BEGIN SOLUTION
+    with torch.no_grad(), kv_caches(model, static_length=max_length):
+        pieces = [model(in_indices[:, :prefix_length])]
+        pieces += [
+            model(in_indices[:, t : t + 1]) for t in range(prefix_length, in_indices.shape[1])
+        ]
+        cache_bytes = kv_cache_num_bytes(model)
+    return torch.cat(pieces, dim=1), cache_bytes
+    # END SOLUTION
+
+
+def run_generate_batch_static(
+    model: torch.nn.Module,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    eos_ids: int | list[int | None] | None = None,
+    compile_backend: Any = None,
+    on_token: Any = None,
+) -> list[list[int]]:
+    """``run_generate_batch_variant`` (greedy, with the KV cache) over static KV caches; with
+    ``compile_backend`` (a ``torch.compile`` backend: a name or a callable), every single-token
+    step runs compiled with it. ``on_token(row, token)`` is called with each new token as it is
+    chosen."""
+    # BEGIN SOLUTION
+    return generate_batch(
+        model,
+        prompts,
+        max_new_tokens,
+        0.0,
+        eos_ids=eos_ids,
+        static_cache=True,
+        compile=compile_backend or False,
+        on_token=on_token,
+    )
+    # END SOLUTION
+
+
 # END EXTENSION

@@ -8,11 +8,17 @@ Example::
 or from a Hugging Face checkpoint directory (its tokenizer.json or vocab.json + merges.txt)::
 
     cs336 generate --hf-model path/to/hf-dir --prompt "Once upon a time" --temperature 0
+
+Text is printed as it is generated (``--no-stream``: each sample when it is complete). With the
+variants installed, ``--static-cache`` decodes over preallocated KV caches and ``--compile``
+also compiles the one-token step (CUDA graphs on a GPU).
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
+from collections.abc import Callable
 
 from cs336_basics.commands.arguments import non_negative_float, positive_int, probability
 from cs336_basics.commands.inputs import load_tokenizer_dir, reading, require_file
@@ -58,11 +64,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-kv-cache", action="store_true", help="recompute the whole sequence each step"
     )
     parser.add_argument(
+        "--static-cache",
+        action="store_true",
+        help="preallocate the KV caches (fixed-size buffers written in place)",
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="compile the one-token decoding step over a static cache: torch.compile with "
+        "CUDA graphs on a GPU (a minute of compiling first; on a CPU it needs a C++ compiler)",
+    )
+    parser.add_argument(
+        "--no-stream",
+        action="store_true",
+        help="print each sample when it is complete instead of token by token",
+    )
+    parser.add_argument(
         "--end-token", default="<|endoftext|>", help="stop after this special token"
     )
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.no_kv_cache and (args.static_cache or args.compile):
+        raise InputError(
+            "--static-cache and --compile decode with the KV cache: drop --no-kv-cache"
+        )
     prompts = list(args.prompt or [])
     if args.prompts_file:
         path = require_file(args.prompts_file, "prompts file")
@@ -78,20 +104,52 @@ def run(args: argparse.Namespace) -> int:
     from cs336_basics.builder import generate_function
     from cs336_basics.generation import complete_prompts
 
+    try:
+        decode = generate_function(not args.no_kv_cache, args.static_cache, args.compile)
+    except ValueError as error:
+        raise InputError(f"{error} (the extension handout's code)") from error
+    prompts = prompts or [""]
+    # Only the variants' decoding loops report tokens as they come (the handout's does not).
+    streaming = not args.no_stream and "on_token" in inspect.signature(decode).parameters
+    if streaming:
+        decode = _printing_as_generated(decode, tokenizer, prompts)
     completions = complete_prompts(
         model,
         tokenizer,
-        prompts or [""],
+        prompts,
         args.max_new_tokens,
         args.temperature,
         args.top_p,
         args.seed,
         args.end_token,
-        generate_function(use_kv_cache=not args.no_kv_cache),
+        decode,
     )
-    for index, text in enumerate(completions):
-        print(f"--- sample {index + 1} ---\n{text}")
+    if not streaming:
+        for index, text in enumerate(completions):
+            print(f"--- sample {index + 1} ---\n{text}")
     return 0
+
+
+def _printing_as_generated(
+    decode: Callable[..., list[int]], tokenizer, prompts: list[str]
+) -> Callable[..., list[int]]:
+    """``decode`` that prints the sample it decodes as it goes: a header and the prompt, then
+    every new token's text as soon as it completes a character. ``complete_prompts`` calls it
+    once per prompt, in order."""
+    from cs336_basics.commands.text_stream import TextStream
+
+    samples = iter(enumerate(prompts, start=1))
+
+    def decode_and_print(model, prompt_ids: list[int], *args) -> list[int]:
+        index, prompt = next(samples)
+        print(f"--- sample {index} ---\n{prompt}", end="", flush=True)
+        stream = TextStream(tokenizer.vocab)
+        new_ids = decode(model, prompt_ids, *args, on_token=stream.write)
+        stream.close()
+        print(flush=True)
+        return new_ids
+
+    return decode_and_print
 
 
 def _device(args: argparse.Namespace) -> str:
@@ -121,7 +179,19 @@ def _checkpoint_model(args: argparse.Namespace):
             "trained together; give the tokenizer the model was trained with (a pipeline run "
             "keeps it in <run-dir>/tokenizer)"
         )
+    if not args.no_kv_cache:
+        model = _cache_capable(model)
     return model, tokenizer
+
+
+def _cache_capable(model):
+    """The handout's model with the variants' cache-capable attention (same weights), so the
+    KV cache applies to checkpoints of the core model too; unchanged without the variants."""
+    try:
+        from cs336_basics.variants.builders import with_cache_capable_attention
+    except ImportError:
+        return model
+    return with_cache_capable_attention(model)
 
 
 def _hf_model(args: argparse.Namespace):

@@ -8,8 +8,10 @@ point for both kinds of config.
 
 - ``config``: ``VariantConfig``, every variant switch, validated in one place
 - ``attention``: grouped-query / multi-query attention, QK-norm, biases, bidirectional, fused
-- ``kv_cache``: KV caches as attention-module state (``kv_caches(model)``), ``generation``:
-  cached decoding
+- ``kv_cache``: KV caches as attention-module state (``kv_caches(model)``);
+  ``static_kv_cache``: the preallocated, written-in-place kind; ``decode_steps``: the model call
+  of a decoding loop (any cache, optionally a compiled step); ``generation``: cached and batched
+  decoding
 - ``mla``: multi-head latent attention; ``moe``: mixture of experts (``aux_loss()``)
 - ``feedforward``: ungated SiLU/GELU/ReLU MLPs; ``linear``: biases; ``layernorm``
 - ``positional``: sinusoidal positions; ``block``: post-norm; ``model``: absolute positions,

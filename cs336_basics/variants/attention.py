@@ -30,10 +30,13 @@ def reference_attention(
     k: Float[Tensor, "... kv_heads 1 keys d_k"],
     v: Float[Tensor, "... kv_heads 1 keys d_v"],
     causal: bool,
+    mask: Bool[Tensor, "queries keys"] | None = None,
 ) -> Float[Tensor, "... kv_heads group queries d_v"]:
     """The handout's ``scaled_dot_product_attention``, each key/value head broadcast over its
-    group of query heads (no copies)."""
-    mask = causal_mask(q.shape[-2], k.shape[-2], device=q.device) if causal else None
+    group of query heads (no copies). A ``mask`` (True: may attend; a static KV cache's) replaces
+    the causal one."""
+    if mask is None and causal:
+        mask = causal_mask(q.shape[-2], k.shape[-2], device=q.device)
     return scaled_dot_product_attention(q, k, v, mask)
 
 
@@ -42,14 +45,14 @@ def fused_attention(
     k: Float[Tensor, "... kv_heads 1 keys d_k"],
     v: Float[Tensor, "... kv_heads 1 keys d_v"],
     causal: bool,
+    mask: Bool[Tensor, "queries keys"] | None = None,
 ) -> Float[Tensor, "... kv_heads group queries d_v"]:
     """``reference_attention`` computed by PyTorch's fused kernel (as grouped-query attention)."""
     group, num_queries, num_keys = q.shape[-3], q.shape[-2], k.shape[-2]
     # The kernel's own causal flag aligns queries with the *first* keys; with a KV cache the
     # queries are the last positions, so the offset mask is passed explicitly then.
-    mask = (
-        causal_mask(num_queries, num_keys, q.device) if causal and num_queries != num_keys else None
-    )
+    if mask is None and causal and num_queries != num_keys:
+        mask = causal_mask(num_queries, num_keys, q.device)
     out = F.scaled_dot_product_attention(
         rearrange(q, "... kv_heads group seq d -> ... (kv_heads group) seq d"),
         k.squeeze(-3),
@@ -128,14 +131,15 @@ class GroupedQueryAttention(CachingAttention):
         )
         if self.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
+        if token_positions is None:
+            token_positions = default_positions(x.shape[-2], self.cached_length, x.device)
         if self.rope is not None:
-            if token_positions is None:
-                token_positions = default_positions(x.shape[-2], self.cached_length, x.device)
             head_positions = rearrange(token_positions, "... seq -> ... 1 1 seq")
             q, k = self.rope(q, head_positions), self.rope(k, head_positions)
+        mask = None
         if self.kv_cache is not None:
-            k, v = self.kv_cache.append(k, v)
-        attended = self.attend(q, k, v, self.causal)
+            k, v, mask = self.kv_cache.update(k, v, token_positions)
+        attended = self.attend(q, k, v, self.causal, mask)
         return self.output_proj(
             rearrange(attended, "... kv_heads group seq d_k -> ... seq (kv_heads group d_k)")
         )

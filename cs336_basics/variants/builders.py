@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from cs336_basics.attention import MultiHeadSelfAttention
 from cs336_basics.block import TransformerBlock
 from cs336_basics.embedding import Embedding
 from cs336_basics.feedforward import SwiGLU
@@ -145,3 +146,25 @@ def position_embedding(
     if config.position_encoding == "sinusoidal":
         return SinusoidalPositionalEncoding(config.d_model, config.context_length, device=device)
     return None
+
+
+def with_cache_capable_attention(model: nn.Module) -> nn.Module:
+    """``model`` (e.g. the handout's ``TransformerLM``) with every core
+    ``MultiHeadSelfAttention`` replaced, in place, by a ``GroupedQueryAttention`` with one
+    key/value head per query head, the same weights and the same RoPE: the same function, but
+    one that can keep a KV cache (``kv_caches``), so cached decoding works on core checkpoints.
+    """
+    for parent in list(model.modules()):
+        for name, child in parent.named_children():
+            if type(child) is MultiHeadSelfAttention:
+                weight = child.q_proj.weight
+                replacement = GroupedQueryAttention(
+                    weight.shape[1],
+                    child.num_heads,
+                    rope=child.rope,
+                    device=weight.device,
+                    dtype=weight.dtype,
+                )
+                replacement.load_state_dict(child.state_dict())
+                setattr(parent, name, replacement)
+    return model

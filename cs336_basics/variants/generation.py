@@ -1,11 +1,12 @@
 """Decoding with a KV cache: the prompt runs once, then every step feeds only the newest token.
 
-``generate_batch`` decodes several prompts at once, with or without the cache.
+``generate_batch`` decodes several prompts at once, with or without the cache, and optionally
+over a static (preallocated) cache with a compiled single-token step (``decode_steps.py``);
+``generate_cached`` is its one-prompt form with ``generate``'s parameters.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from collections.abc import Callable, Sequence
 
@@ -13,9 +14,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from cs336_basics.generation import decoding_window, generate, sample_next_token
+from cs336_basics.generation import decoding_window, sample_next_token
 from cs336_basics.model import TransformerLM
-from cs336_basics.variants.kv_cache import caching_layers, kv_caches
+from cs336_basics.variants.decode_steps import CompileOption, decode_steps, static_cache_length
 
 
 @torch.no_grad()
@@ -27,27 +28,28 @@ def generate_cached(
     top_p: float = 1.0,
     eos_id: int | None = None,
     generator: torch.Generator | None = None,
+    *,
+    static_cache: bool = False,
+    compile: CompileOption = False,
+    on_token: Callable[[int], None] | None = None,
 ) -> list[int]:
     """``generate`` (same parameters, same samples) with the KV caches of ``kv_caches``, so a
     step costs one position instead of the whole sequence. A model without cache-capable
-    attention (the handout's ``TransformerLM``) is decoded by ``generate`` itself."""
-    if not caching_layers(model):
-        return generate(model, prompt_ids, max_new_tokens, temperature, top_p, eos_id, generator)
-    pending, budget = decoding_window(model, prompt_ids, max_new_tokens)
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    new_tokens: list[int] = []
-    with kv_caches(model):
-        for _ in range(budget):
-            logits = model(torch.tensor([pending], device=device))[0, -1]
-            token = sample_next_token(logits, temperature, top_p, generator)
-            new_tokens.append(token)
-            pending = [token]
-            if token == eos_id:
-                break
-    model.train(was_training)
-    return new_tokens
+    attention (the handout's ``TransformerLM``) runs the whole sequence each step, as
+    ``generate`` does. ``static_cache``, ``compile`` and ``on_token`` (called with each new
+    token as soon as it is chosen, e.g. to print it) are ``generate_batch``'s."""
+    return generate_batch(
+        model,
+        [prompt_ids],
+        max_new_tokens,
+        temperature,
+        top_p,
+        eos_id,
+        generator,
+        static_cache=static_cache,
+        compile=compile,
+        on_token=None if on_token is None else lambda row, token: on_token(token),
+    )[0]
 
 
 @torch.no_grad()
@@ -60,6 +62,10 @@ def generate_batch(
     eos_ids: int | Sequence[int | None] | None = None,
     generator: torch.Generator | None = None,
     use_kv_cache: bool = True,
+    *,
+    static_cache: bool = False,
+    compile: CompileOption = False,
+    on_token: Callable[[int, int], None] | None = None,
 ) -> list[list[int]]:
     """The new token ids continuing each prompt, decoded as one batch.
 
@@ -73,32 +79,37 @@ def generate_batch(
     models with capacity limits, where rows compete for expert slots. Sampled rows draw from
     ``generator`` in row order. Without ``use_kv_cache``, or for a model with no cache-capable
     attention, every call runs the whole sequence so far.
+
+    ``static_cache``: preallocate the caches (``StaticKVCache``) for the longest prompt plus
+    ``max_new_tokens``, rounded up to a power of two. ``compile`` (implies ``static_cache``):
+    run each single-token step compiled, ``True`` for ``torch.compile(mode="reduce-overhead")``
+    (CUDA graphs on a GPU), or the name of a ``torch.compile`` backend. ``on_token(row, token)``
+    is called with every new token as soon as it is chosen.
     """
     if not prompts:
         raise ValueError("generate_batch needs at least one prompt")
+    if (static_cache or compile) and not use_kv_cache:
+        raise ValueError("static_cache and compile need the KV cache (use_kv_cache=True)")
     windows = [decoding_window(model, prompt, max_new_tokens) for prompt in prompts]
     stops = _per_row_stop_ids(eos_ids, len(prompts))
     rows = [
         _Row(list(sequence), budget, stop)
         for (sequence, budget), stop in zip(windows, stops, strict=True)
     ]
-    cached = use_kv_cache and bool(caching_layers(model))
-    device = next(model.parameters()).device
+    static_length = None
+    if static_cache or compile:
+        needed = max(len(row.prompt) + row.budget for row in rows)
+        static_length = static_cache_length(needed, model.context_length)
     was_training = model.training
     model.eval()
     fed = min(len(row.prompt) for row in rows)
-    inputs = [row.prompt[:fed] for row in rows]
-    with kv_caches(model) if cached else contextlib.nullcontext():
+    sequences = [row.prompt[:fed] for row in rows]
+    with decode_steps(model, use_kv_cache, static_length, compile) as next_logits:
         while not all(row.done for row in rows):
-            logits = model(torch.tensor(inputs, device=device))[:, -1]
-            choose = _chooser(logits, temperature, top_p, generator)
-            column = [row.advance(fed, functools.partial(choose, i)) for i, row in enumerate(rows)]
+            choose = _chooser(next_logits(sequences), temperature, top_p, generator, on_token)
+            for i, (row, sequence) in enumerate(zip(rows, sequences, strict=True)):
+                sequence.append(row.advance(fed, functools.partial(choose, i)))
             fed += 1
-            inputs = (
-                [[token] for token in column]
-                if cached
-                else [sequence + [token] for sequence, token in zip(inputs, column, strict=True)]
-            )
     model.train(was_training)
     return [row.new_tokens for row in rows]
 
@@ -128,13 +139,30 @@ def _chooser(
     temperature: float,
     top_p: float,
     generator: torch.Generator | None,
+    on_token: Callable[[int, int], None] | None = None,
 ) -> Callable[[int], int]:
-    """Row ``i``'s next token from ``logits[i]``, as ``sample_next_token`` picks it. Greedy
-    picks are made for all rows at once: one argmax and one copy to the host per step."""
+    """Row ``i``'s next token from ``logits[i]``, as ``sample_next_token`` picks it, reported to
+    ``on_token``. Greedy picks are made for all rows at once: one argmax and one copy to the
+    host per step."""
     if temperature == 0:
         picks = logits.argmax(dim=-1).tolist()
-        return lambda i: picks[i]
-    return lambda i: sample_next_token(logits[i], temperature, top_p, generator)
+
+        def pick(i: int) -> int:
+            return picks[i]
+    else:
+
+        def pick(i: int) -> int:
+            return sample_next_token(logits[i], temperature, top_p, generator)
+
+    if on_token is None:
+        return pick
+
+    def pick_and_report(i: int) -> int:
+        token = pick(i)
+        on_token(i, token)
+        return token
+
+    return pick_and_report
 
 
 def _per_row_stop_ids(eos_ids: int | Sequence[int | None] | None, rows: int) -> list[int | None]:

@@ -6,7 +6,7 @@ import math
 
 import torch
 from einops import einsum, rearrange
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from cs336_basics.attention import scaled_dot_product_attention
@@ -86,8 +86,8 @@ class MultiHeadLatentAttention(CachingAttention):
         k_rope = self.rope(self.k_rope_proj(x), token_positions)
         if self.kv_cache is None:
             return self.attend_expanded(q_nope, q_rope, latents, k_rope)
-        latents, k_rope = self.kv_cache.append(latents, k_rope)
-        return self.attend_folded(q_nope, q_rope, latents, k_rope)
+        latents, k_rope, mask = self.kv_cache.update(latents, k_rope, token_positions)
+        return self.attend_folded(q_nope, q_rope, latents, k_rope, mask)
 
     def queries(self, x: Float[Tensor, "... seq d_model"]) -> Float[Tensor, "... seq q_dim"]:
         if self.q_lora_rank is None:
@@ -121,8 +121,10 @@ class MultiHeadLatentAttention(CachingAttention):
         q_rope: Float[Tensor, "... heads queries rope"],
         latents: Float[Tensor, "... keys rank"],
         k_rope: Float[Tensor, "... keys rope"],
+        mask: Bool[Tensor, "queries keys"] | None = None,
     ) -> Float[Tensor, "... queries d_model"]:
-        """Attend in latent space: one shared key/value "head" of width ``rank (+ rope)``."""
+        """Attend in latent space: one shared key/value "head" of width ``rank (+ rope)``;
+        ``mask`` (a static KV cache's) replaces the causal one."""
         k_up = rearrange(
             self.k_up_proj.weight, "(heads nope) rank -> heads nope rank", heads=self.num_heads
         )
@@ -132,7 +134,8 @@ class MultiHeadLatentAttention(CachingAttention):
         width_fix = math.sqrt((self.rank + self.rope_dim) / (self.nope_dim + self.rope_dim))
         q = torch.cat((q_latent, q_rope), dim=-1) * width_fix
         k = rearrange(torch.cat((latents, k_rope), dim=-1), "... seq d -> ... 1 seq d")
-        mask = causal_mask(q.shape[-2], k.shape[-2], device=q.device)
+        if mask is None:
+            mask = causal_mask(q.shape[-2], k.shape[-2], device=q.device)
         mixed = scaled_dot_product_attention(
             q, k, rearrange(latents, "... seq rank -> ... 1 seq rank"), mask
         )

@@ -45,10 +45,15 @@ class VariantTransformerLM(TransformerLM):
         token_ids: Int[Tensor, "... seq"],
         token_positions: Int[Tensor, "... seq"] | None = None,
     ) -> Float[Tensor, "... seq vocab_size"]:
-        past, seq_len = cached_length(self), token_ids.shape[-1]
-        check_length(past + seq_len, self.context_length)
+        seq_len = token_ids.shape[-1]
         if token_positions is None:
+            past = cached_length(self)
+            check_length(past + seq_len, self.context_length)
             token_positions = default_positions(seq_len, past, token_ids.device)
+        else:
+            # Given positions are the caller's (and are checked where they index a table); not
+            # reading the cache's length here keeps a compiled decoding step free of it.
+            check_length(seq_len, self.context_length)
         x = self.token_embeddings(token_ids)
         if self.position_embeddings is not None:
             x = x + self.position_embeddings(token_positions).to(x.dtype)
