@@ -4,7 +4,6 @@ translated to our own module layout here."""
 import re
 
 import torch
-
 from cs336_basics.text.codec import ByteLevelCodec
 from cs336_basics.text.merges import learn_bpe
 

@@ -285,9 +285,19 @@ def get_batch(dataset, batch_size, context_length, device):
     return windows[:, :-1].to(device), windows[:, 1:].to(device)
 
 
+def unwrap(model):
+    while True:
+        if isinstance(model, nn.parallel.DistributedDataParallel):
+            model = model.module
+        elif hasattr(model, "_orig_mod"):
+            model = model._orig_mod
+        else:
+            return model
+
+
 def save_checkpoint(model, optimizer, iteration, out):
     blob = {
-        "model": model.state_dict(),
+        "model": unwrap(model).state_dict(),
         "optimizer": optimizer.state_dict(),
         "iteration": iteration,
     }
@@ -296,7 +306,7 @@ def save_checkpoint(model, optimizer, iteration, out):
 
 def load_checkpoint(src, model, optimizer):
     blob = torch.load(src, weights_only=True)
-    model.load_state_dict(blob["model"])
+    unwrap(model).load_state_dict(blob["model"])
     optimizer.load_state_dict(blob["optimizer"])
     return blob["iteration"]
 
