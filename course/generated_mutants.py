@@ -39,14 +39,14 @@ MODULE_TESTS: dict[str, list[str] | str] = {
     "rmsnorm.py": ["rmsnorm"],
     "functional.py": ["silu", "softmax"],
     "feedforward.py": ["swiglu"],
-    # RoPE's buffers and positions are also judged through the attention layer that uses it; the
-    # KV-cache and fused paths of attention through decoding and the fused-kernel tests.
+    # RoPE's buffers and positions are also judged through the attention layer that uses it, and
+    # attention through decoding and the fused-kernel tests, which run the core layer as well.
     "rope.py": ["rope", "multihead_self_attention"],
     "attention.py": (
         "scaled_dot_product_attention or multihead_self_attention or generation or fused_attention"
     ),
     "block.py": ["transformer_block"],
-    # (model.py still holds the learned/sinusoidal position branch of the variants.)
+    # (The learned-position variant LM subclasses the core TransformerLM.)
     "model.py": "(transformer_lm and not config) or position_learned or learned_position",
     "pretokenization.py": ["train_bpe", "tokenizer"],
     "bpe.py": ["train_bpe"],

@@ -71,26 +71,24 @@ def language_model_loss(
 
 
 def accumulate_gradients(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    batches: BatchPrefetcher,
-    config: TrainConfig,
-    env: Distributed,
+    model: nn.Module, batches: BatchPrefetcher, config: TrainConfig, env: Distributed
 ) -> torch.Tensor:
-    """Zero the gradients, then accumulate those of ``grad_accum_steps`` micro-batches.
+    """Zero ``model``'s gradients, then accumulate those of ``grad_accum_steps`` micro-batches.
 
     Each micro-batch loss is divided by ``grad_accum_steps``, so the gradient is that of the
-    mean loss over the whole step. Under DDP only the last micro-batch all-reduces gradients
-    (``no_sync`` for the others). Returns this rank's mean loss as a 0-d tensor on the device
-    (reading it would make the host wait for the GPU).
+    mean loss over the whole step. A ``DistributedDataParallel`` model (compiled or not)
+    all-reduces gradients only in the last micro-batch's backward (``no_sync`` for the others).
+    Returns this rank's mean loss as a 0-d tensor on the device (reading it would make the host
+    wait for the GPU).
     """
-    optimizer.zero_grad(set_to_none=True)
+    model.zero_grad(set_to_none=True)
     # BEGIN SOLUTION
+    can_defer_sync = hasattr(model, "no_sync")  # a data-parallel wrapper; plain modules never sync
     loss_sum = torch.zeros((), device=env.device)
     for micro_step in range(config.grad_accum_steps):
         inputs, targets = batches.next()
         is_last = micro_step == config.grad_accum_steps - 1
-        sync = contextlib.nullcontext() if is_last or not env.enabled else model.no_sync()
+        sync = model.no_sync() if can_defer_sync and not is_last else contextlib.nullcontext()
         with sync:
             with autocast_context(env.device, config.precision):
                 loss = language_model_loss(model, inputs, targets)
@@ -274,9 +272,7 @@ class _Run:
         lr = self._learning_rate()
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        loss = accumulate_gradients(
-            self.trained_model, self.optimizer, self.batches, config, self.env
-        )
+        loss = accumulate_gradients(self.trained_model, self.batches, config, self.env)
         self.pending_losses.append(loss)
         if config.grad_clip:
             self.grad_norm = clip_gradients_fused(self.model.parameters(), config.grad_clip)

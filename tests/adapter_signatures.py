@@ -253,6 +253,26 @@ def run_sample_next_token(
 ) -> int: ...
 
 
+def run_accumulate_gradients(
+    model: torch.nn.Module,
+    micro_batches: list[
+        tuple[
+            Int[Tensor, " batch_size sequence_length"], Int[Tensor, " batch_size sequence_length"]
+        ]
+    ],
+) -> Float[Tensor, ""]: ...
+
+
+def run_evaluate(
+    model: torch.nn.Module,
+    dataset: npt.NDArray,
+    batch_size: int,
+    context_length: int,
+    num_batches: int,
+    device: str,
+) -> float: ...
+
+
 def run_transformer_block_ablation(
     d_model: int,
     num_heads: int,

@@ -479,11 +479,16 @@ def run_forward_flops(
     # END SOLUTION
 
 
-# --- Fresh modules and decoding boundaries (issue 14) -----------------------------------------
-# Initialisation and sampling are specified by the handout but never reached by loading weights.
+# --- Fresh modules, decoding boundaries, the training step (issue 14) ------------------------
+# Initialisation, sampling, gradient accumulation and evaluation are specified by the handout
+# but never reached by loading weights or by ``run_train``.
 # Imported here rather than at the top so this section can be merged and moved as a unit.
 
+from types import SimpleNamespace  # noqa: E402
+
+from cs336_basics.devices import Distributed  # noqa: E402
 from cs336_basics.generation import sample_next_token, top_p_filter  # noqa: E402
+from cs336_basics.training import accumulate_gradients, evaluate  # noqa: E402
 
 
 def run_init_linear(d_in: int, d_out: int) -> Float[Tensor, " d_out d_in"]:
@@ -527,6 +532,51 @@ def run_sample_next_token(
     temperature 0 is greedy (argmax)."""
     # BEGIN SOLUTION
     return sample_next_token(logits, temperature, top_p, generator)
+    # END SOLUTION
+
+
+def run_accumulate_gradients(
+    model: torch.nn.Module,
+    micro_batches: list[
+        tuple[
+            Int[Tensor, " batch_size sequence_length"], Int[Tensor, " batch_size sequence_length"]
+        ]
+    ],
+) -> Float[Tensor, ""]:
+    """One optimizer step's gradients by accumulation: zero ``model``'s gradients, then for each
+    ``(inputs, targets)`` micro-batch backpropagate its training loss (next-token cross-entropy,
+    plus the model's auxiliary loss if it reports one) divided by the number of micro-batches,
+    so the gradients are those of the mean loss. A ``DistributedDataParallel``-wrapped ``model``
+    all-reduces gradients once, in the last micro-batch's backward (``no_sync`` for the others).
+    Return the mean loss as a 0-d tensor."""
+    # BEGIN SOLUTION
+    config = SimpleNamespace(grad_accum_steps=len(micro_batches), precision="fp32")
+    batches = SimpleNamespace(next=iter(micro_batches).__next__)
+    env = Distributed(device=micro_batches[0][0].device)
+    return accumulate_gradients(model, batches, config, env)
+    # END SOLUTION
+
+
+def run_evaluate(
+    model: torch.nn.Module,
+    dataset: npt.NDArray,
+    batch_size: int,
+    context_length: int,
+    num_batches: int,
+    device: str,
+) -> float:
+    """The validation loss your training loop reports: the mean next-token cross-entropy of
+    ``model`` over ``num_batches`` batches of ``batch_size`` random windows of ``dataset`` (the
+    same batches at every call), without gradients; ``model`` is left in the mode it was in."""
+    # BEGIN SOLUTION
+    config = SimpleNamespace(
+        model=SimpleNamespace(context_length=context_length),
+        batch_size=batch_size,
+        eval_batches=num_batches,
+        seed=0,
+        precision="fp32",
+    )
+    return evaluate(model, dataset, config, Distributed(device=torch.device(device)))
     # END SOLUTION
 
 

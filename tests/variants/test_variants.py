@@ -13,6 +13,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from ..adapters import (
     get_variant_lm,
+    run_accumulate_gradients,
     run_feedforward,
     run_generate_variant,
     run_grouped_query_attention,
@@ -392,6 +393,18 @@ def test_moe_model_aux_loss_is_the_scaled_layer_loss_with_gradients() -> None:
     assert aux_loss.requires_grad  # connected to the router weights, so training can use it
     _, dense_aux = run_transformer_lm_variant_with_aux_loss(TINY, tiny_model().state_dict(), ids)
     assert dense_aux == 0
+
+
+def test_training_step_loss_adds_the_moe_aux_loss_to_the_cross_entropy() -> None:
+    config = {**TINY, **dict(ffn="moe", num_experts=4, top_k=2, aux_loss_coef=0.5)}
+    model = tiny_model(**config)
+    ids = torch.randint(0, TINY["vocab_size"], (2, 9), generator=torch.Generator().manual_seed(7))
+    inputs, targets = ids[:, :-1], ids[:, 1:]
+    logits, aux_loss = run_transformer_lm_variant_with_aux_loss(config, model.state_dict(), inputs)
+    cross_entropy = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+    assert aux_loss.item() > 1e-3 * cross_entropy.item()  # large enough to be seen
+    loss = run_accumulate_gradients(model, [(inputs, targets)])
+    torch.testing.assert_close(loss.detach(), (cross_entropy + aux_loss).detach())
 
 
 def test_position_learned_embeddings_are_added_and_tied_head_is_shared() -> None:

@@ -4,13 +4,21 @@ import os
 import tempfile
 
 import torch
+from torch import nn
 
 from .failures import CheckpointUnreadable
 
 
+def _bare(model):
+    """The module inside torch.compile and DistributedDataParallel wrappers."""
+    while hasattr(model, "_orig_mod") or isinstance(model, nn.parallel.DistributedDataParallel):
+        model = model._orig_mod if hasattr(model, "_orig_mod") else model.module
+    return model
+
+
 def save_state(model, optimizer, step, destination):
     payload = {
-        "weights": model.state_dict(),
+        "weights": _bare(model).state_dict(),
         "optimizer": optimizer.state_dict(),
         "step": int(step),
     }
@@ -35,6 +43,6 @@ def restore_state(source, model, optimizer):
         raise CheckpointUnreadable(f"cannot read checkpoint {source}: {error}") from error
     if not isinstance(payload, dict) or not {"weights", "optimizer", "step"} <= set(payload):
         raise CheckpointUnreadable(f"{source} is not a checkpoint written by save_state")
-    model.load_state_dict(payload["weights"])
+    _bare(model).load_state_dict(payload["weights"])
     optimizer.load_state_dict(payload["optimizer"])
     return payload["step"]

@@ -5,7 +5,10 @@ import torch
 
 
 def nucleus_probabilities(logits, temperature, top_p):
-    p = torch.softmax(logits.double() / temperature, dim=-1).cpu().numpy()
+    return nucleus(torch.softmax(logits.double() / temperature, dim=-1).cpu().numpy(), top_p)
+
+
+def nucleus(p, top_p):
     order = np.argsort(-p, kind="stable")
     mass = np.cumsum(p[order])
     size = int(np.searchsorted(mass, top_p)) + 1  # smallest prefix whose mass reaches top_p
@@ -14,14 +17,21 @@ def nucleus_probabilities(logits, temperature, top_p):
     return kept / kept.sum()
 
 
+def pick(logits, temperature, top_p):
+    """One token: argmax at temperature 0, else a draw from the tempered nucleus."""
+    if temperature == 0:
+        return int(torch.argmax(logits))
+    probabilities = nucleus_probabilities(logits, temperature, top_p)
+    return int(np.random.choice(len(probabilities), p=probabilities))
+
+
 @torch.no_grad()
 def continue_prompt(model, prompt, budget, temperature, top_p, stop=None):
     sequence, produced = list(prompt), []
     device = next(model.parameters()).device
     while len(produced) < budget:
         logits = model(torch.tensor(sequence[-model.context :], device=device)[None])[0, -1]
-        probabilities = nucleus_probabilities(logits, temperature, top_p)
-        token = int(np.random.choice(len(probabilities), p=probabilities))
+        token = pick(logits, temperature, top_p)
         produced.append(token)
         sequence.append(token)
         if token == stop:

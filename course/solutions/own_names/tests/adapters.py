@@ -3,6 +3,7 @@ translated to our own module layout here."""
 
 import re
 
+import torch
 from cs336_basics.text.codec import ByteLevelCodec
 from cs336_basics.text.merges import learn_bpe
 
@@ -276,3 +277,32 @@ def run_forward_flops(
     return budget.count_matmul_flops(
         vocab_size, d_model, num_layers, d_ff, batch_size, sequence_length
     )
+
+
+def run_init_linear(d_in, d_out):
+    return primitives.Dense(d_in, d_out).w.detach()
+
+
+def run_init_embedding(vocab_size, d_model):
+    return primitives.Lookup(vocab_size, d_model).table.detach()
+
+
+def run_init_rmsnorm(d_model):
+    return primitives.RootMeanSquareNorm(d_model).gain.detach()
+
+
+def run_top_p_filter(probabilities, top_p):
+    kept = sampling.nucleus(probabilities.detach().double().cpu().numpy(), top_p)
+    return torch.from_numpy(kept)
+
+
+def run_sample_next_token(logits, temperature, top_p, generator=None):
+    return sampling.pick(logits, temperature, top_p)
+
+
+def run_accumulate_gradients(model, micro_batches):
+    return runner.accumulate(model, micro_batches)
+
+
+def run_evaluate(model, dataset, batch_size, context_length, num_batches, device):
+    return runner.held_out_loss(model, dataset, batch_size, context_length, num_batches, device)

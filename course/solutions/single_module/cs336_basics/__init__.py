@@ -5,6 +5,7 @@ assignment's contract and nothing more: one file, its own helper names, PyTorch'
 AdamW's decoupled weight decay (decay first, eps added to the bias-corrected root).
 """
 
+import contextlib
 import math
 import os
 from collections import Counter, defaultdict
@@ -284,9 +285,19 @@ def get_batch(dataset, batch_size, context_length, device):
     return windows[:, :-1].to(device), windows[:, 1:].to(device)
 
 
+def unwrap(model):
+    while True:
+        if isinstance(model, nn.parallel.DistributedDataParallel):
+            model = model.module
+        elif hasattr(model, "_orig_mod"):
+            model = model._orig_mod
+        else:
+            return model
+
+
 def save_checkpoint(model, optimizer, iteration, out):
     blob = {
-        "model": model.state_dict(),
+        "model": unwrap(model).state_dict(),
         "optimizer": optimizer.state_dict(),
         "iteration": iteration,
     }
@@ -295,7 +306,7 @@ def save_checkpoint(model, optimizer, iteration, out):
 
 def load_checkpoint(src, model, optimizer):
     blob = torch.load(src, weights_only=True)
-    model.load_state_dict(blob["model"])
+    unwrap(model).load_state_dict(blob["model"])
     optimizer.load_state_dict(blob["optimizer"])
     return blob["iteration"]
 
@@ -329,7 +340,51 @@ def train_loop(
     return model
 
 
+def accumulate_gradients(model, micro_batches):
+    model.zero_grad(set_to_none=True)
+    mean = 0.0
+    for i, (x, y) in enumerate(micro_batches):
+        defer = hasattr(model, "no_sync") and i < len(micro_batches) - 1
+        with model.no_sync() if defer else contextlib.nullcontext():
+            loss = cross_entropy(model(x), y) / len(micro_batches)
+            loss.backward()
+        mean = mean + loss.detach()
+    return mean
+
+
+@torch.no_grad()
+def evaluate(model, tokens, batch_size, context_length, num_batches, device):
+    mode = model.training
+    model.eval()
+    generator = torch.Generator().manual_seed(0)
+    total = 0.0
+    for _ in range(num_batches):
+        starts = torch.randint(0, len(tokens) - context_length, (batch_size,), generator=generator)
+        offsets = torch.arange(context_length + 1)
+        rows = np.asarray(tokens[(starts[:, None] + offsets).numpy()], dtype=np.int64)
+        windows = torch.from_numpy(rows).to(device)
+        total += cross_entropy(model(windows[:, :-1]), windows[:, 1:]).item()
+    model.train(mode)
+    return total / num_batches
+
+
 # ----------------------------------------------------------------------------- decoding
+
+
+def nucleus(probs, top_p):
+    ordered, order = torch.sort(probs, descending=True, stable=True)
+    before = torch.cumsum(ordered, 0) - ordered
+    ordered[before >= top_p] = 0
+    kept = torch.zeros_like(probs)
+    kept[order] = ordered
+    return kept / kept.sum()
+
+
+def next_token(logits, temperature, top_p, generator=None):
+    if temperature == 0:
+        return int(torch.argmax(logits))
+    probs = nucleus(softmax(logits.double() / temperature, dim=-1), top_p)
+    return int(torch.multinomial(probs, 1, generator=generator))
 
 
 @torch.no_grad()
@@ -339,11 +394,7 @@ def decode(model, prompt, max_new_tokens, temperature=1.0, top_p=1.0, end_id=Non
     device = next(model.parameters()).device
     for _ in range(max_new_tokens):
         window = torch.tensor([ids[-model.context_length :]], device=device)
-        probs = softmax(model(window)[0, -1].double() / temperature, dim=-1)
-        ordered, order = torch.sort(probs, descending=True)
-        before = torch.cumsum(ordered, 0) - ordered
-        ordered[before >= top_p] = 0
-        choice = int(order[torch.multinomial(ordered / ordered.sum(), 1)])
+        choice = next_token(model(window)[0, -1], temperature, top_p)
         ids.append(choice)
         new.append(choice)
         if choice == end_id:

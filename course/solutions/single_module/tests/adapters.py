@@ -235,3 +235,31 @@ def run_forward_flops(
     vocab_size, context_length, d_model, num_layers, num_heads, d_ff, batch_size, sequence_length
 ):
     return sol.forward_flops(vocab_size, d_model, num_layers, d_ff, batch_size, sequence_length)
+
+
+def run_init_linear(d_in, d_out):
+    return sol.Linear(d_in, d_out).weight.detach()
+
+
+def run_init_embedding(vocab_size, d_model):
+    return sol.Embedding(vocab_size, d_model).weight.detach()
+
+
+def run_init_rmsnorm(d_model):
+    return sol.RMSNorm(d_model).weight.detach()
+
+
+def run_top_p_filter(probabilities, top_p):
+    return sol.nucleus(probabilities.clone(), top_p)
+
+
+def run_sample_next_token(logits, temperature, top_p, generator=None):
+    return sol.next_token(logits, temperature, top_p, generator)
+
+
+def run_accumulate_gradients(model, micro_batches):
+    return sol.accumulate_gradients(model, micro_batches)
+
+
+def run_evaluate(model, dataset, batch_size, context_length, num_batches, device):
+    return sol.evaluate(model, dataset, batch_size, context_length, num_batches, device)

@@ -66,7 +66,8 @@ class ByteLevelCodec:
     def _settled(self, text):
         """Length of the prefix of ``text`` whose encoding more text cannot change: it stops
         before any tail that more text could turn into (a longer) special token, then at the
-        start of the last whitespace run that follows a non-space (no pre-token crosses it)."""
+        start of the last whitespace run that follows a non-space (no pre-token crosses it), or
+        before the special token that run lies in (specials may hold spaces)."""
         end = len(text)
         longest = max(map(len, self.specials), default=0)
         for start in range(max(0, len(text) - longest + 1), len(text)):
@@ -77,6 +78,9 @@ class ByteLevelCodec:
         i = end - 1
         while i > 0 and not (_SPACE.match(text[i]) and not _SPACE.match(text[i - 1])):
             i -= 1
+        for match in self.splitter.finditer(text) if self.splitter else ():
+            if match.start() < i < match.end():
+                return match.start()
         return max(i, 0)
 
     def encode_iterable(self, chunks):
