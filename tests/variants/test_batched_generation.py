@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ..adapters import get_variant_lm, run_generate_batch_variant, run_generate_variant
+from ..adapters import get_variant_lm, run_generate_batch_variant
+from .decoding_cases import PROMPTS, greedy_alone, stops_and_expected
 
 TINY = dict(vocab_size=61, context_length=16, d_model=32, num_layers=2, num_heads=4, d_ff=48)
 VARIANTS = {
@@ -15,7 +16,6 @@ VARIANTS = {
     "mla": dict(attention="mla", kv_lora_rank=12, qk_rope_head_dim=4),
     "learned_position": dict(position_encoding="learned"),
 }
-PROMPTS = [[3, 1, 4], [5], [2, 7, 1, 8, 2, 8], [9, 9]]
 
 
 def tiny_model(variant: str) -> torch.nn.Module:
@@ -23,32 +23,20 @@ def tiny_model(variant: str) -> torch.nn.Module:
     return get_variant_lm({**TINY, **VARIANTS[variant]}, seed=0).double()
 
 
-def _alone(model, prompt, max_new_tokens):
-    return run_generate_variant(model, prompt, max_new_tokens, use_kv_cache=False)
-
-
 @pytest.mark.parametrize("use_kv_cache", [True, False])
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_batched_generation_equals_each_prompt_alone(variant: str, use_kv_cache: bool) -> None:
     model = tiny_model(variant)
     batched = run_generate_batch_variant(model, PROMPTS, 7, use_kv_cache)
-    assert batched == [_alone(model, prompt, 7) for prompt in PROMPTS]
+    assert batched == [greedy_alone(model, prompt, 7) for prompt in PROMPTS]
     assert [len(tokens) for tokens in batched] == [7] * len(PROMPTS)
 
 
 @pytest.mark.parametrize("use_kv_cache", [True, False])
 def test_batched_generation_stops_each_row_at_its_own_stop_token(use_kv_cache: bool) -> None:
     model = tiny_model("gqa")
-    alone = [_alone(model, prompt, 8) for prompt in PROMPTS]
-    # Each row's stop token is the third token it emits alone (the last row has none).
-    stops = [tokens[2] for tokens in alone[:-1]] + [None]
-    expected = [
-        tokens[: tokens.index(stop) + 1]
-        for tokens, stop in zip(alone[:-1], stops[:-1], strict=True)
-    ]
-    expected.append(alone[-1])
+    stops, expected = stops_and_expected(model, PROMPTS, 8)
     assert run_generate_batch_variant(model, PROMPTS, 8, use_kv_cache, eos_ids=stops) == expected
-    assert all(len(tokens) <= 3 for tokens in expected[:-1])
 
 
 @pytest.mark.parametrize("use_kv_cache", [True, False])
@@ -56,5 +44,5 @@ def test_batched_generation_respects_each_rows_context_window(use_kv_cache: bool
     model = tiny_model("mha")
     prompts = [list(range(1, 15)), [4, 2], list(range(20, 40))]  # 14, 2 and 20 > 16 tokens
     batched = run_generate_batch_variant(model, prompts, 10, use_kv_cache)
-    assert batched == [_alone(model, prompt, 10) for prompt in prompts]
+    assert batched == [greedy_alone(model, prompt, 10) for prompt in prompts]
     assert [len(tokens) for tokens in batched] == [2, 10, 1]

@@ -11,9 +11,9 @@ import torch
 from ..adapters import (
     get_variant_lm,
     run_generate_batch_static,
-    run_generate_variant,
     run_transformer_lm_variant_static_cached,
 )
+from .decoding_cases import PROMPTS, greedy_alone, stops_and_expected
 
 TINY = dict(vocab_size=61, context_length=24, d_model=32, num_layers=2, num_heads=4, d_ff=48)
 VARIANTS = {
@@ -27,17 +27,11 @@ VARIANTS = {
     "learned positions": dict(position_encoding="learned"),
     "sinusoidal positions": dict(position_encoding="sinusoidal"),
 }
-PROMPTS = [[3, 1, 4], [5], [2, 7, 1, 8, 2, 8], [9, 9]]
 
 
 def tiny_model(variant: str) -> torch.nn.Module:
     # float64, so a different summation order (over the padded cache) cannot flip a near-tie
     return get_variant_lm({**TINY, **VARIANTS[variant]}, seed=0).double()
-
-
-def _alone(model: torch.nn.Module, prompt: list[int], max_new_tokens: int) -> list[int]:
-    """The reference: uncached greedy decoding, the whole sequence through the model each step."""
-    return run_generate_variant(model, prompt, max_new_tokens, use_kv_cache=False)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -72,7 +66,7 @@ def test_static_cache_refuses_more_tokens_than_it_holds() -> None:
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_static_cache_batched_greedy_equals_uncached_decoding(variant: str) -> None:
     model = tiny_model(variant)
-    expected = [_alone(model, prompt, 9) for prompt in PROMPTS]
+    expected = [greedy_alone(model, prompt, 9) for prompt in PROMPTS]
     assert run_generate_batch_static(model, PROMPTS, 9) == expected
     assert run_generate_batch_static(model, PROMPTS[:1], 9) == expected[:1]
 
@@ -92,14 +86,14 @@ class CountingBackend:
 def test_compiled_decoding_equals_uncached_and_compiles_one_graph(variant: str) -> None:
     torch.compiler.reset()  # graphs of earlier tests must not count against the recompile limit
     model, backend = tiny_model(variant), CountingBackend()
-    expected = [_alone(model, prompt, 10) for prompt in PROMPTS]
+    expected = [greedy_alone(model, prompt, 10) for prompt in PROMPTS]
     assert run_generate_batch_static(model, PROMPTS, 10, compile_backend=backend) == expected
     # Static shapes: one graph serves every position of the generation, and a second one
     # with the same batch and length reuses it.
     assert backend.graphs == 1
     again = [[4, 4], [1], [6, 5, 4, 3], [2, 1, 2]]
     assert run_generate_batch_static(model, again, 10, compile_backend=backend) == [
-        _alone(model, prompt, 10) for prompt in again
+        greedy_alone(model, prompt, 10) for prompt in again
     ]
     assert backend.graphs == 1
 
@@ -108,15 +102,7 @@ def test_compiled_decoding_equals_uncached_and_compiles_one_graph(variant: str) 
 def test_static_and_compiled_decoding_stop_each_row_at_its_own_stop_token(compile_backend) -> None:
     torch.compiler.reset()
     model = tiny_model("gqa")
-    alone = [_alone(model, prompt, 8) for prompt in PROMPTS]
-    # Each row's stop token is the third token it emits alone (the last row has none).
-    stops = [tokens[2] for tokens in alone[:-1]] + [None]
-    expected = [
-        tokens[: tokens.index(stop) + 1]
-        for tokens, stop in zip(alone[:-1], stops[:-1], strict=True)
-    ]
-    expected.append(alone[-1])
-    assert all(len(tokens) <= 3 for tokens in expected[:-1])
+    stops, expected = stops_and_expected(model, PROMPTS, 8)
     reported: list[tuple[int, int]] = []
     batched = run_generate_batch_static(
         model,
@@ -136,5 +122,5 @@ def test_static_decoding_respects_each_rows_context_window() -> None:
     model = tiny_model("mha rope")
     prompts = [list(range(1, 21)), [4, 2], list(range(20, 50))]  # 20, 2 and 30 > 24 tokens
     batched = run_generate_batch_static(model, prompts, 10)
-    assert batched == [_alone(model, prompt, 10) for prompt in prompts]
+    assert batched == [greedy_alone(model, prompt, 10) for prompt in prompts]
     assert [len(tokens) for tokens in batched] == [4, 10, 1]
