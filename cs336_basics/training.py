@@ -185,7 +185,10 @@ class _Run:
         self.batches = BatchPrefetcher(
             train_tokens, config.batch_size, config.model.context_length, self.generator, env
         )
-        self.step, self.elapsed_before, self.last_checkpoint = 0, 0.0, None
+        self.step, self.elapsed_before = 0, 0.0
+        # The latest checkpoint (rank 0 writes it) and its step, known on every rank.
+        self.last_checkpoint: Path | None = None
+        self.last_checkpoint_step: int | None = None
         self.pending_losses: list[torch.Tensor] = []  # on the device, not yet read
         self.unlogged_losses: list[float] = []  # read, not yet written to the metrics
         self.train_loss = self.val_loss = self.tokens_per_second = None
@@ -216,7 +219,7 @@ class _Run:
         restore_rng_states(saved["rng"])
         self.generator.set_state(saved["extra"]["batch_generator"])
         self.step, self.elapsed_before = saved["iteration"], saved["extra"]["elapsed_s"]
-        self.last_checkpoint = path
+        self.last_checkpoint, self.last_checkpoint_step = path, self.step
         self.started = time.perf_counter()
         saved_schedule = saved["config"].get("cosine_steps") or saved["config"].get("max_steps")
         if self.env.is_main and saved_schedule != self.config.schedule_steps:
@@ -328,7 +331,7 @@ class _Run:
     def _describe_non_finite(self, loss: float, step: int) -> str:
         where = "none was written"
         if self.last_checkpoint is not None:
-            where = f"{self.last_checkpoint} (step {read_checkpoint(self.last_checkpoint)['iteration']})"
+            where = f"{self.last_checkpoint} (step {self.last_checkpoint_step})"
         return (
             f"the training loss is {loss} at step {step}; no checkpoint was written after it. "
             f"Last good checkpoint: {where}. Lower the learning rate or raise the warmup."
@@ -393,7 +396,7 @@ class _Run:
                 config=self.config.to_dict(),
                 extra=extra,
             )
-        self.last_checkpoint = self.folder.checkpoint
+        self.last_checkpoint, self.last_checkpoint_step = self.folder.checkpoint, self.step
 
     def _finish(self, stopped: str) -> TrainResult:
         self.progress.close()
