@@ -227,6 +227,20 @@ def test_dense_layers_qwen3_moe(mlp_only_layers, decoder_sparse_step, dense) -> 
     assert sum(counts.values()) == sum(p.numel() for p in hf.parameters())
 
 
+# A tiny DeepSeek-V2-Lite attention: MLA without a query low-rank, eager attention, untied head.
+DEEPSEEK_V2_LITE_MLA = dict(
+    SHAPE,
+    attn_implementation="eager",
+    tie_word_embeddings=False,
+    intermediate_size=48,
+    q_lora_rank=None,
+    kv_lora_rank=12,
+    qk_nope_head_dim=6,
+    v_head_dim=5,
+    rms_norm_eps=1e-6,
+)
+
+
 def deepseek_v2_moe(**overrides) -> torch.nn.Module:
     """A tiny DeepSeek-V2-Lite: a dense first layer, two shared experts, unnormalised top-k
     scaled by V2's published routed_scaling_factor 16.0 (its experts scaled down by 10 so they
@@ -243,16 +257,7 @@ def deepseek_v2_moe(**overrides) -> torch.nn.Module:
     )
     hf = hf_model(
         transformers.DeepseekV2Config,
-        **{**SHAPE, "num_hidden_layers": 3},
-        attn_implementation="eager",
-        tie_word_embeddings=False,
-        intermediate_size=48,
-        q_lora_rank=None,
-        kv_lora_rank=12,
-        qk_rope_head_dim=4,
-        qk_nope_head_dim=6,
-        v_head_dim=5,
-        rms_norm_eps=1e-6,
+        **{**DEEPSEEK_V2_LITE_MLA, "num_hidden_layers": 3, "qk_rope_head_dim": 4},
         **(published | overrides),
     )
     with torch.no_grad():
@@ -303,16 +308,7 @@ def test_yarn_mscale_deepseek_v2_mla() -> None:
     )
     hf = hf_model(
         transformers.DeepseekV2Config,
-        **{**SHAPE, "max_position_embeddings": 256},
-        attn_implementation="eager",
-        tie_word_embeddings=False,
-        intermediate_size=48,
-        q_lora_rank=None,
-        kv_lora_rank=12,
-        qk_rope_head_dim=8,
-        qk_nope_head_dim=6,
-        v_head_dim=5,
-        rms_norm_eps=1e-6,
+        **{**DEEPSEEK_V2_LITE_MLA, "max_position_embeddings": 256, "qk_rope_head_dim": 8},
         first_k_dense_replace=2,
         rope_parameters=dict(yarn, rope_theta=10000.0),
     )
