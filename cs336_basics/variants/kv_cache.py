@@ -27,75 +27,44 @@ from cs336_basics.variants.static_kv_cache import StaticKVCache
 
 
 @dataclass
-class LayerKVCache:
-    """Keys and values that one attention layer has already computed, ``(..., heads, seq, d)``."""
+class GrowingKVCache:
+    """The two per-position tensors one attention layer has already computed: keys and values
+    ``(..., heads, seq, d)``, or multi-head latent attention's latents ``(..., seq, rank)`` and
+    shared RoPE keys ``(..., seq, d_rope)``. Each ``update`` appends along the ``seq`` axis."""
 
-    keys: Tensor | None = None
-    values: Tensor | None = None
+    first: Tensor | None = None
+    second: Tensor | None = None
 
     @property
     def length(self) -> int:
-        return 0 if self.keys is None else self.keys.shape[-2]
+        return 0 if self.first is None else self.first.shape[-2]
 
     def update(
         self,
-        keys: Float[Tensor, "... heads new d_k"],
-        values: Float[Tensor, "... heads new d_v"],
+        first: Float[Tensor, "... new d_first"],
+        second: Float[Tensor, "... new d_second"],
         positions: Int[Tensor, "... new"] | None = None,
     ) -> tuple[Tensor, Tensor, None]:
-        """Append the new positions; return keys and values for every position so far, and no
+        """Append the new positions; return both tensors for every position so far, and no
         mask (the new queries are the last positions: the plain causal mask applies).
         ``positions`` are not needed, as appended positions continue from ``length``."""
-        if self.keys is None or self.values is None:
-            self.keys, self.values = keys, values
+        if self.first is None or self.second is None:
+            self.first, self.second = first, second
         else:
-            self.keys = torch.cat((self.keys, keys), dim=-2)
-            self.values = torch.cat((self.values, values), dim=-2)
-        return self.keys, self.values, None
+            self.first = torch.cat((self.first, first), dim=-2)
+            self.second = torch.cat((self.second, second), dim=-2)
+        return self.first, self.second, None
 
     def tensors(self) -> tuple[Tensor | None, ...]:
-        return self.keys, self.values
-
-
-@dataclass
-class LatentKVCache:
-    """What a multi-head latent attention layer caches: per position, the compressed key/value
-    latent ``(..., seq, kv_lora_rank)`` and the one RoPE key shared by all heads
-    ``(..., seq, qk_rope_head_dim)``, instead of full per-head keys and values."""
-
-    latents: Tensor | None = None
-    rope_keys: Tensor | None = None
-
-    @property
-    def length(self) -> int:
-        return 0 if self.latents is None else self.latents.shape[-2]
-
-    def update(
-        self,
-        latents: Float[Tensor, "... new rank"],
-        rope_keys: Float[Tensor, "... new d_rope"],
-        positions: Int[Tensor, "... new"] | None = None,
-    ) -> tuple[Tensor, Tensor, None]:
-        """As ``LayerKVCache.update``, for latents and RoPE keys."""
-        if self.latents is None or self.rope_keys is None:
-            self.latents, self.rope_keys = latents, rope_keys
-        else:
-            self.latents = torch.cat((self.latents, latents), dim=-2)
-            self.rope_keys = torch.cat((self.rope_keys, rope_keys), dim=-2)
-        return self.latents, self.rope_keys, None
-
-    def tensors(self) -> tuple[Tensor | None, ...]:
-        return self.latents, self.rope_keys
+        return self.first, self.second
 
 
 class CachingAttention(nn.Module):
     """Base of the attention layers that can keep a KV cache: ``kv_cache`` is ``None`` (no
     caching, the default) or the layer's cache, which ``kv_caches`` sets and removes. The cache
-    is plain state, never a buffer, so it stays out of state dicts. ``cache_class`` is the
-    layer's growing cache; any layer can use a ``StaticKVCache``."""
+    is plain state, never a buffer, so it stays out of state dicts."""
 
-    cache_class: type[LayerKVCache] | type[LatentKVCache] = LayerKVCache
-    kv_cache: LayerKVCache | LatentKVCache | StaticKVCache | None = None
+    kv_cache: GrowingKVCache | StaticKVCache | None = None
 
     @property
     def cached_length(self) -> int:
@@ -118,9 +87,7 @@ def kv_caches(model: nn.Module, static_length: int | None = None) -> Iterator[nn
             "(cs336_basics.variants) to decode with a KV cache"
         )
     for layer in layers:
-        layer.kv_cache = (
-            layer.cache_class() if static_length is None else StaticKVCache(static_length)
-        )
+        layer.kv_cache = GrowingKVCache() if static_length is None else StaticKVCache(static_length)
     try:
         yield model
     finally:

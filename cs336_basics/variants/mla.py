@@ -15,7 +15,7 @@ from cs336_basics.rmsnorm import RMSNorm
 from cs336_basics.rope import default_positions
 from cs336_basics.variants.attention import causal_mask
 from cs336_basics.variants.config import VariantConfig
-from cs336_basics.variants.kv_cache import CachingAttention, LatentKVCache
+from cs336_basics.variants.kv_cache import CachingAttention
 from cs336_basics.variants.rope_scaling import rotary_embedding, softmax_mscale
 
 
@@ -36,8 +36,6 @@ class MultiHeadLatentAttention(CachingAttention):
     ``output_proj`` (attend over ``c``, then one ``heads * rank -> d_model`` map). Both paths
     compute the same function.
     """
-
-    cache_class = LatentKVCache
 
     def __init__(
         self,
