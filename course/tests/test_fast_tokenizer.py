@@ -1,0 +1,141 @@
+"""``FastTokenizer`` (compiled merges, words learned in batches) gives exactly the reference's ids.
+
+Its shortcuts are cutting text at spaces (wrong where whitespace precedes a space), joining new
+words to pre-tokenize them in one pass (wrong at a word that ends in whitespace), packing every
+pre-token's merges into one array (wrong at an off-by-one), and caches that fill up. The inputs
+below aim at each; the references are the readable ``Tokenizer`` and tiktoken built from the
+same merges.
+"""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchmarks.english import generate_english
+from cs336_basics.encode_file import encode_file
+from cs336_basics.fast_tokenizer import FastTokenizer
+from cs336_basics.tokenizer import Tokenizer
+from cs336_basics.tokenizer_files import load_merges, load_vocab
+from tests.cases.tokenizers import tiktoken_of
+from tests.conftest import FIXTURES
+
+EOT = "<|endoftext|>"
+SPECIALS = [EOT, "<|pad|>"]
+# Whitespace of every kind next to spaces (two spaces, indented lines, no-break and ideographic
+# spaces, \x85), \x1c (whitespace to str.isspace, a symbol to the pattern), letters, digits,
+# contractions, punctuation and non-ASCII text.
+ALPHABET = list("  \t\n\r\x0b\x0c\x1c\x85\xa0\u2003\u3000abet'sdl.,!-19éß日😀")
+
+
+@pytest.fixture(scope="module")
+def vocab_and_merges() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """The fixture tokenizer, plus merges of whitespace: without them, cutting a pre-token of
+    whitespace in two would give the same ids and go unnoticed."""
+    directory = FIXTURES / "tokenizer"
+    vocab, merges = load_vocab(directory / "vocab.json"), load_merges(directory / "merges.txt")
+    whitespace = [b" ", b"\n", b"\t", b"\r", b"\n ", b"  ", b" \n"]
+    for left in whitespace:
+        for right in whitespace[:4]:
+            if left + right not in vocab.values():
+                merges.append((left, right))
+                vocab[len(vocab)] = left + right
+    return vocab, merges
+
+
+@pytest.fixture(scope="module")
+def fast(vocab_and_merges) -> FastTokenizer:
+    return FastTokenizer(*vocab_and_merges, SPECIALS)
+
+
+@pytest.fixture(scope="module")
+def reference(vocab_and_merges) -> Tokenizer:
+    return Tokenizer(*vocab_and_merges, SPECIALS)
+
+
+def test_english_with_many_new_words_matches_tiktoken(vocab_and_merges, fast) -> None:
+    text = generate_english(300_000, seed=7)  # a long tail of unseen words, some non-ASCII
+    expected = tiktoken_of(vocab_and_merges[0], SPECIALS).encode(text, allowed_special="all")
+    fast._new_cache()
+    assert fast.encode(text) == expected  # learning every word
+    assert fast.encode(text) == expected  # every word cached
+
+
+@settings(max_examples=400, deadline=None)
+@given(pieces=st.lists(st.sampled_from([*ALPHABET, *SPECIALS, "abab", "the "]), max_size=80))
+def test_any_text_matches_the_reference(fast, reference, pieces: list[str]) -> None:
+    text = "".join(pieces)
+    expected = reference.encode(text)
+    fast._new_cache()
+    assert fast.encode(text) == expected
+    assert fast.encode(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        " ",
+        "   ",
+        "  leading and trailing  ",
+        "x  y   z    w",
+        "line\n  indented\n\tand tabbed \n",
+        "no\u3000 break\xa0 here\x85 there",
+        EOT,
+        f"{EOT}{EOT} a{EOT}  {EOT}b ",
+        "a" * 3000 + " " + "ab" * 1000,  # pre-tokens longer than the kernel's first buffer
+        "日本語のテキスト 😀😀 ok",
+    ],
+)
+def test_edge_texts_match_the_reference(fast, reference, text: str) -> None:
+    fast._new_cache()
+    assert fast.encode(text) == reference.encode(text)
+
+
+def test_groups_and_full_caches_give_the_same_ids(vocab_and_merges, reference, monkeypatch) -> None:
+    # Small groups and a cache that overflows within a group, across groups and between calls.
+    import cs336_basics.fast_tokenizer as module
+
+    monkeypatch.setattr(module, "_GROUP_CHARACTERS", 500)
+    tiny = type("TinyCacheFastTokenizer", (FastTokenizer,), {"CACHE_SIZE": 50})(
+        *vocab_and_merges, SPECIALS
+    )
+    rng = random.Random(0)
+    text = EOT.join(generate_english(20_000, seed=rng.randrange(100)) for _ in range(3))
+    expected = reference.encode(text)
+    assert tiny.encode(text) == expected
+    assert tiny.encode(text) == expected
+    assert tiny.encode(text[:5000]) == expected[: len(reference.encode(text[:5000]))]
+
+
+def test_merges_out_of_rank_order_match_the_reference() -> None:
+    # A merge list tiktoken could not express: "bc" is ranked before the "ab" it competes with,
+    # a pair repeats (its first rank counts) and a token is made by two different merges.
+    vocab = {i: bytes([i]) for i in range(256)}
+    merges = [(b"b", b"c"), (b"a", b"b"), (b"a", b"bc"), (b"ab", b"c"), (b"b", b"c"), (b" ", b"a")]
+    for left, right in merges:
+        if left + right not in vocab.values():
+            vocab[len(vocab)] = left + right
+    texts = ["abc", " abc abcabc", "ababab bcbc", " a ab abc"]
+    fast, reference = FastTokenizer(vocab, merges), Tokenizer(vocab, merges)
+    assert [fast.encode(t) for t in texts] == [reference.encode(t) for t in texts]
+
+
+def test_pickles_and_encodes_files_like_the_reference(fast, reference, tmp_path) -> None:
+    text = generate_english(60_000, seed=3)
+    path = tmp_path / "text.txt"
+    path.write_text(text, encoding="utf-8")
+    encode_file(pickle.loads(pickle.dumps(fast)), path, tmp_path / "ids.npy", num_workers=2)
+    assert np.load(tmp_path / "ids.npy").tolist() == reference.encode(text)
+
+
+def test_decode_and_encode_iterable_are_the_reference(fast, reference) -> None:
+    text = "Once upon a time,  there was\n a tokenizer." + EOT + " The end."
+    chunks = [text[i : i + 7] for i in range(0, len(text), 7)]
+    assert list(fast.encode_iterable(chunks)) == reference.encode(text)
+    assert fast.decode(fast.encode(text)) == text
