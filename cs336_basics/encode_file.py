@@ -40,6 +40,22 @@ def token_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if vocab_size <= 1 << 16 else np.dtype(np.uint32)
 
 
+def with_compiled_merges(tokenizer: Tokenizer) -> Tokenizer:
+    """``tokenizer`` as a ``FastTokenizer`` (same ids, merges compiled with numba) where this
+    checkout has one, else ``tokenizer`` itself.
+
+    ``cs336_basics.fast_tokenizer`` is part of the reference repository only; the handout's
+    commands therefore encode with the student's own ``Tokenizer``.
+    """
+    try:
+        from cs336_basics.fast_tokenizer import FastTokenizer
+    except ImportError:
+        return tokenizer
+    if isinstance(tokenizer, FastTokenizer) or type(tokenizer) is not Tokenizer:
+        return tokenizer
+    return FastTokenizer(tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens)
+
+
 def encode_file(
     tokenizer: Tokenizer,
     input_path: str | os.PathLike,

@@ -144,13 +144,14 @@ def prepare_tokens(
     config: PipelineConfig, tokenizer, texts: tuple[Path, Path], data_dir: Path
 ) -> tuple[Path, Path]:
     """Stage 3: encode both splits into ``.npy`` arrays, or use the given arrays."""
-    from cs336_basics.encode_file import encode_file
+    from cs336_basics.encode_file import encode_file, with_compiled_merges
 
     if config.train_tokens or config.val_tokens:
         if not (config.train_tokens and config.val_tokens):
             raise InputError("give both train_tokens and val_tokens, or neither")
         return Path(config.train_tokens), Path(config.val_tokens)
     outputs = (data_dir / "train.npy", data_dir / "valid.npy")
+    tokenizer = with_compiled_merges(tokenizer)
     for text, output in zip(texts, outputs, strict=False):
         encode_file(tokenizer, text, output, num_workers=config.workers)
     return outputs

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import sys
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.english import generate_english
-from cs336_basics.encode_file import encode_file
+from cs336_basics.encode_file import encode_file, with_compiled_merges
 from cs336_basics.fast_tokenizer import FastTokenizer
 from cs336_basics.tokenizer import Tokenizer
 from cs336_basics.tokenizer_files import load_merges, load_vocab
@@ -139,3 +140,18 @@ def test_decode_and_encode_iterable_are_the_reference(fast, reference) -> None:
     chunks = [text[i : i + 7] for i in range(0, len(text), 7)]
     assert list(fast.encode_iterable(chunks)) == reference.encode(text)
     assert fast.decode(fast.encode(text)) == text
+
+
+def test_file_commands_encode_with_compiled_merges_where_available(reference, monkeypatch) -> None:
+    fast = with_compiled_merges(reference)
+    assert type(fast) is FastTokenizer
+    assert (fast.vocab, fast.merges, fast.special_tokens) == (
+        reference.vocab,
+        reference.merges,
+        reference.special_tokens,
+    )
+    student_subclass = type("StudentTokenizer", (Tokenizer,), {})(reference.vocab, reference.merges)
+    assert with_compiled_merges(student_subclass) is student_subclass
+    # The handout ships without cs336_basics.fast_tokenizer (and may lack numba).
+    monkeypatch.setitem(sys.modules, "cs336_basics.fast_tokenizer", None)
+    assert with_compiled_merges(reference) is reference

@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cs336_basics.atomic_write import remove_stale_temp_files
-    from cs336_basics.encode_file import encode_file
+    from cs336_basics.encode_file import encode_file, with_compiled_merges
 
     source = require_file(args.input, "text file")
     out = Path(args.out)
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         refuse_existing([out])
     for stale in remove_stale_temp_files(out):
         print(f"note: removed {stale}, left by an interrupted encode", file=sys.stderr)
-    tokenizer = load_tokenizer_dir(args.tokenizer, args.special_tokens)
+    tokenizer = with_compiled_merges(load_tokenizer_dir(args.tokenizer, args.special_tokens))
     started = time.perf_counter()
     with reading(f"text file {source}"):
         count = encode_file(
