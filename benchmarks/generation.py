@@ -1,5 +1,6 @@
 """Generation benchmark on the CPU: tokens/s of greedy decoding at batch 1 over a static
-(preallocated) KV cache, the growing KV cache and no cache, and HF ``generate`` on the same model.
+(preallocated) KV cache, the growing KV cache and no cache, and HF ``generate`` on the same model;
+and the throughput of ``generate_batch`` at batch 64 over batch 1.
 
 The model has the TinyStories shape (d_model 512, 4 layers, 16 heads, d_ff 1344, vocab 10,000)
 with random weights; the context is widened to 512 so a 16-token prompt plus 256 new tokens fit.
@@ -8,7 +9,8 @@ with it a step runs one position. The static cache writes in place into buffers 
 context's size (512 slots, masked), where the growing one concatenates. HF's
 ``LlamaForCausalLM`` gets our weights (``to_hf``), so it computes the same function. Our three
 must produce the same tokens; HF's are reported as equal or not (float32 rounding in another
-order may flip a near-tie).
+order may flip a near-tie). The batch runs 64 different prompts of the same length, in lockstep
+over growing KV caches; its first row must equal the batch-1 tokens of the same prompt.
 
     uv run python -m benchmarks.generation
 """
@@ -27,7 +29,7 @@ from cs336_basics.config import ModelConfig
 from cs336_basics.generation import generate
 from cs336_basics.variants.builders import build_variant_model
 from cs336_basics.variants.config import VariantConfig
-from cs336_basics.variants.generation import generate_cached
+from cs336_basics.variants.generation import generate_batch, generate_cached
 from cs336_basics.variants.hf_convert import to_hf
 
 TINYSTORIES = ModelConfig(
@@ -42,6 +44,7 @@ def benchmark(
     config: ModelConfig = TINYSTORIES,
     new_tokens: int = 256,
     prompt_length: int = 16,
+    batch: int = 64,
     repeats: int = 3,
     log=print,
 ) -> dict[str, Any]:
@@ -50,13 +53,15 @@ def benchmark(
     model = build_variant_model(variant).eval()
     peer = llama_like(config, "sdpa").eval()
     peer.load_state_dict(to_hf(model.state_dict(), variant, "llama"))
-    prompt = torch.randint(1, config.vocab_size, (prompt_length,)).tolist()
-    outputs: dict[str, list[int]] = {}
+    prompts = torch.randint(1, config.vocab_size, (batch, prompt_length)).tolist()
+    prompt = prompts[0]
+    outputs: dict[str, list] = {}
     decoders = {
         "static cache": lambda n: generate_cached(model, prompt, n, 0.0, static_cache=True),
         "KV cache": lambda n: generate_cached(model, prompt, n, 0.0),
         "no cache": lambda n: generate(model, prompt, n, 0.0),
         "HF generate": lambda n: _hf_generate(peer, prompt, n),
+        f"batch {batch}": lambda n: generate_batch(model, prompts, n, 0.0),
     }
 
     def timed(name: str):
@@ -72,6 +77,8 @@ def benchmark(
     ours = [outputs[name] for name in ("static cache", "KV cache", "no cache")]
     if any(tokens != ours[0] for tokens in ours) or len(ours[0]) != new_tokens:
         raise RuntimeError("greedy decoding with the static, the growing and no KV cache disagree")
+    if outputs[f"batch {batch}"][0] != ours[0]:
+        raise RuntimeError(f"the first row of batch {batch} differs from decoding it alone")
     same_as_hf = outputs["HF generate"] == ours[0]
     rows = [
         _row(new_tokens, config, timings, "static cache", "KV cache", None),
@@ -79,6 +86,7 @@ def benchmark(
         _row(new_tokens, config, timings, "static cache", "HF generate", None),
     ]
     rows[-1]["peer"] += f", same tokens: {'yes' if same_as_hf else 'no'}"
+    rows.append(_batch_row(new_tokens, config, timings, batch))
     return {
         "config": config.to_dict(),
         "new_tokens": new_tokens,
@@ -124,6 +132,23 @@ def _row(
     if target is not None:
         row["target"] = target
     return row
+
+
+def _batch_row(
+    new_tokens: int, config: ModelConfig, timings: dict[str, Timing], batch: int
+) -> dict[str, Any]:
+    """Tokens/s of all rows of the batch over tokens/s of one prompt alone (the KV cache)."""
+    batched, alone = timings[f"batch {batch}"], timings["KV cache"]
+    ratio = batch * alone.median / batched.median
+    return {
+        "benchmark": f"generate {new_tokens} tokens, batch {batch}",
+        "input": f"d_model {config.d_model}, {config.num_layers} layers",
+        "ours": f"{batch * new_tokens / batched.median:.1f} tok/s (batch {batch}, KV cache)",
+        "peer": f"{new_tokens / alone.median:.1f} tok/s (ours, batch 1, KV cache)",
+        "speed ours/peer": f"{ratio:.2f}x",
+        "ratio": ratio,
+        "spread s (ours; peer)": f"{batched.low:.2f}-{batched.high:.2f}; {alone.low:.2f}-{alone.high:.2f}",
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
