@@ -37,6 +37,8 @@ from cs336_basics.tokenizer import NO_MERGE, Tokenizer
 # Text is encoded in groups of pieces of about this many characters: enough that the per-group
 # overhead is small, few enough that the group's words stay in the processor's caches.
 _GROUP_CHARACTERS = 1 << 18
+# Fewer new texts than this are merged in Python: a kernel call has a fixed cost of tens of µs.
+_SMALL_BATCH = 32
 # Marks an empty slot of the hash table (real keys are non-negative).
 _EMPTY = -1
 # 2^64 / golden ratio (0x9E3779B97F4A7C15) as a signed 64-bit integer, so products wrap in int64.
@@ -62,7 +64,7 @@ class FastTokenizer(Tokenizer):
         self._merged_ids = np.array(self.merged_ids, dtype=np.int64)
         self._byte_id_array = np.array(self.byte_ids, dtype=np.int64)
         # Load (or compile) the kernel now rather than in the first call of ``encode``.
-        self._encode_alone([" a"])
+        self._merge_texts([2], [" a"])
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``: exactly ``Tokenizer.encode(text)``."""
@@ -134,13 +136,23 @@ class FastTokenizer(Tokenizer):
 
     def _encode_joined(self, words: list[str]) -> list[list[int]]:
         """The ids of " " + word for each of ``words`` (each ending in non-whitespace)."""
+        if len(words) < _SMALL_BATCH:
+            return self._encode_each([" " + word for word in words])
         pretokens = pretokenize(" " + " ".join(words)) if words else []
         return self._merge_texts([len(word) + 1 for word in words], pretokens)
 
     def _encode_alone(self, texts: list[str]) -> list[list[int]]:
         """The ids of each of ``texts`` (non-empty)."""
+        if len(texts) < _SMALL_BATCH:
+            return self._encode_each(texts)
         pretokens = list(chain.from_iterable(map(pretokenize, texts)))
         return self._merge_texts(list(map(len, texts)), pretokens)
+
+    def _encode_each(self, texts: list[str]) -> list[list[int]]:
+        """The ids of each of ``texts`` by the reference's Python merge loop: for a few texts,
+        cheaper than the kernel call and the array work around it."""
+        merge = self._encode_pretoken
+        return [list(chain.from_iterable(map(merge, pretokenize(text)))) for text in texts]
 
     def _merge_texts(self, text_lengths: list[int], pretokens: list[str]) -> list[list[int]]:
         """The ids of consecutive texts of ``text_lengths`` characters (none empty), given the
@@ -249,12 +261,13 @@ def _merge_pretokens(ids, starts, table_keys, table_ranks, merged_ids, width):
     """Merge each pre-token ``ids[starts[i]:starts[i + 1]]`` (byte ids) as the reference does,
     packing the results to the front of ``ids``; return where each pre-token's ids now end."""
     ends = np.empty(len(starts) - 1, dtype=np.int64)
-    ranks = np.empty(64, dtype=np.int64)  # ranks[i]: rank of the pair (ids[i], ids[i + 1])
+    longest = 1
+    for p in range(len(starts) - 1):
+        longest = max(longest, starts[p + 1] - starts[p])
+    ranks = np.empty(longest, dtype=np.int64)  # ranks[i]: rank of the pair (ids[i], ids[i + 1])
     out = 0
     for p in range(len(starts) - 1):
         start, n = starts[p], starts[p + 1] - starts[p]
-        if n > len(ranks):
-            ranks = np.empty(2 * n, dtype=np.int64)
         for i in range(start, start + n):  # pack: out <= start, and pre-tokens only shrink
             ids[out + i - start] = ids[i]
         word = ids[out : out + n]
