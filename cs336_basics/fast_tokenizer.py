@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import gc
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from itertools import chain
 
@@ -37,6 +37,8 @@ from cs336_basics.tokenizer import NO_MERGE, Tokenizer
 # Text is encoded in groups of pieces of about this many characters: enough that the per-group
 # overhead is small, few enough that the group's words stay in the processor's caches.
 _GROUP_CHARACTERS = 1 << 18
+# encode_iterable reads at least this many characters before encoding.
+_STREAM_CHARACTERS = 1 << 16
 # Fewer new texts than this are merged in Python: a kernel call has a fixed cost of tens of µs.
 _SMALL_BATCH = 32
 # Marks an empty slot of the hash table (real keys are non-negative).
@@ -70,6 +72,11 @@ class FastTokenizer(Tokenizer):
         """Token ids of ``text``: exactly ``Tokenizer.encode(text)``."""
         with _garbage_collection_paused():
             return self._encode(text)
+
+    def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
+        """``Tokenizer.encode_iterable``, with small chunks (a file's lines) read together into
+        pieces of at least ``_STREAM_CHARACTERS``: encoding has a fixed cost per call."""
+        return super().encode_iterable(_coalesced(iterable, _STREAM_CHARACTERS))
 
     def _new_cache(self) -> None:
         # Plain dictionaries: a missing key raises KeyError instead of being encoded alone.
@@ -172,6 +179,20 @@ class FastTokenizer(Tokenizer):
         id_ends = ends[np.searchsorted(pretoken_ends, text_ends)].tolist()
         flat = ids[: id_ends[-1]].tolist() if id_ends else []
         return list(map(flat.__getitem__, map(slice, [0, *id_ends], id_ends)))
+
+
+def _coalesced(chunks: Iterable[str], size: int) -> Iterator[str]:
+    """The concatenation of ``chunks``, as strings of at least ``size`` characters (but the last)."""
+    buffer: list[str] = []
+    length = 0
+    for chunk in chunks:
+        buffer.append(chunk)
+        length += len(chunk)
+        if length >= size:
+            yield "".join(buffer)
+            buffer, length = [], 0
+    if buffer:
+        yield "".join(buffer)
 
 
 def _split_on_spaces(piece: str) -> tuple[str, list[str]]:

@@ -165,10 +165,17 @@ def test_pickles_and_encodes_files_like_the_reference(fast, reference, tmp_path)
     assert np.load(tmp_path / "ids.npy").tolist() == reference.encode(text)
 
 
-def test_decode_and_encode_iterable_are_the_reference(fast, reference) -> None:
-    text = "Once upon a time,  there was\n a tokenizer." + EOT + " The end."
+@pytest.mark.parametrize("stream_characters", [1, 10, 1 << 16])
+def test_decode_and_encode_iterable_are_the_reference(
+    fast, reference, monkeypatch, stream_characters: int
+) -> None:
+    import cs336_basics.fast_tokenizer as module
+
+    monkeypatch.setattr(module, "_STREAM_CHARACTERS", stream_characters)
+    text = "Once upon a time,  there was\n a tokenizer." + EOT + " The end. " + EOT[:5]
     chunks = [text[i : i + 7] for i in range(0, len(text), 7)]
     assert list(fast.encode_iterable(chunks)) == reference.encode(text)
+    assert list(fast.encode_iterable(iter([]))) == []
     assert fast.decode(fast.encode(text)) == text
 
 
