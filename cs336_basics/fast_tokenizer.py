@@ -65,6 +65,9 @@ class FastTokenizer(Tokenizer):
         self._table_keys, self._table_ranks = _hash_table(keys, ranks)
         self._merged_ids = np.array(self.merged_ids, dtype=np.int64)
         self._byte_id_array = np.array(self.byte_ids, dtype=np.int64)
+        # One int object per id, shared by every cached list (as the reference's are): fresh ints
+        # from tolist() would scatter millions of objects that encoding then has to touch.
+        self._id_objects = list(range(self._width))
         # Load (or compile) the kernel now rather than in the first call of ``encode``.
         self._merge_texts([2], [" a"])
 
@@ -177,7 +180,9 @@ class FastTokenizer(Tokenizer):
         pretoken_ends = np.cumsum(lengths)
         text_ends = np.cumsum(np.array(text_lengths, dtype=np.int64))
         id_ends = ends[np.searchsorted(pretoken_ends, text_ends)].tolist()
-        flat = ids[: id_ends[-1]].tolist() if id_ends else []
+        flat = list(
+            map(self._id_objects.__getitem__, ids[: id_ends[-1]].tolist() if id_ends else [])
+        )
         return list(map(flat.__getitem__, map(slice, [0, *id_ends], id_ends)))
 
 
