@@ -1,0 +1,286 @@
+"""The compiled parts of :class:`~cs336_basics.fast_tokenizer.FastTokenizer` (numba).
+
+All work on UTF-8 bytes in numpy arrays:
+
+* :func:`find_words` cuts text into words at spaces that follow a non-whitespace character
+  (where a pre-token always ends);
+* :class:`WordTable` maps a word's bytes to its token ids: an open-addressing hash table over
+  byte arenas, looked up and filled by :func:`look_up_words` and assembled by :func:`gather_ids`;
+* :func:`merge_pretokens` applies the BPE merges to many pre-tokens at once, exactly as
+  ``Tokenizer._encode_pretoken`` does, with the merge ranks in an open-addressing table.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from cs336_basics.tokenizer import NO_MERGE
+
+# Marks an empty slot of a hash table.
+EMPTY = -1
+# 2^64 / golden ratio (0x9E3779B97F4A7C15) as a signed 64-bit integer, so products wrap in int64.
+_GOLDEN = 0x9E3779B97F4A7C15 - (1 << 64)
+# FNV-1a, 64-bit: offset basis and prime, as signed 64-bit integers.
+_FNV_OFFSET = 0xCBF29CE484222325 - (1 << 64)
+_FNV_PRIME = 0x100000001B3
+
+
+@numba.njit(cache=True, inline="always")
+def _slot(key, mask):
+    # Fibonacci hashing: the high bits of key * 2^64 / golden ratio spread consecutive keys.
+    return ((key * _GOLDEN) >> 40) & mask
+
+
+# --- merging pre-tokens ------------------------------------------------------------------------
+
+
+def pair_table(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """An open-addressing table (linear probing) of distinct int64 ``keys -> values``, at most
+    half full."""
+    size = 1 << max(4, (2 * len(keys)).bit_length())
+    return _fill_pair_table(keys, values, size)
+
+
+@numba.njit(cache=True)
+def _fill_pair_table(keys, values, size):
+    table_keys = np.full(size, EMPTY, dtype=np.int64)
+    table_values = np.zeros(size, dtype=np.int64)
+    mask = size - 1
+    for i in range(len(keys)):
+        slot = _slot(keys[i], mask)
+        while table_keys[slot] != EMPTY:
+            slot = (slot + 1) & mask
+        table_keys[slot] = keys[i]
+        table_values[slot] = values[i]
+    return table_keys, table_values
+
+
+@numba.njit(cache=True, inline="always")
+def _rank(table_keys, table_ranks, key):
+    mask = len(table_keys) - 1
+    slot = _slot(key, mask)
+    while table_keys[slot] != key:
+        if table_keys[slot] == EMPTY:
+            return NO_MERGE
+        slot = (slot + 1) & mask
+    return table_ranks[slot]
+
+
+@numba.njit(cache=True)
+def merge_pretokens(ids, starts, table_keys, table_ranks, merged_ids, width):
+    """Merge each pre-token ``ids[starts[i]:starts[i + 1]]`` (byte ids) as the reference does,
+    packing the results to the front of ``ids``; return where each pre-token's ids now end.
+
+    A pair (left, right) has the key ``left * width + right`` in the rank table.
+    """
+    ends = np.empty(len(starts) - 1, dtype=np.int64)
+    longest = 1
+    for p in range(len(starts) - 1):
+        longest = max(longest, starts[p + 1] - starts[p])
+    ranks = np.empty(longest, dtype=np.int64)  # ranks[i]: rank of the pair (ids[i], ids[i + 1])
+    out = 0
+    for p in range(len(starts) - 1):
+        start, n = starts[p], starts[p + 1] - starts[p]
+        for i in range(start, start + n):  # pack: out <= start, and pre-tokens only shrink
+            ids[out + i - start] = ids[i]
+        word = ids[out : out + n]
+        for i in range(n - 1):
+            ranks[i] = _rank(table_keys, table_ranks, word[i] * width + word[i + 1])
+        while n > 1:
+            at = 0
+            for i in range(1, n - 1):  # the leftmost pair of lowest rank
+                if ranks[i] < ranks[at]:
+                    at = i
+            if ranks[at] == NO_MERGE:
+                break
+            word[at] = merged_ids[ranks[at]]
+            n -= 1
+            for i in range(at + 1, n):  # close the gap left by word[at + 1]
+                word[i] = word[i + 1]
+                ranks[i - 1] = ranks[i]
+            if at > 0:
+                ranks[at - 1] = _rank(table_keys, table_ranks, word[at - 1] * width + word[at])
+            if at < n - 1:
+                ranks[at] = _rank(table_keys, table_ranks, word[at] * width + word[at + 1])
+        out += n
+        ends[p] = out
+    return ends
+
+
+# --- cutting text into words --------------------------------------------------------------------
+
+
+@numba.njit(cache=True, inline="always")
+def ends_in_whitespace(data, start, end):
+    """Whether the UTF-8 text ``data[start:end]`` ends with a character of the GPT-2 pattern's
+    whitespace class (Unicode White_Space): ASCII \\t \\n \\v \\f \\r and space, U+0085, U+00A0,
+    U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000."""
+    if end <= start:
+        return False
+    last = data[end - 1]
+    if last == 0x20 or 0x09 <= last <= 0x0D:
+        return True
+    if last < 0x80:
+        return False
+    if end - start >= 2 and data[end - 2] == 0xC2:  # a lead byte: the character is C2 xx
+        return last == 0x85 or last == 0xA0
+    if end - start < 3:
+        return False
+    lead, middle = data[end - 3], data[end - 2]
+    if lead == 0xE1:
+        return middle == 0x9A and last == 0x80
+    if lead == 0xE2 and middle == 0x80:
+        return last <= 0x8A or last == 0xA8 or last == 0xA9 or last == 0xAF
+    if lead == 0xE2 and middle == 0x81:
+        return last == 0x9F
+    return lead == 0xE3 and middle == 0x80 and last == 0x80
+
+
+@numba.njit(cache=True)
+def find_words(data, piece_ends):
+    """Where the words of each piece end: a piece ``data[piece_ends[i - 1]:piece_ends[i]]`` is
+    cut before every space that follows a non-whitespace character, and at its end."""
+    ends = np.empty(len(data) + len(piece_ends), dtype=np.int64)
+    count = 0
+    start = 0
+    for end in piece_ends:
+        for i in range(start + 1, end):
+            if data[i] == 0x20 and not ends_in_whitespace(data, start, i):
+                ends[count] = i
+                count += 1
+        if end > start:
+            ends[count] = end
+            count += 1
+        start = end
+    return ends[:count]
+
+
+# --- the table of known words ------------------------------------------------------------------
+
+
+class WordTable:
+    """Words (UTF-8 bytes) and their token ids, in arrays the compiled functions share.
+
+    Entry ``e`` is the word ``word_bytes[word_starts[e]:][:word_lengths[e]]`` with the ids
+    ``ids[id_starts[e]:][:id_lengths[e]]`` (``id_lengths[e] == -1``: not learned yet). ``slots``
+    is the hash table: entry numbers, or ``EMPTY``.
+    """
+
+    def __init__(self) -> None:
+        self.slots = np.full(1 << 10, EMPTY, dtype=np.int64)
+        self.hashes = np.empty(1 << 9, dtype=np.int64)
+        self.word_starts = np.empty(1 << 9, dtype=np.int64)
+        self.word_lengths = np.empty(1 << 9, dtype=np.int64)
+        self.id_starts = np.empty(1 << 9, dtype=np.int64)
+        self.id_lengths = np.empty(1 << 9, dtype=np.int64)
+        self.word_bytes = np.empty(1 << 16, dtype=np.uint8)
+        self.ids = np.empty(1 << 16, dtype=np.int64)
+        self.entries = 0
+        self.bytes_used = 0
+        self.ids_used = 0
+
+    def __len__(self) -> int:
+        return self.entries
+
+    def reserve(self, entries: int, num_bytes: int, num_ids: int) -> None:
+        """Make room for ``entries`` more words of ``num_bytes`` bytes and ``num_ids`` more ids."""
+        needed = self.entries + entries
+        if needed > len(self.hashes):
+            size = 1 << needed.bit_length()
+            for name in ("hashes", "word_starts", "word_lengths", "id_starts", "id_lengths"):
+                setattr(self, name, _grown(getattr(self, name), size))
+        if 2 * needed > len(self.slots):
+            self.slots = _rehash(self.hashes[: self.entries], 1 << (2 * needed).bit_length())
+        self.word_bytes = _grown(self.word_bytes, self.bytes_used + num_bytes)
+        self.ids = _grown(self.ids, self.ids_used + num_ids)
+
+
+def _grown(array: np.ndarray, size: int) -> np.ndarray:
+    """``array``, copied into a larger one (doubling) if it has fewer than ``size`` elements."""
+    if size <= len(array):
+        return array
+    bigger = np.empty(max(size, 2 * len(array)), dtype=array.dtype)
+    bigger[: len(array)] = array
+    return bigger
+
+
+@numba.njit(cache=True)
+def _rehash(hashes, size):
+    slots = np.full(size, EMPTY, dtype=np.int64)
+    mask = size - 1
+    for entry in range(len(hashes)):
+        slot = _slot(hashes[entry], mask)
+        while slots[slot] != EMPTY:
+            slot = (slot + 1) & mask
+        slots[slot] = entry
+    return slots
+
+
+@numba.njit(cache=True, inline="always")
+def _fnv1a(data, start, end):
+    value = _FNV_OFFSET
+    for i in range(start, end):
+        value = (value ^ data[i]) * _FNV_PRIME
+    return value
+
+
+@numba.njit(cache=True, inline="always")
+def _same_bytes(a, a_start, b, b_start, length):
+    for i in range(length):  # noqa: SIM110 (numba compiles the loop, not a generator)
+        if a[a_start + i] != b[b_start + i]:
+            return False
+    return True
+
+
+@numba.njit(cache=True)
+def look_up_words(data, word_ends, slots, hashes, word_starts, word_lengths, word_bytes, counts):
+    """The entry of each word of ``data`` (ending at ``word_ends``); a word not in the table is
+    added as a new entry (its bytes copied, ids to be learned). ``counts`` holds the number of
+    entries and of word bytes used, updated in place. Returns the entries, and the new ones."""
+    mask = len(slots) - 1
+    entries = np.empty(len(word_ends), dtype=np.int64)
+    first_new = counts[0]
+    start = 0
+    for w in range(len(word_ends)):
+        end = word_ends[w]
+        length = end - start
+        key = _fnv1a(data, start, end)
+        slot = _slot(key, mask)
+        while True:
+            entry = slots[slot]
+            if entry == EMPTY:
+                entry = counts[0]
+                counts[0] += 1
+                slots[slot] = entry
+                hashes[entry] = key
+                word_starts[entry] = counts[1]
+                word_lengths[entry] = length
+                word_bytes[counts[1] : counts[1] + length] = data[start:end]
+                counts[1] += length
+                break
+            if (
+                hashes[entry] == key
+                and word_lengths[entry] == length
+                and _same_bytes(word_bytes, word_starts[entry], data, start, length)
+            ):
+                break
+            slot = (slot + 1) & mask
+        entries[w] = entry
+        start = end
+    return entries, np.arange(first_new, counts[0])
+
+
+@numba.njit(cache=True)
+def gather_ids(entries, id_starts, id_lengths, ids):
+    """The ids of the words ``entries``, one after the other."""
+    total = 0
+    for entry in entries:
+        total += id_lengths[entry]
+    out = np.empty(total, dtype=np.int64)
+    at = 0
+    for entry in entries:
+        start, length = id_starts[entry], id_lengths[entry]
+        out[at : at + length] = ids[start : start + length]
+        at += length
+    return out
