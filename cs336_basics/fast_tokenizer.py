@@ -152,23 +152,26 @@ class FastTokenizer(Tokenizer):
             for s, n in zip(starts, lengths, strict=True)
         ]
         # Words led by a space and ending in non-whitespace end where a pre-token ends: they are
-        # pre-tokenized joined together, in one pass. The others (a piece's first and last
-        # words) are pre-tokenized alone.
-        joinable, alone = [], []
+        # pre-tokenized joined together, in one pass (the ASCII ones with the faster pattern).
+        # The others (a piece's first and last words) are pre-tokenized alone.
+        ascii_words, other_words, alone = [], [], []
         for index, word in enumerate(words):
-            joined = word[0] == " " and word[-1] not in _WHITESPACE
-            (joinable if joined else alone).append(index)
-        order = joinable + alone
+            if word[0] != " " or word[-1] in _WHITESPACE:
+                alone.append(index)
+            else:
+                (ascii_words if word.isascii() else other_words).append(index)
+        order = ascii_words + other_words + alone
         texts = [words[i] for i in order]
         if len(texts) < _SMALL_BATCH:
             word_ids = [self._encode_each(text) for text in texts]
             ids = np.fromiter(chain.from_iterable(word_ids), np.int64)
             id_ends = np.cumsum([len(x) for x in word_ids], dtype=np.int64)
         else:
-            pretokens = pretokenize("".join(texts[: len(joinable)]))
-            pretokens += chain.from_iterable(map(pretokenize, texts[len(joinable) :]))
-            byte_lengths = [lengths[i] for i in order]
-            ids, id_ends = self._merge_texts(byte_lengths, pretokens)
+            joined = len(ascii_words) + len(other_words)
+            pretokens = pretokenize("".join(texts[: len(ascii_words)]))
+            pretokens += pretokenize("".join(texts[len(ascii_words) : joined]))
+            pretokens += chain.from_iterable(map(pretokenize, texts[joined:]))
+            ids, id_ends = self._merge_texts([lengths[i] for i in order], pretokens)
         table.reserve(0, 0, len(ids))
         id_starts = table.ids_used + np.concatenate(([0], id_ends[:-1]))
         ordered = new_entries[np.array(order, dtype=np.int64)]
