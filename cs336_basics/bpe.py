@@ -26,12 +26,14 @@ Two phases, each fast in its own way:
 
 from __future__ import annotations
 
+import gc
 import heapq
 import os
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 
 from tqdm.auto import tqdm
 
@@ -118,7 +120,9 @@ def pretokenize_file(
     if num_workers is None:
         num_workers = (os.cpu_count() or 1) if file_size >= MIN_PARALLEL_BYTES else 1
     num_workers = max(1, num_workers)
-    num_chunks = max(num_workers * 4 if num_workers > 1 else 1, -(-file_size // MAX_CHUNK_BYTES))
+    # One chunk per worker unless that exceeds MAX_CHUNK_BYTES: more chunks would only add counts
+    # to sum up here, one distinct pre-token at a time.
+    num_chunks = max(num_workers, -(-file_size // MAX_CHUNK_BYTES))
     boundaries = find_chunk_boundaries(path, num_chunks, special_tokens)
     jobs = [
         (path, start, end, tuple(special_tokens))
@@ -160,6 +164,19 @@ def _descending_key(token: bytes) -> str:
     return "".join(chr(255 - b) for b in token) + _KEY_END
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause Python's cycle collector. Merging allocates millions of small lists and tuples, none
+    in a reference cycle, and the collector would scan all of them again and again."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def merge_pairs(
     word_counts: Counter[bytes], vocab: dict[int, bytes], num_merges: int, *, progress: bool = False
 ) -> list[tuple[bytes, bytes]]:
@@ -170,13 +187,13 @@ def merge_pairs(
     # BEGIN SOLUTION
     # Pre-tokens as strings with one character per token, chr(token id): the standard library's
     # string search and replace (in C) then find and merge pairs. A pair is a 2-character string.
-    words = [word.decode("latin-1") for word in word_counts]  # byte b is chr(b)
-    counts = list(word_counts.values())
+    words = [word.decode("latin-1") for word in sorted(word_counts)]  # byte b is chr(b)
+    counts = [word_counts[word.encode("latin-1")] for word in words]
     # The pre-tokens each pair occurs in, once per occurrence (and, lazily, some it has left).
     pair_words: defaultdict[str, list[int]] = defaultdict(list)
     for index, word in enumerate(words):
-        for pair in _pairs(word):
-            pair_words[pair].append(index)
+        for i in range(len(word) - 1):
+            pair_words[word[i : i + 2]].append(index)
     pair_counts = {pair: _total_count(counts, indices) for pair, indices in pair_words.items()}
 
     # heapq pops the smallest entry, so an entry is (-count, descending key of the pair, pair):
@@ -190,10 +207,10 @@ def merge_pairs(
     # stale is pushed back with the true count; a fresh one is the best pair.
     merges: list[tuple[bytes, bytes]] = []
     bar = tqdm(total=num_merges, unit="merge", desc="merging", disable=not progress)
-    with bar:
+    with bar, _gc_paused():
         while len(merges) < num_merges and heap:
             negative_count, key, pair = heapq.heappop(heap)
-            true_count = pair_counts.get(pair, 0)
+            true_count = pair_counts[pair]
             if true_count != -negative_count:
                 if true_count > 0:
                     heapq.heappush(heap, (-true_count, key, pair))
@@ -212,7 +229,7 @@ def merge_pairs(
 
 def _pairs(word: str) -> list[str]:
     """The adjacent pairs of tokens in ``word``, in order, as 2-character strings."""
-    return list(map(str.__add__, word, word[1:]))
+    return [word[i : i + 2] for i in range(len(word) - 1)]
 
 
 def _total_count(counts: list[int], indices: list[int]) -> int:
@@ -239,38 +256,41 @@ def _merge_words(
     # and (b, y) into (new, y). Pre-tokens are grouped by x and by y to move counts per group.
     before: defaultdict[str, list[int]] = defaultdict(list)
     after: defaultdict[str, list[int]] = defaultdict(list)
-    new_counts: defaultdict[str, int] = defaultdict(int)
+    several: list[tuple[int, str]] = []  # pre-tokens with more than one occurrence, as they were
     for index in pair_words.pop(pair):
         word = words[index]
         i = word.find(pair)
         if i < 0:
             continue  # ``pair_words`` may list pre-tokens the pair has left
         merged = words[index] = word.replace(pair, new_token)
-        if len(merged) == len(word) - 1:
-            if i > 0:
-                before[word[i - 1]].append(index)
-            if i + 2 < len(word):
-                after[word[i + 2]].append(index)
-        else:  # several occurrences: take out all the pairs, put back those of ``merged``
-            count = counts[index]
-            for lost in _pairs(word):
-                pair_counts[lost] -= count
-            for gained in _pairs(merged):
-                if new_token in gained:
-                    new_counts[gained] += count
-                    pair_words[gained].append(index)
-                else:
-                    pair_counts[gained] += count
+        if len(merged) < len(word) - 1:
+            several.append((index, word))
+            continue
+        if i > 0:
+            before[word[i - 1]].append(index)
+        if i + 2 < len(word):
+            after[word[i + 2]].append(index)
+    new_counts: dict[str, int] = {}
     for x, indices in before.items():
         count = _total_count(counts, indices)
         pair_counts[x + pair[0]] -= count
-        new_counts[x + new_token] += count
-        pair_words[x + new_token] += indices
+        new_counts[x + new_token] = count
+        pair_words[x + new_token] = indices
     for y, indices in after.items():
         count = _total_count(counts, indices)
         pair_counts[pair[1] + y] -= count
-        new_counts[new_token + y] += count
-        pair_words[new_token + y] += indices
+        new_counts[new_token + y] = count
+        pair_words[new_token + y] = indices
+    for index, word in several:  # take out all the pairs, put back those of the merged word
+        count = counts[index]
+        for lost in _pairs(word):
+            pair_counts[lost] -= count
+        for gained in _pairs(words[index]):
+            if new_token in gained:
+                new_counts[gained] = new_counts.get(gained, 0) + count
+                pair_words[gained].append(index)
+            else:
+                pair_counts[gained] += count
     del pair_counts[pair]  # every occurrence was merged
     pair_counts.update(new_counts)
     return new_counts
