@@ -202,9 +202,9 @@ def merge_pairs(
     keys = {chr(token_id): _descending_key(token) for token_id, token in vocab.items()}
     heap = [(-count, keys[pair[0]] + keys[pair[1]], pair) for pair, count in pair_counts.items()]
     heapq.heapify(heap)
-    # Lazy heap: every pair has an entry whose count is >= its true count (counts only fall, but
-    # for the new pairs of a merge, which get their entries then). A popped entry whose count is
-    # stale is pushed back with the true count; a fresh one is the best pair.
+    # Lazy heap: every pair has one entry, whose count is >= its true count (a pair's count only
+    # rises in the merge that makes its newer token, which pushes its entry). A popped entry whose
+    # count is stale is pushed back with the true count; a fresh one is the best pair.
     merges: list[tuple[bytes, bytes]] = []
     bar = tqdm(total=num_merges, unit="merge", desc="merging", disable=not progress)
     with bar, _gc_paused():
@@ -249,7 +249,7 @@ def _merge_words(
     right, by ``new_token``; update ``pair_counts`` and ``pair_words`` to match.
 
     Returns the counts of the new pairs, those holding ``new_token`` (all other counts can only
-    have fallen). Pairs that disappear keep a count of 0, but for ``pair`` itself, removed.
+    have fallen). Pairs that disappear keep a count of 0, except ``pair`` itself, removed.
     """
     # BEGIN SOLUTION
     # One occurrence (the common case): (x, a, b, y) -> (x, new, y) turns (x, a) into (x, new)
