@@ -189,12 +189,16 @@ def merge_pairs(
     # string search and replace (in C) then find and merge pairs. A pair is a 2-character string.
     words = [word.decode("latin-1") for word in sorted(word_counts)]  # byte b is chr(b)
     counts = [word_counts[word.encode("latin-1")] for word in words]
-    # The pre-tokens each pair occurs in, once per occurrence (and, lazily, some it has left).
-    pair_words: defaultdict[str, list[int]] = defaultdict(list)
+    occurrences: defaultdict[str, list[int]] = defaultdict(list)  # pair -> pre-token per occurrence
     for index, word in enumerate(words):
         for i in range(len(word) - 1):
-            pair_words[word[i : i + 2]].append(index)
-    pair_counts = {pair: _total_count(counts, indices) for pair, indices in pair_words.items()}
+            occurrences[word[i : i + 2]].append(index)
+    pair_counts = {pair: _total_count(counts, indices) for pair, indices in occurrences.items()}
+    # The pre-tokens each pair occurs in, each listed once (a run like "aaaa..." would otherwise
+    # be searched once per occurrence), and, lazily, some it has left.
+    pair_words: defaultdict[str, list[int]] = defaultdict(list)
+    for pair, indices in occurrences.items():
+        pair_words[pair] = list(dict.fromkeys(indices))
 
     # heapq pops the smallest entry, so an entry is (-count, descending key of the pair, pair):
     # the most frequent pair first, and among equal counts the greatest pair of bytes. A pair's
@@ -283,14 +287,14 @@ def _merge_words(
         pair_words[new_token + y] = indices
     for index, word in several:  # take out all the pairs, put back those of the merged word
         count = counts[index]
-        for lost in _pairs(word):
-            pair_counts[lost] -= count
-        for gained in _pairs(words[index]):
+        for lost, times in Counter(_pairs(word)).items():
+            pair_counts[lost] -= times * count
+        for gained, times in Counter(_pairs(words[index])).items():
             if new_token in gained:
-                new_counts[gained] = new_counts.get(gained, 0) + count
+                new_counts[gained] = new_counts.get(gained, 0) + times * count
                 pair_words[gained].append(index)
             else:
-                pair_counts[gained] += count
+                pair_counts[gained] += times * count
     del pair_counts[pair]  # every occurrence was merged
     pair_counts.update(new_counts)
     return new_counts
