@@ -18,10 +18,11 @@ Two phases, each fast in its own way:
 2. **Merging** works on the distinct pre-tokens only (a few thousand to a few hundred
    thousand), keeping the count of every adjacent pair and, for each pair, the pre-tokens it
    occurs in. A merge rewrites only the pre-tokens containing the pair and updates the counts
-   of the pairs that changed (for one occurrence, just the pairs on either side of it); a heap
-   with lazy deletion yields the next best pair. A pre-token is held as a string with one
-   character per token, so finding and replacing a pair is the standard library's string search
-   (vocabularies of up to 1,114,112 tokens, the number of Unicode code points).
+   of the pairs that changed (for one occurrence, just the pairs on either side of it, once for
+   all the pre-tokens sharing that neighbour); a heap with lazy deletion yields the next best
+   pair. A pre-token is held as a string with one character per token, so finding and replacing
+   a pair is the standard library's string search (vocabularies of up to 1,114,112 tokens, the
+   number of Unicode code points).
 """
 
 from __future__ import annotations
@@ -189,7 +190,8 @@ def merge_pairs(
     # string search and replace (in C) then find and merge pairs. A pair is a 2-character string.
     words = [word.decode("latin-1") for word in sorted(word_counts)]  # byte b is chr(b)
     counts = [word_counts[word.encode("latin-1")] for word in words]
-    occurrences: defaultdict[str, list[int]] = defaultdict(list)  # pair -> pre-token per occurrence
+    # Each pair's occurrences, as the index of the pre-token it occurs in.
+    occurrences: defaultdict[str, list[int]] = defaultdict(list)
     for index, word in enumerate(words):
         for i in range(len(word) - 1):
             occurrences[word[i : i + 2]].append(index)
