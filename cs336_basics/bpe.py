@@ -18,20 +18,23 @@ Two phases, each fast in its own way:
 2. **Merging** works on the distinct pre-tokens only (a few thousand to a few hundred
    thousand), keeping the count of every adjacent pair and, for each pair, the pre-tokens it
    occurs in. A merge rewrites only the pre-tokens containing the pair and updates the counts
-   of the pairs that changed (for one occurrence, just the pairs on either side of it); a heap
-   with lazy deletion yields the next best pair. A pre-token is held as a string with one
-   character per token, so finding and replacing a pair is the standard library's string search
-   (vocabularies of up to 1,114,112 tokens, the number of Unicode code points).
+   of the pairs that changed (for one occurrence, just the pairs on either side of it, once for
+   all the pre-tokens sharing that neighbour); a heap with lazy deletion yields the next best
+   pair. A pre-token is held as a string with one character per token, so finding and replacing
+   a pair is the standard library's string search (vocabularies of up to 1,114,112 tokens, the
+   number of Unicode code points).
 """
 
 from __future__ import annotations
 
+import gc
 import heapq
 import os
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 
 from tqdm.auto import tqdm
 
@@ -118,7 +121,9 @@ def pretokenize_file(
     if num_workers is None:
         num_workers = (os.cpu_count() or 1) if file_size >= MIN_PARALLEL_BYTES else 1
     num_workers = max(1, num_workers)
-    num_chunks = max(num_workers * 4 if num_workers > 1 else 1, -(-file_size // MAX_CHUNK_BYTES))
+    # One chunk per worker unless that exceeds MAX_CHUNK_BYTES: more chunks would only add counts
+    # to sum up here, one distinct pre-token at a time.
+    num_chunks = max(num_workers, -(-file_size // MAX_CHUNK_BYTES))
     boundaries = find_chunk_boundaries(path, num_chunks, special_tokens)
     jobs = [
         (path, start, end, tuple(special_tokens))
@@ -150,20 +155,27 @@ def _count_chunk(job: tuple[str, int, int, tuple[str, ...]]) -> Counter[bytes]:
     return count_pretokens(read_text_range(path, start, end), special_tokens)
 
 
-class _PairKey:
-    """Heap key ordering pairs by descending count, then by descending pair of bytes."""
+# Ends every descending key; it sorts after every character chr(255 - b) a key is made of.
+_KEY_END = chr(256)
 
-    __slots__ = ("count", "pair", "pair_bytes")
 
-    def __init__(self, count: int, pair_bytes: tuple[bytes, bytes], pair: str) -> None:
-        self.count = count
-        self.pair_bytes = pair_bytes
-        self.pair = pair
+def _descending_key(token: bytes) -> str:
+    """A string that sorts in the reverse order of ``token``: byte ``b`` becomes chr(255 - b), and
+    ``_KEY_END`` puts a prefix after its extensions (b"a" < b"ab", so its key must be greater)."""
+    return "".join(chr(255 - b) for b in token) + _KEY_END
 
-    def __lt__(self, other: _PairKey) -> bool:
-        if self.count != other.count:
-            return self.count > other.count
-        return self.pair_bytes > other.pair_bytes
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause Python's cycle collector. Merging allocates millions of small lists and tuples, none
+    in a reference cycle, and the collector would scan all of them again and again."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def merge_pairs(
@@ -178,92 +190,114 @@ def merge_pairs(
     # string search and replace (in C) then find and merge pairs. A pair is a 2-character string.
     words = [word.decode("latin-1") for word in sorted(word_counts)]  # byte b is chr(b)
     counts = [word_counts[word.encode("latin-1")] for word in words]
+    # Each pair's occurrences, as the index of the pre-token it occurs in.
+    occurrences: defaultdict[str, list[int]] = defaultdict(list)
+    for index, word in enumerate(words):
+        for i in range(len(word) - 1):
+            occurrences[word[i : i + 2]].append(index)
+    pair_counts = {pair: _total_count(counts, indices) for pair, indices in occurrences.items()}
+    # The pre-tokens each pair occurs in, each listed once (a run like "aaaa..." would otherwise
+    # be searched once per occurrence), and, lazily, some it has left.
+    pair_words: defaultdict[str, list[int]] = defaultdict(list)
+    for pair, indices in occurrences.items():
+        pair_words[pair] = list(dict.fromkeys(indices))
 
-    pair_counts: defaultdict[str, int] = defaultdict(int)
-    # The pre-tokens each pair occurs in (and, lazily, some it no longer occurs in).
-    pair_words: defaultdict[str, set[int]] = defaultdict(set)
-    for index, (word, count) in enumerate(zip(words, counts, strict=True)):
-        for pair in _pairs(word):
-            pair_counts[pair] += count
-            pair_words[pair].add(index)
-
-    # Lazy heap: every pair has an entry whose count is >= its true count. A popped entry whose
-    # count is stale is pushed back with the true count; a fresh one is the best pair.
-    heap = [_PairKey(c, _pair_bytes(pair, vocab), pair) for pair, c in pair_counts.items()]
+    # heapq pops the smallest entry, so an entry is (-count, descending key of the pair, pair):
+    # the most frequent pair first, and among equal counts the greatest pair of bytes. A pair's
+    # key is its two tokens' keys joined, which compares like the tuple of their bytes, reversed.
+    keys = {chr(token_id): _descending_key(token) for token_id, token in vocab.items()}
+    heap = [(-count, keys[pair[0]] + keys[pair[1]], pair) for pair, count in pair_counts.items()]
     heapq.heapify(heap)
-
+    # Lazy heap: every pair has one entry, whose count is >= its true count (a pair's count only
+    # rises in the merge that makes its newer token, which pushes its entry). A popped entry whose
+    # count is stale is pushed back with the true count; a fresh one is the best pair.
     merges: list[tuple[bytes, bytes]] = []
     bar = tqdm(total=num_merges, unit="merge", desc="merging", disable=not progress)
-    with bar:
+    with bar, _gc_paused():
         while len(merges) < num_merges and heap:
-            entry = heapq.heappop(heap)
-            true_count = pair_counts.get(entry.pair, 0)
-            if true_count != entry.count:
+            negative_count, key, pair = heapq.heappop(heap)
+            true_count = pair_counts[pair]
+            if true_count != -negative_count:
                 if true_count > 0:
-                    entry.count = true_count
-                    heapq.heappush(heap, entry)
+                    heapq.heappush(heap, (-true_count, key, pair))
                 continue
-            new_id = len(vocab)
-            vocab[new_id] = entry.pair_bytes[0] + entry.pair_bytes[1]
-            merges.append(entry.pair_bytes)
+            new_token = chr(len(vocab))
+            merges.append((vocab[ord(pair[0])], vocab[ord(pair[1])]))
+            vocab[len(vocab)] = merges[-1][0] + merges[-1][1]
+            keys[new_token] = keys[pair[0]][:-1] + keys[pair[1]]
             bar.update()
-
-            delta = _merge_words(words, counts, pair_words, entry.pair, chr(new_id))
-            for pair, change in delta.items():
-                new_count = pair_counts[pair] + change
-                if new_count > 0:
-                    pair_counts[pair] = new_count
-                    if change > 0:
-                        heapq.heappush(heap, _PairKey(new_count, _pair_bytes(pair, vocab), pair))
-                else:
-                    del pair_counts[pair]
+            new_pairs = _merge_words(words, counts, pair_counts, pair_words, pair, new_token)
+            for new_pair, count in new_pairs.items():
+                heapq.heappush(heap, (-count, keys[new_pair[0]] + keys[new_pair[1]], new_pair))
     return merges
     # END SOLUTION
 
 
 def _pairs(word: str) -> list[str]:
     """The adjacent pairs of tokens in ``word``, in order, as 2-character strings."""
-    return list(map(str.__add__, word, word[1:]))
+    return [word[i : i + 2] for i in range(len(word) - 1)]
 
 
-def _pair_bytes(pair: str, vocab: dict[int, bytes]) -> tuple[bytes, bytes]:
-    return vocab[ord(pair[0])], vocab[ord(pair[1])]
+def _total_count(counts: list[int], indices: list[int]) -> int:
+    """The summed count of the pre-tokens at ``indices``."""
+    return sum(map(counts.__getitem__, indices))
 
 
 def _merge_words(
     words: list[str],
     counts: list[int],
-    pair_words: defaultdict[str, set[int]],
+    pair_counts: dict[str, int],
+    pair_words: defaultdict[str, list[int]],
     pair: str,
     new_token: str,
-) -> defaultdict[str, int]:
+) -> dict[str, int]:
     """In every pre-token holding ``pair``, replace each non-overlapping occurrence, left to
-    right, by ``new_token``; return how the count of each adjacent pair changed.
+    right, by ``new_token``; update ``pair_counts`` and ``pair_words`` to match.
 
-    With one occurrence (the common case) only the pairs touching it change; otherwise the
-    pre-token's pairs are recounted. Pre-tokens that gain a pair join its ``pair_words`` set.
+    Returns the counts of the new pairs, those holding ``new_token`` (all other counts can only
+    have fallen). Pairs that disappear keep a count of 0, except ``pair`` itself, removed.
     """
     # BEGIN SOLUTION
-    delta: defaultdict[str, int] = defaultdict(int)
+    # One occurrence (the common case): (x, a, b, y) -> (x, new, y) turns (x, a) into (x, new)
+    # and (b, y) into (new, y). Pre-tokens are grouped by x and by y to move counts per group.
+    before: defaultdict[str, list[int]] = defaultdict(list)
+    after: defaultdict[str, list[int]] = defaultdict(list)
+    several: list[tuple[int, str]] = []  # pre-tokens with more than one occurrence, as they were
     for index in pair_words.pop(pair):
-        word, count = words[index], counts[index]
-        occurrences = word.count(pair)  # non-overlapping, as replace() merges them
-        if occurrences == 0:
+        word = words[index]
+        i = word.find(pair)
+        if i < 0:
             continue  # ``pair_words`` may list pre-tokens the pair has left
         merged = words[index] = word.replace(pair, new_token)
-        if occurrences == 1:
-            i = word.find(pair)
-            # The pair itself, and the pairs on either side: (x, a) -> (x, new), (b, y) -> (new, y).
-            lost = [pair, word[i - 1 : i + 1], word[i + 1 : i + 3]] if i else [pair, word[1:3]]
-            gained = [merged[i - 1 : i + 1], merged[i : i + 2]] if i else [merged[0:2]]
-        else:
-            lost, gained = _pairs(word), _pairs(merged)
-        for lost_pair in lost:
-            if len(lost_pair) == 2:  # slices past the end of the word are shorter
-                delta[lost_pair] -= count
-        for new_pair in gained:
-            if len(new_pair) == 2:
-                delta[new_pair] += count
-                pair_words[new_pair].add(index)
-    return delta
+        if len(merged) < len(word) - 1:
+            several.append((index, word))
+            continue
+        if i > 0:
+            before[word[i - 1]].append(index)
+        if i + 2 < len(word):
+            after[word[i + 2]].append(index)
+    new_counts: dict[str, int] = {}
+    for x, indices in before.items():
+        count = _total_count(counts, indices)
+        pair_counts[x + pair[0]] -= count
+        new_counts[x + new_token] = count
+        pair_words[x + new_token] = indices
+    for y, indices in after.items():
+        count = _total_count(counts, indices)
+        pair_counts[pair[1] + y] -= count
+        new_counts[new_token + y] = count
+        pair_words[new_token + y] = indices
+    for index, word in several:  # take out all the pairs, put back those of the merged word
+        count = counts[index]
+        for lost, times in Counter(_pairs(word)).items():
+            pair_counts[lost] -= times * count
+        for gained, times in Counter(_pairs(words[index])).items():
+            if new_token in gained:
+                new_counts[gained] = new_counts.get(gained, 0) + times * count
+                pair_words[gained].append(index)
+            else:
+                pair_counts[gained] += times * count
+    del pair_counts[pair]  # every occurrence was merged
+    pair_counts.update(new_counts)
+    return new_counts
     # END SOLUTION

@@ -98,6 +98,19 @@ def test_train_bpe_matches_naive_trainer_on_stories(tmp_path):
     assert_same_vocab(vocab, expected_vocab)
 
 
+def test_train_bpe_repeated_pairs_in_frequent_pretokens(tmp_path):
+    # A pre-token holding the merged pair more than once: every occurrence counts, times the
+    # pre-token's count, both for the pairs it gains ("ababab" -> (ab, ab) twice, 5 times over)
+    # and for those it keeps ("abeeab" keeps (e, e), 6 times over).
+    words = ["ababab"] * 5 + ["abeeab"] * 6 + ["cd"] * 7 + ["fg"] * 4
+    text = EOT.join(words)
+    vocab, merges = run_train_bpe(write(tmp_path, text), 257 + 6, [EOT])
+    assert merges[:4] == [(b"a", b"b"), (b"ab", b"ab"), (b"c", b"d"), (b"e", b"e")]
+    expected_vocab, expected_merges = naive_train_bpe(text, 257 + 6, [EOT])
+    assert merges == expected_merges
+    assert_same_vocab(vocab, expected_vocab)
+
+
 def test_train_bpe_output_drives_the_tokenizer(tmp_path):
     """The trainer's (vocab, merges) are exactly what the tokenizer takes: text from the corpus
     round-trips, special tokens get their own ids, and the merges shorten the encoding."""

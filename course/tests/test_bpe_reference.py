@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cs336_basics.bpe import train_bpe
+from cs336_basics.bpe import _descending_key, train_bpe
 from cs336_basics.chunking import find_chunk_boundaries
 from cs336_basics.pretokenization import count_pretokens
 
@@ -81,3 +81,21 @@ def test_train_bpe_messages_name_the_problem(tmp_path):
     (tmp_path / "empty.txt").write_text(EOT)
     with pytest.raises(ValueError, match="empty corpus"):
         train_bpe(tmp_path / "empty.txt", 300, [EOT])
+
+
+# Tokens over a few bytes, the extremes included, so that prefixes and equal parts are common.
+_TOKENS = st.lists(st.sampled_from([0, 1, 97, 254, 255]), min_size=1, max_size=3).map(bytes)
+
+
+@given(pairs=st.lists(st.tuples(_TOKENS, _TOKENS), min_size=2, max_size=30))
+def test_descending_keys_order_pairs_of_bytes_in_reverse(pairs):
+    # The merge heap breaks ties by these keys: a pair's key is its tokens' keys joined, and the
+    # smallest key must be the greatest pair of bytes (prefixes included: (b"a", b"b") < (b"a", b"bc")).
+    def pair_key(pair):
+        return _descending_key(pair[0]) + _descending_key(pair[1])
+
+    assert sorted(pairs, key=pair_key) == sorted(pairs, reverse=True)
+    # A merged token's key is its parts' keys joined without the first one's end mark.
+    assert all(
+        _descending_key(a + b) == _descending_key(a)[:-1] + _descending_key(b) for a, b in pairs
+    )
