@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import re
 import sys
 
 import numpy as np
@@ -21,6 +22,8 @@ from hypothesis import strategies as st
 from benchmarks.english import generate_english
 from cs336_basics.encode_file import encode_file, with_compiled_merges
 from cs336_basics.fast_tokenizer import FastTokenizer
+from cs336_basics.fast_tokenizer_kernels import ends_in_whitespace
+from cs336_basics.pretokenization import WHITESPACE
 from cs336_basics.tokenizer import Tokenizer
 from cs336_basics.tokenizer_files import load_merges, load_vocab
 from tests.cases.tokenizers import tiktoken_of
@@ -192,3 +195,16 @@ def test_file_commands_encode_with_compiled_merges_where_available(reference, mo
     # The handout ships without cs336_basics.fast_tokenizer (and may lack numba).
     monkeypatch.setitem(sys.modules, "cs336_basics.fast_tokenizer", None)
     assert with_compiled_merges(reference) is reference
+
+
+def test_the_compiled_whitespace_test_is_the_patterns_whitespace() -> None:
+    # Every character up to U+3000 and a few beyond, after a letter (so a lead byte of a longer
+    # character is never mistaken for the start of the text).
+    pattern = re.compile(f"[{WHITESPACE}]")
+    for code in [*range(0x3001), 0x3001, 0xFEFF, 0x1F600, 0x10FFFF]:
+        if 0xD800 <= code <= 0xDFFF:
+            continue  # surrogates have no UTF-8 form
+        data = np.frombuffer(("a" + chr(code)).encode("utf-8"), dtype=np.uint8)
+        expected = bool(pattern.fullmatch(chr(code)))
+        assert ends_in_whitespace(data, 0, len(data)) == expected, hex(code)
+        assert not ends_in_whitespace(data, 0, 1), hex(code)
