@@ -78,34 +78,138 @@ def merge_pretokens(ids, starts, table_keys, table_ranks, merged_ids, width):
     longest = 1
     for p in range(len(starts) - 1):
         longest = max(longest, starts[p + 1] - starts[p])
-    ranks = np.empty(longest, dtype=np.int64)  # ranks[i]: rank of the pair (ids[i], ids[i + 1])
+    ranks = np.empty(longest, dtype=np.int64)
+    heap = np.empty(3 * longest, dtype=np.int64)
+    following = np.empty(longest, dtype=np.int64)
+    preceding = np.empty(longest, dtype=np.int64)
     out = 0
     for p in range(len(starts) - 1):
         start, n = starts[p], starts[p + 1] - starts[p]
         for i in range(start, start + n):  # pack: out <= start, and pre-tokens only shrink
             ids[out + i - start] = ids[i]
         word = ids[out : out + n]
-        for i in range(n - 1):
-            ranks[i] = _rank(table_keys, table_ranks, word[i] * width + word[i + 1])
-        while n > 1:
-            at = 0
-            for i in range(1, n - 1):  # the leftmost pair of lowest rank
-                if ranks[i] < ranks[at]:
-                    at = i
-            if ranks[at] == NO_MERGE:
-                break
-            word[at] = merged_ids[ranks[at]]
-            n -= 1
-            for i in range(at + 1, n):  # close the gap left by word[at + 1]
-                word[i] = word[i + 1]
-                ranks[i - 1] = ranks[i]
-            if at > 0:
-                ranks[at - 1] = _rank(table_keys, table_ranks, word[at - 1] * width + word[at])
-            if at < n - 1:
-                ranks[at] = _rank(table_keys, table_ranks, word[at] * width + word[at + 1])
+        tables = (table_keys, table_ranks, merged_ids, width)
+        if n > HEAP_ABOVE:
+            n = _merge_with_heap(word, heap, following, preceding, tables)
+        else:
+            n = _merge_with_scans(word, ranks, tables)
         out += n
         ends[p] = out
     return ends
+
+
+# Pre-tokens longer than this are merged with a heap (n log n); shorter ones by scanning their
+# pairs for the lowest rank at each merge (n^2, but faster for the short words of natural text).
+HEAP_ABOVE = 48
+
+
+@numba.njit(cache=True, inline="always")
+def _pair_rank(tables, left, right):
+    table_keys, table_ranks, _, width = tables
+    return _rank(table_keys, table_ranks, left * width + right)
+
+
+@numba.njit(cache=True)
+def _merge_with_scans(word, ranks, tables):
+    """Merge ``word`` in place; return its new length. ``ranks[i]``: the rank of the pair
+    (word[i], word[i + 1])."""
+    merged_ids = tables[2]
+    n = len(word)
+    for i in range(n - 1):
+        ranks[i] = _pair_rank(tables, word[i], word[i + 1])
+    while n > 1:
+        at = 0
+        for i in range(1, n - 1):  # the leftmost pair of lowest rank
+            if ranks[i] < ranks[at]:
+                at = i
+        if ranks[at] == NO_MERGE:
+            break
+        word[at] = merged_ids[ranks[at]]
+        n -= 1
+        for i in range(at + 1, n):  # close the gap left by word[at + 1]
+            word[i] = word[i + 1]
+            ranks[i - 1] = ranks[i]
+        if at > 0:
+            ranks[at - 1] = _pair_rank(tables, word[at - 1], word[at])
+        if at < n - 1:
+            ranks[at] = _pair_rank(tables, word[at], word[at + 1])
+    return n
+
+
+@numba.njit(cache=True)
+def _merge_with_heap(word, heap, following, preceding, tables):
+    """Merge ``word`` in place, as ``_merge_with_scans`` does; return its new length.
+
+    Tokens form a linked list over their first positions (``following``, ``preceding``; a merged
+    token keeps its left part's position, so positions stay in text order). The heap holds
+    ``rank << 32 | position`` of every pair when it forms: the smallest is the leftmost pair of
+    lowest rank. An entry whose pair has since changed is skipped when popped.
+    """
+    merged_ids = tables[2]
+    n = len(word)
+    size = 0
+    for i in range(n):
+        following[i], preceding[i] = i + 1, i - 1
+        if i + 1 < n:
+            size = _push_pair(heap, size, tables, word, i, i + 1)
+    while size > 0:
+        top = heap[0]
+        size = _pop(heap, size)
+        rank, i = top >> 32, top & 0xFFFFFFFF
+        j = following[i]
+        if preceding[i] == _REMOVED or j >= n or _pair_rank(tables, word[i], word[j]) != rank:
+            continue  # the pair has changed since this entry was pushed
+        word[i] = merged_ids[rank]
+        k = following[j]
+        following[i], preceding[j] = k, _REMOVED
+        if k < n:
+            preceding[k] = i
+            size = _push_pair(heap, size, tables, word, i, k)
+        if preceding[i] >= 0:
+            size = _push_pair(heap, size, tables, word, preceding[i], i)
+    length, i = 0, 0
+    while i < n:
+        word[length] = word[i]
+        length, i = length + 1, following[i]
+    return length
+
+
+# ``preceding`` of a token merged into the one before it.
+_REMOVED = -2
+
+
+@numba.njit(cache=True, inline="always")
+def _push_pair(heap, size, tables, word, i, j):
+    """Push the pair at positions ``i``, ``j`` if a merge joins it; the heap's new size."""
+    rank = _pair_rank(tables, word[i], word[j])
+    if rank == NO_MERGE:
+        return size
+    heap[size] = rank << 32 | i
+    child = size
+    while child > 0 and heap[(child - 1) // 2] > heap[child]:  # sift up
+        parent = (child - 1) // 2
+        heap[parent], heap[child] = heap[child], heap[parent]
+        child = parent
+    return size + 1
+
+
+@numba.njit(cache=True, inline="always")
+def _pop(heap, size):
+    """Remove the smallest entry, ``heap[0]``; the heap's new size."""
+    size -= 1
+    heap[0] = heap[size]
+    parent = 0
+    while True:  # sift down
+        child = 2 * parent + 1
+        if child >= size:
+            break
+        if child + 1 < size and heap[child + 1] < heap[child]:
+            child += 1
+        if heap[parent] <= heap[child]:
+            break
+        heap[parent], heap[child] = heap[child], heap[parent]
+        parent = child
+    return size
 
 
 # --- cutting text into words --------------------------------------------------------------------

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from benchmarks.english import generate_english
 from cs336_basics.encode_file import encode_file, with_compiled_merges
 from cs336_basics.fast_tokenizer import FastTokenizer
-from cs336_basics.fast_tokenizer_kernels import ends_in_whitespace
+from cs336_basics.fast_tokenizer_kernels import HEAP_ABOVE, ends_in_whitespace
 from cs336_basics.pretokenization import WHITESPACE
 from cs336_basics.tokenizer import Tokenizer
 from cs336_basics.tokenizer_files import load_merges, load_vocab
@@ -208,3 +208,19 @@ def test_the_compiled_whitespace_test_is_the_patterns_whitespace() -> None:
         expected = bool(pattern.fullmatch(chr(code)))
         assert ends_in_whitespace(data, 0, len(data)) == expected, hex(code)
         assert not ends_in_whitespace(data, 0, 1), hex(code)
+
+
+@pytest.mark.parametrize("merges_by_heap", [False, True], ids=["scans", "heap"])
+def test_long_and_short_pretokens_merge_like_the_reference(
+    fast, reference, merges_by_heap: bool
+) -> None:
+    # Words of letters, each one pre-token, learned in one batch (so by the kernel): short ones
+    # are merged by scanning, those longer than HEAP_ABOVE with the heap (equal-rank runs like
+    # "aaaa" test its tie-breaking).
+    rng = random.Random(5)
+    lengths = range(HEAP_ABOVE + 1, 4 * HEAP_ABOVE) if merges_by_heap else range(1, HEAP_ABOVE + 1)
+    texts = ["a" * n for n in lengths] + ["ab" * (n // 2) + "a" for n in lengths]
+    texts += ["".join(rng.choices("aabbeehhinorstt", k=n)) for n in lengths for _ in range(3)]
+    text = " ".join(texts)
+    fast._new_cache()
+    assert fast.encode(text) == reference.encode(text)
