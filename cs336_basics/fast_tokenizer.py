@@ -31,8 +31,6 @@ import numpy as np
 from cs336_basics.fast_tokenizer_kernels import (
     WordTable,
     find_words,
-    gather_ids,
-    look_up_words,
     merge_pretokens,
     pair_table,
 )
@@ -106,51 +104,36 @@ class FastTokenizer(Tokenizer):
         word_ends = find_words(data, piece_ends)
         if self._cache.entries + len(word_ends) > self.CACHE_SIZE:
             self._new_cache()
-        table = self._cache
-        table.reserve(len(word_ends), len(data), 0)
-        counts = np.array([table.entries, table.bytes_used], dtype=np.int64)
-        entries, new_entries = look_up_words(
-            data,
-            word_ends,
-            table.slots,
-            table.hashes,
-            table.word_starts,
-            table.word_lengths,
-            table.word_bytes,
-            counts,
-        )
-        table.entries, table.bytes_used = counts.tolist()
+        entries, new_entries = self._cache.look_up(data, word_ends)
         if len(new_entries):
             self._learn(new_entries)
-        group_ids = gather_ids(entries, table.id_starts, table.id_lengths, table.ids).tolist()
+        group_ids = self._cache.gather(entries).tolist()
         if len(encoded) == len(group):
             ids += group_ids
             return
         # Put the special tokens back between the pieces' ids.
-        word_id_ends = np.cumsum(table.id_lengths[entries])
+        word_id_ends = np.cumsum(self._cache.id_lengths[entries])
         last_words = np.searchsorted(word_ends, piece_ends, side="right") - 1
-        piece_id_ends = word_id_ends[last_words].tolist()
+        piece_id_ends = iter(word_id_ends[last_words].tolist())
         start = 0
-        pieces = iter(piece_id_ends)
         for item in group:
             if isinstance(item, int):
                 ids.append(item)
             else:
-                end = next(pieces)
+                end = next(piece_id_ends)
                 ids += group_ids[start:end]
                 start = end
 
     def _learn(self, new_entries: np.ndarray) -> None:
-        """Fill in the ids of the table's ``new_entries`` (words not seen before)."""
+        """Store the ids of the table's ``new_entries`` (words not seen before)."""
         table = self._cache
-        starts = table.word_starts[new_entries].tolist()
         lengths = table.word_lengths[new_entries].tolist()
-        blob = table.word_bytes[starts[0] : starts[-1] + lengths[-1]].tobytes()
-        base = starts[0]
-        words = [
-            blob[s - base : s - base + n].decode("utf-8")
-            for s, n in zip(starts, lengths, strict=True)
-        ]
+        # New entries' bytes are stored one after the other: decode them from one copy.
+        blob = table.word_bytes[table.word_starts[new_entries[0]] :][: sum(lengths)].tobytes()
+        words, at = [], 0
+        for length in lengths:
+            words.append(blob[at : at + length].decode("utf-8"))
+            at += length
         # Words led by a space and ending in non-whitespace end where a pre-token ends: they are
         # pre-tokenized joined together, in one pass (the ASCII ones with the faster pattern).
         # The others (a piece's first and last words) are pre-tokenized alone.
@@ -172,13 +155,7 @@ class FastTokenizer(Tokenizer):
             pretokens += pretokenize("".join(texts[len(ascii_words) : joined]))
             pretokens += chain.from_iterable(map(pretokenize, texts[joined:]))
             ids, id_ends = self._merge_texts([lengths[i] for i in order], pretokens)
-        table.reserve(0, 0, len(ids))
-        id_starts = table.ids_used + np.concatenate(([0], id_ends[:-1]))
-        ordered = new_entries[np.array(order, dtype=np.int64)]
-        table.id_starts[ordered] = id_starts
-        table.id_lengths[ordered] = id_ends - np.concatenate(([0], id_ends[:-1]))
-        table.ids[table.ids_used : table.ids_used + len(ids)] = ids
-        table.ids_used += len(ids)
+        table.store_ids(new_entries[np.array(order, dtype=np.int64)], ids, id_ends)
 
     def _encode_each(self, text: str) -> list[int]:
         """The ids of ``text`` by the reference's Python merge loop."""

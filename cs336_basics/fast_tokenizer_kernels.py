@@ -287,7 +287,32 @@ class WordTable:
     def __len__(self) -> int:
         return self.entries
 
-    def reserve(self, entries: int, num_bytes: int, num_ids: int) -> None:
+    def look_up(self, data: np.ndarray, word_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The entry of each word of ``data`` (the words end at ``word_ends``), and the entries
+        added for words not in the table (their ids are still to be stored)."""
+        self._reserve(len(word_ends), len(data), 0)
+        counts = np.array([self.entries, self.bytes_used], dtype=np.int64)
+        found = look_up_words(
+            data, word_ends, self.slots, self.hashes, self.word_starts, self.word_lengths,
+            self.word_bytes, counts,
+        )  # fmt: skip
+        self.entries, self.bytes_used = counts.tolist()
+        return found
+
+    def store_ids(self, entries: np.ndarray, ids: np.ndarray, id_ends: np.ndarray) -> None:
+        """Give entry ``entries[i]`` the ids ``ids[id_ends[i - 1]:id_ends[i]]``."""
+        self._reserve(0, 0, len(ids))
+        id_starts = np.concatenate(([0], id_ends[:-1]))
+        self.id_starts[entries] = self.ids_used + id_starts
+        self.id_lengths[entries] = id_ends - id_starts
+        self.ids[self.ids_used : self.ids_used + len(ids)] = ids
+        self.ids_used += len(ids)
+
+    def gather(self, entries: np.ndarray) -> np.ndarray:
+        """The ids of ``entries``, one after the other."""
+        return gather_ids(entries, self.id_starts, self.id_lengths, self.ids)
+
+    def _reserve(self, entries: int, num_bytes: int, num_ids: int) -> None:
         """Make room for ``entries`` more words of ``num_bytes`` bytes and ``num_ids`` more ids."""
         needed = self.entries + entries
         if needed > len(self.hashes):
