@@ -7,7 +7,7 @@ Python step at a time. Both are per-word Python work, and natural text is mostly
 
 :class:`FastTokenizer` gives the same ids without per-word Python work on known words. Text is
 split on special tokens (as the reference does), and the ordinary text of about 256K characters
-at a time is handled as UTF-8 bytes by compiled code (:mod:`cs336_basics.fast_tokenizer_kernels`,
+at a time (a longer document is cut between two words) is handled as UTF-8 bytes by compiled code (:mod:`cs336_basics.fast_tokenizer_kernels`,
 numba): cut into words before every space that follows a non-whitespace character (a
 pre-token always ends there), each word looked up in a hash table of known words, and the ids
 of the words gathered. The words not seen before are learned together: decoded, pre-tokenized
@@ -23,6 +23,7 @@ reference's and tiktoken's; the readable ``Tokenizer`` remains the definition.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from itertools import chain
 
@@ -76,11 +77,15 @@ class FastTokenizer(Tokenizer):
         group: list[str | int] = []  # ordinary pieces and special token ids, encoded together
         size = 0
         for piece, is_special in split_on_special_tokens(text, self._special_regex):
-            group.append(self.special_ids[piece] if is_special else piece)
-            size += len(piece)
-            if size >= _GROUP_CHARACTERS:
-                self._encode_group(group, ids)
-                group, size = [], 0
+            if is_special:
+                group.append(self.special_ids[piece])
+                continue
+            for part in _cut(piece, _GROUP_CHARACTERS):
+                group.append(part)
+                size += len(part)
+                if size >= _GROUP_CHARACTERS:
+                    self._encode_group(group, ids)
+                    group, size = [], 0
         self._encode_group(group, ids)
         return ids
 
@@ -185,6 +190,21 @@ class FastTokenizer(Tokenizer):
         return ids[: id_ends[-1] if len(id_ends) else 0].copy(), id_ends
 
 
+def _cut(piece: str, size: int) -> Iterator[str]:
+    """``piece`` in parts of about ``size`` characters (or more), each cut before a space that
+    follows a non-whitespace character, where a pre-token always ends: the parts' ids, one after
+    the other, are the piece's. A group thus never holds more than about ``_GROUP_CHARACTERS``
+    characters of text, however long a document."""
+    start = 0
+    while len(piece) - start > size:
+        cut = _WORD_START.search(piece, start + size)
+        if cut is None:
+            break
+        yield piece[start : cut.start()]
+        start = cut.start()
+    yield piece[start:]
+
+
 def _coalesced(chunks: Iterable[str], size: int) -> Iterator[str]:
     """The concatenation of ``chunks``, as strings of at least ``size`` characters (but the last)."""
     buffer: list[str] = []
@@ -201,10 +221,10 @@ def _coalesced(chunks: Iterable[str], size: int) -> Iterator[str]:
 
 def _whitespace_characters() -> frozenset[str]:
     """The characters of the ``WHITESPACE`` class (``\\u2000-\\u200a`` is a range there)."""
-    import re
-
     whitespace = re.compile(f"[{WHITESPACE}]")
     return frozenset(filter(whitespace.fullmatch, map(chr, range(0x3001))))
 
 
 _WHITESPACE = _whitespace_characters()
+# A space after a non-whitespace character: the first character of a word (see ``find_words``).
+_WORD_START = re.compile(f"(?<=[^{WHITESPACE}]) ")

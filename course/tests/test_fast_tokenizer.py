@@ -92,26 +92,42 @@ def test_any_text_matches_the_reference(fast, reference, merges_by, pieces: list
     assert fast.encode(text) == expected
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "",
-        " ",
-        "   ",
-        "  leading and trailing  ",
-        "x  y   z    w",
-        "line\n  indented\n\tand tabbed \n",
-        "a\n \nb\n \nc\n \nd\n",  # words that start and end with whitespace
-        "no\u3000 break\xa0 here\x85 there",
-        EOT,
-        f"{EOT}{EOT} a{EOT}  {EOT}b ",
-        "a" * 3000 + " " + "ab" * 1000,  # pre-tokens longer than the kernel's first buffer
-        "日本語のテキスト 😀😀 ok",
-    ],
-)
+EDGE_TEXTS = [
+    "",
+    " ",
+    "   ",
+    "  leading and trailing  ",
+    "x  y   z    w",
+    "line\n  indented\n\tand tabbed \n",
+    "a\n \nb\n \nc\n \nd\n",  # words that start and end with whitespace
+    "no\u3000 break\xa0 here\x85 there",
+    EOT,
+    f"{EOT}{EOT} a{EOT}  {EOT}b ",
+    "a" * 3000 + " " + "ab" * 1000,  # pre-tokens longer than the kernel's first buffer
+    "日本語のテキスト 😀😀 ok",
+]
+
+
+@pytest.mark.parametrize("text", EDGE_TEXTS)
 def test_edge_texts_match_the_reference(fast, reference, merges_by, text: str) -> None:
     fast._new_cache()
     assert fast.encode(text) == reference.encode(text)
+
+
+@pytest.mark.parametrize("group_characters", [1, 3, 8])
+def test_long_pieces_are_cut_only_where_a_pretoken_ends(
+    fast, reference, monkeypatch, group_characters: int
+) -> None:
+    # Pieces longer than a group are cut into parts before a space that follows non-whitespace;
+    # cut anywhere else (inside a run of whitespace, after a space), the ids would change.
+    import cs336_basics.fast_tokenizer as module
+
+    monkeypatch.setattr(module, "_GROUP_CHARACTERS", group_characters)
+    rng = random.Random(group_characters)
+    texts = EDGE_TEXTS + ["".join(rng.choices([*ALPHABET, "the ", "  "], k=300)) for _ in range(20)]
+    for text in texts:
+        fast._new_cache()
+        assert fast.encode(text) == reference.encode(text), repr(text)
 
 
 def test_cached_words_are_reused_in_other_orders(fast, reference, merges_by) -> None:
@@ -145,6 +161,41 @@ def test_groups_and_full_caches_give_the_same_ids(vocab_and_merges, reference, m
     # Emptied when full: it holds about one group's words, not the text's.
     assert len(tiny._cache) < len(set(text.split(" "))) / 4
     assert tiny.encode(text[:5000]) == expected[: len(reference.encode(text[:5000]))]
+
+
+def test_the_word_table_never_holds_more_than_its_size(vocab_and_merges, reference, monkeypatch):
+    # Groups of about 100 words, a table of 400: it is emptied before a group that would not fit,
+    # so it never holds more than 400 words, yet it is not emptied at every group.
+    import cs336_basics.fast_tokenizer as module
+
+    monkeypatch.setattr(module, "_GROUP_CHARACTERS", 500)
+
+    class Recording(FastTokenizer):
+        CACHE_SIZE = 400
+        sizes: list[int] = []
+
+        def _encode_group(self, group, ids) -> None:
+            super()._encode_group(group, ids)
+            self.sizes.append(len(self._cache))
+
+    tokenizer = Recording(*vocab_and_merges, SPECIALS)
+    text = generate_english(30_000, seed=11)
+    assert tokenizer.encode(text) == reference.encode(text)
+    sizes = tokenizer.sizes[-len(text) // 500 :]
+    assert max(sizes) <= 400
+    assert any(after < before for before, after in zip(sizes, sizes[1:], strict=False))
+    assert max(sizes) > 250
+
+
+def test_pair_keys_of_the_largest_id_do_not_collide(merges_by) -> None:
+    # The rank table keys a pair (left, right) as left * width + right, so width must exceed every
+    # id: with width = the largest id, (32, 257) would share the key of (33, 0), the first merge.
+    # Here id 0 is a byte and the largest id a merged token, as in GPT-2's vocabulary.
+    vocab = {i: bytes([i]) for i in range(256)} | {256: b"!\x00", 257: b"??"}
+    merges = [(b"!", b"\x00"), (b"?", b"?")]
+    fast, reference = FastTokenizer(vocab, merges), Tokenizer(vocab, merges)
+    assert reference.encode(" ??") == [32, 257]
+    assert fast.encode(" ??") == [32, 257]
 
 
 def test_merges_out_of_rank_order_match_the_reference(merges_by) -> None:
