@@ -7,10 +7,10 @@ Python step at a time. Both are per-word Python work, and natural text is mostly
 
 :class:`FastTokenizer` gives the same ids without per-word Python work on known words. Text is
 split on special tokens (as the reference does), and the ordinary text of about 256K characters
-at a time (a longer document is cut between two words) is handled as UTF-8 bytes by compiled code (:mod:`cs336_basics.fast_tokenizer_kernels`,
-numba): cut into words before every space that follows a non-whitespace character (a
-pre-token always ends there), each word looked up in a hash table of known words, and the ids
-of the words gathered. The words not seen before are learned together: decoded, pre-tokenized
+at a time (a longer document is cut between two words) is handled as UTF-8 bytes by compiled
+code (:mod:`cs336_basics.fast_tokenizer_kernels`, numba): cut into words before every space
+that follows a non-whitespace character (a pre-token always ends there), each word looked up in
+a hash table of known words, and the ids of the words gathered. The words not seen before are learned together: decoded, pre-tokenized
 with the reference's pattern in one pass over their concatenation (where that is safe: a word
 led by a space and ending in non-whitespace), and merged by one call of a compiled kernel with
 the rule of ``Tokenizer._encode_pretoken`` (the leftmost pair of lowest rank merges first; long
