@@ -163,6 +163,21 @@ def test_groups_and_full_caches_give_the_same_ids(vocab_and_merges, reference, m
     assert tiny.encode(text[:5000]) == expected[: len(reference.encode(text[:5000]))]
 
 
+def test_known_words_are_found_not_learned_again(fast, reference) -> None:
+    # Each distinct word is one entry of the table, found again in any order (the table is
+    # rehashed several times while the first text is learned): a lookup that misses a known word
+    # still gives the right ids, so only the table's size shows it.
+    text = generate_english(60_000, seed=13).replace(EOT, " ")
+    words = sorted(set(text.split()))
+    rng = random.Random(13)
+    fast._new_cache()
+    for order in range(3):
+        text = "".join(f" {word}" for word in words)
+        assert fast.encode(text) == reference.encode(text)
+        assert len(fast._cache) == len(words) > 2000, order
+        rng.shuffle(words)
+
+
 def test_the_word_table_never_holds_more_than_its_size(vocab_and_merges, reference, monkeypatch):
     # Groups of about 100 words, a table of 400: it is emptied before a group that would not fit,
     # so it never holds more than 400 words, yet it is not emptied at every group.
@@ -258,7 +273,9 @@ def test_the_compiled_whitespace_test_is_the_patterns_whitespace() -> None:
         data = np.frombuffer(("a" + chr(code)).encode("utf-8"), dtype=np.uint8)
         expected = bool(pattern.fullmatch(chr(code)))
         assert ends_in_whitespace(data, 0, len(data)) == expected, hex(code)
+        assert ends_in_whitespace(data, 1, len(data)) == expected, hex(code)  # the character alone
         assert not ends_in_whitespace(data, 0, 1), hex(code)
+        assert not ends_in_whitespace(data, len(data), len(data)), hex(code)  # nothing
 
 
 @pytest.mark.parametrize("merges_by_heap", [False, True], ids=["scans", "heap"])
