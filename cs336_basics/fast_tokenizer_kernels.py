@@ -79,7 +79,8 @@ def merge_pretokens(ids, starts, table_keys, table_ranks, merged_ids, width):
     for p in range(len(starts) - 1):
         longest = max(longest, starts[p + 1] - starts[p])
     ranks = np.empty(longest, dtype=np.int64)
-    heap = np.empty(3 * longest, dtype=np.int64)
+    # n - 1 pairs at first, then each merge pops one entry and pushes at most two: < 2n entries.
+    heap = np.empty(2 * longest, dtype=np.int64)
     following = np.empty(longest, dtype=np.int64)
     preceding = np.empty(longest, dtype=np.int64)
     out = 0

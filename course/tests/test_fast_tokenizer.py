@@ -9,10 +9,13 @@ same merges.
 
 from __future__ import annotations
 
+import os
 import pickle
 import random
 import re
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -226,6 +229,20 @@ def test_merges_out_of_rank_order_match_the_reference(merges_by) -> None:
     assert [fast.encode(t) for t in texts] == [reference.encode(t) for t in texts]
 
 
+def test_the_heap_holds_the_pairs_of_a_long_pretoken(merges_by) -> None:
+    # In "abab...", each merge of (a, b) forms two pairs that merge later, (ab, ab) on its left and
+    # (ab, a) on its right, while the (b, a) pairs it broke stay in the heap until their late rank
+    # comes up: the heap holds about 1.5 entries per byte (past its buffer's end only the slow
+    # bounds-checked run would notice).
+    vocab = {i: bytes([i]) for i in range(256)}
+    merges = [(b"a", b"b"), (b"ab", b"ab"), (b"b", b"a"), (b"ab", b"a")]
+    for left, right in merges:
+        vocab[len(vocab)] = left + right
+    text = " ".join("ab" * k for k in (HEAP_ABOVE // 2 + 1, 40, 64))
+    fast, reference = FastTokenizer(vocab, merges), Tokenizer(vocab, merges)
+    assert fast.encode(text) == reference.encode(text)
+
+
 def test_pickles_and_encodes_files_like_the_reference(fast, reference, tmp_path) -> None:
     text = generate_english(60_000, seed=3)
     path = tmp_path / "text.txt"
@@ -292,3 +309,21 @@ def test_long_and_short_pretokens_merge_like_the_reference(
     text = " ".join(texts)
     fast._new_cache()
     assert fast.encode(text) == reference.encode(text)
+
+
+@pytest.mark.slow
+def test_the_kernels_stay_in_bounds(tmp_path) -> None:
+    # numba does not check indices: a kernel that reads or writes past an array's end may still
+    # give the right ids. This file's other tests again, with bounds checks compiled in (in a
+    # cache of their own: numba's cache does not tell the two builds apart).
+    env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    here = Path(__file__)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", here],
+        cwd=here.parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
