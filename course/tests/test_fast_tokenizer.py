@@ -148,6 +148,32 @@ def test_cached_words_are_reused_in_other_orders(fast, reference, merges_by) -> 
     assert fast.encode(text) == reference.encode(text)
 
 
+def test_words_ending_in_whitespace_are_pretokenized_alone(merges_by) -> None:
+    # A document's last word can end in whitespace (" a\u3000"). Joined before pre-tokenizing
+    # with the next new word, " \né0" (a space, then more whitespace), "\u3000 " would be one
+    # pre-token instead of two; the ids show it where a merge joins the two, as here for every
+    # whitespace character of the pattern and a space.
+    pattern = re.compile(f"[{WHITESPACE}]")
+    characters = list(filter(pattern.fullmatch, map(chr, range(0x3001))))
+    vocab = {i: bytes([i]) for i in range(256)}
+    merges = []
+    for character in characters:
+        encoded = character.encode("utf-8")
+        for end in range(2, len(encoded) + 1):
+            merges.append((encoded[: end - 1], encoded[end - 1 : end]))
+        merges.append((encoded, b" "))
+    merges = list(dict.fromkeys(merges))
+    for left, right in merges:
+        vocab[len(vocab)] = left + right
+    documents = []
+    for i, character in enumerate(characters):
+        letter = "b" if character.isascii() else "é"  # learned in the same class as " a" + it
+        documents += [f"x a{character}", f" \n{letter}{i}"]
+    text = EOT.join(documents)
+    fast = FastTokenizer(vocab, merges, [EOT])
+    assert fast.encode(text) == Tokenizer(vocab, merges, [EOT]).encode(text)
+
+
 def test_groups_and_full_caches_give_the_same_ids(vocab_and_merges, reference, monkeypatch) -> None:
     # Small groups and a cache that overflows within a group, across groups and between calls.
     import cs336_basics.fast_tokenizer as module
