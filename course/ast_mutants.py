@@ -2,7 +2,8 @@
 
 Where ``course/bugs.py`` holds mistakes someone thought of, these are small edits nobody chose:
 every applicable operator below, at every site inside the ``# BEGIN SOLUTION`` / ``# END
-SOLUTION`` regions of a graded module (the code a student writes):
+SOLUTION`` regions of a graded module (the code a student writes), or, in a reference-only module
+that has no such regions (the compiled tokenizer), inside every function body:
 
 ========== ==============================================================================
 compare    a comparison operator moved to its neighbour (``<`` -> ``<=``, ``==`` -> ``!=``,
@@ -228,6 +229,18 @@ def solution_lines(source: str) -> set[int]:
     return lines
 
 
+def function_body_lines(tree: ast.Module) -> set[int]:
+    """Line numbers of the statements inside function bodies (a module's constants, signatures
+    and decorators are configuration, not behaviour a test pins)."""
+    return {
+        line
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for statement in node.body
+        for line in range(statement.lineno, statement.end_lineno + 1)
+    }
+
+
 def parent_map(tree: ast.AST) -> dict[ast.AST, ast.AST]:
     return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
 
@@ -269,9 +282,10 @@ def replace_child(parent: ast.AST, old: ast.AST, new: ast.AST) -> None:
 
 
 def generate(root: Path, path: str) -> list[Mutant]:
-    """Every distinct mutant of ``root / path`` (a no-op edit or a repeat is left out)."""
+    """Every distinct mutant of ``root / path`` (a no-op edit or a repeat is left out): inside
+    its solution regions, or inside its function bodies when it has none."""
     source = (root / path).read_text(encoding="utf-8")
-    lines = solution_lines(source)
+    lines = solution_lines(source) or function_body_lines(ast.parse(source))
     original = ast.unparse(ast.parse(source))
     tree = ast.parse(source)
     nodes, parents = list(ast.walk(tree)), parent_map(tree)

@@ -61,6 +61,20 @@ MODULE_TESTS: dict[str, list[str] | str] = {
     "training.py": "training and not ddp",
     "generation.py": DECODING_TESTS,
 }
+# Reference-only modules (not in the handout, so without solution regions: every function body
+# is mutated) and the instructor tests that judge them, with the files those tests import.
+FAST_TOKENIZER_TESTS = ["course/tests/test_fast_tokenizer.py"]
+REFERENCE_MODULE_TESTS: dict[str, list[str]] = {
+    "fast_tokenizer.py": FAST_TOKENIZER_TESTS,
+    "fast_tokenizer_kernels.py": FAST_TOKENIZER_TESTS,
+}
+REFERENCE_TEST_IMPORTS = (
+    "course/__init__.py",
+    "course/tests/__init__.py",
+    "benchmarks/__init__.py",
+    "benchmarks/english.py",
+    *FAST_TOKENIZER_TESTS,
+)
 # A CI-sized sample: small modules whose tests run in seconds.
 SMOKE_MODULES = ["gradient_clipping.py", "data.py", "schedule.py"]
 
@@ -78,11 +92,20 @@ def graded_modules() -> list[str]:
 
 
 def selection(module: str) -> str:
+    """The ``-k`` expression of a module's tests (empty: every test of its files)."""
+    if module in REFERENCE_MODULE_TESTS:
+        return ""
     tests = MODULE_TESTS[module]
     if isinstance(tests, str):
         return tests
     components = dict(SELECT)
     return " or ".join(f"({components[name]})" for name in tests)
+
+
+def test_files(module: str, nodeids: tuple[str, ...]) -> list[str]:
+    if module in REFERENCE_MODULE_TESTS:
+        return REFERENCE_MODULE_TESTS[module]
+    return test_files_for(selection(module), nodeids)
 
 
 def load_equivalents() -> dict[tuple[str, str], str]:
@@ -96,10 +119,14 @@ def run_child(copy: Path, mutant: Mutant | None, path: str, select: str, files: 
     try:
         os.chdir(copy)
         sys.path[:] = [str(copy)] + [p for p in sys.path if p not in ("", str(REPO_ROOT))]
-        for name in [n for n in sys.modules if n.split(".")[0] in ("cs336_basics", "tests")]:
+        reloaded = ("cs336_basics", "tests", "course", "benchmarks")
+        for name in [n for n in sys.modules if n.split(".")[0] in reloaded]:
             del sys.modules[name]
         if mutant is not None:
             (copy / path).write_text(mutant.source, encoding="utf-8")
+        if Path(path).name in REFERENCE_MODULE_TESTS:
+            # Compiled kernels with bounds checks, as the suite's slow test of them runs them.
+            os.environ["NUMBA_BOUNDSCHECK"] = "1"
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
@@ -168,10 +195,10 @@ def baselines(pool: Pool, modules: list[str], nodeids, timeout: float) -> dict[s
     while pending or pool.running:
         while pending and pool.free:
             module = pending.pop()
-            select = selection(module)
             started[module] = time.monotonic()
             path = f"cs336_basics/{module}"
-            pool.start(module, None, path, select, test_files_for(select, nodeids), timeout)
+            files = test_files(module, nodeids)
+            pool.start(module, None, path, selection(module), files, timeout)
         for module, how in pool.wait():
             if how != "pytest exit 0":
                 raise SystemExit(f"the tests of {module} do not pass unmutated ({how})")
@@ -192,10 +219,11 @@ def run(
         if not match or any(part in m.key for part in match)
     ]
     nodeids = collected_nodeids(root)
-    preload_test_dependencies()
+    preload_test_dependencies(compiled=bool(set(modules) & set(REFERENCE_MODULE_TESTS)))
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="cs336-generated-mutants-") as tmp:
-        pool = Pool([make_copy(root, Path(tmp) / f"copy{i}") for i in range(jobs)])
+        extra = REFERENCE_TEST_IMPORTS if set(modules) & set(REFERENCE_MODULE_TESTS) else ()
+        pool = Pool([make_copy(root, Path(tmp) / f"copy{i}", extra) for i in range(jobs)])
         durations = baselines(pool, modules, nodeids, timeout=600)
         print(
             "tests of each module, unmutated: "
@@ -207,10 +235,9 @@ def run(
                 while pending and pool.free:
                     mutant = pending.pop()
                     module = Path(mutant.path).name
-                    select = selection(module)
                     timeout = 30 + 5 * durations[module]
-                    files = test_files_for(select, nodeids)
-                    pool.start(mutant, mutant, mutant.path, select, files, timeout)
+                    files = test_files(module, nodeids)
+                    pool.start(mutant, mutant, mutant.path, selection(module), files, timeout)
                 for mutant, how in pool.wait():
                     equivalent = (mutant.path, mutant.key) in equivalents
                     status = "killed" if killed(how) else "survived"
@@ -226,8 +253,9 @@ def run(
     return sorted(outcomes, key=lambda o: order[id(o.mutant)])
 
 
-def preload_test_dependencies() -> None:
-    """Import what every test imports, once, so forked children start warm."""
+def preload_test_dependencies(compiled: bool) -> None:
+    """Import what every test imports (numba too for ``compiled`` modules), once, so forked
+    children start warm."""
     sys.dont_write_bytecode = True  # children edit sources; never leave a stale .pyc behind
     import hypothesis  # noqa: F401
     import numpy  # noqa: F401
@@ -235,6 +263,9 @@ def preload_test_dependencies() -> None:
     import regex  # noqa: F401
     import tiktoken  # noqa: F401
     import torch  # noqa: F401
+
+    if compiled:
+        import numba  # noqa: F401
 
 
 def report(
@@ -275,7 +306,11 @@ def report(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("modules", nargs="*", help="graded modules, e.g. rope.py (default: all)")
+    parser.add_argument(
+        "modules",
+        nargs="*",
+        help="modules, e.g. rope.py (default: the graded ones and the compiled tokenizer)",
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--smoke", action="store_true", help=f"only {', '.join(SMOKE_MODULES)}")
     parser.add_argument(
@@ -283,10 +318,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
     args = parser.parse_args(argv)
-    modules = SMOKE_MODULES if args.smoke else (args.modules or graded_modules())
-    unknown = sorted(set(modules) - set(MODULE_TESTS))
+    default = graded_modules() + list(REFERENCE_MODULE_TESTS)
+    modules = SMOKE_MODULES if args.smoke else (args.modules or default)
+    unknown = sorted(set(modules) - set(MODULE_TESTS) - set(REFERENCE_MODULE_TESTS))
     if unknown:
-        parser.error(f"not graded modules with known tests: {unknown}")
+        parser.error(f"not modules with known tests: {unknown}")
     if args.list:
         for module in modules:
             mutants = generate(REPO_ROOT, f"cs336_basics/{module}")

@@ -141,10 +141,13 @@ class MutantResult:
         return bool(self.caught_by) or self.note.startswith("caught")
 
 
-def make_copy(root: Path, destination: Path) -> Path:
+def make_copy(root: Path, destination: Path, extra: tuple[str, ...] = ()) -> Path:
+    """A workspace: the package, the adapters, the shipped tests and fixtures, and ``extra``
+    (more files, relative to ``root``)."""
     package = [p for p in (root / "cs336_basics").rglob("*") if p.is_file()]
     code = [p.relative_to(root) for p in package if "__pycache__" not in p.parts] + [
-        Path("tests/adapters.py")
+        Path("tests/adapters.py"),
+        *map(Path, extra),
     ]
     for rel in pristine_files(root) + code:
         target = destination / rel
