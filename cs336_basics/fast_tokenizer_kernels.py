@@ -272,15 +272,17 @@ class WordTable:
     is the hash table: entry numbers, or ``EMPTY``.
     """
 
-    def __init__(self) -> None:
-        self.slots = np.full(1 << 10, EMPTY, dtype=np.int64)
-        self.hashes = np.empty(1 << 9, dtype=np.int64)
-        self.word_starts = np.empty(1 << 9, dtype=np.int64)
-        self.word_lengths = np.empty(1 << 9, dtype=np.int64)
-        self.id_starts = np.empty(1 << 9, dtype=np.int64)
-        self.id_lengths = np.empty(1 << 9, dtype=np.int64)
-        self.word_bytes = np.empty(1 << 16, dtype=np.uint8)
-        self.ids = np.empty(1 << 16, dtype=np.int64)
+    def __init__(self, entries: int = 1 << 9, arena: int = 1 << 16) -> None:
+        """Room for ``entries`` words (a power of two) and ``arena`` bytes and ids at first; the
+        arrays grow as needed."""
+        self.slots = np.full(2 * entries, EMPTY, dtype=np.int64)
+        self.hashes = np.empty(entries, dtype=np.int64)
+        self.word_starts = np.empty(entries, dtype=np.int64)
+        self.word_lengths = np.empty(entries, dtype=np.int64)
+        self.id_starts = np.empty(entries, dtype=np.int64)
+        self.id_lengths = np.empty(entries, dtype=np.int64)
+        self.word_bytes = np.empty(arena, dtype=np.uint8)
+        self.ids = np.empty(arena, dtype=np.int64)
         self.entries = 0
         self.bytes_used = 0
         self.ids_used = 0

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from benchmarks.english import generate_english
 from cs336_basics.encode_file import encode_file, with_compiled_merges
 from cs336_basics.fast_tokenizer import FastTokenizer
-from cs336_basics.fast_tokenizer_kernels import HEAP_ABOVE, ends_in_whitespace
+from cs336_basics.fast_tokenizer_kernels import HEAP_ABOVE, WordTable, ends_in_whitespace
 from cs336_basics.pretokenization import WHITESPACE
 from cs336_basics.tokenizer import Tokenizer
 from cs336_basics.tokenizer_files import load_merges, load_vocab
@@ -207,6 +207,29 @@ def test_known_words_are_found_not_learned_again(fast, reference) -> None:
         rng.shuffle(words)
 
 
+def test_tables_that_start_small_grow_without_losing_words(
+    vocab_and_merges, reference, monkeypatch
+) -> None:
+    # A table with room for 2 words and 8 bytes and ids, fed groups of about 60 words: its entry
+    # arrays, hash slots and both arenas grow many times, each time by what is already used
+    # plus what the group may add.
+    import cs336_basics.fast_tokenizer as module
+
+    monkeypatch.setattr(module, "_GROUP_CHARACTERS", 300)
+
+    class SmallTables(FastTokenizer):
+        def _new_cache(self) -> None:
+            self._cache = WordTable(entries=2, arena=8)
+
+    tokenizer = SmallTables(*vocab_and_merges, SPECIALS)
+    text = generate_english(40_000, seed=17)
+    expected = reference.encode(text)
+    assert tokenizer.encode(text) == expected
+    words = len(tokenizer._cache)
+    assert tokenizer.encode(text) == expected
+    assert len(tokenizer._cache) == words > 1000
+
+
 def test_the_word_table_never_holds_more_than_its_size(vocab_and_merges, reference, monkeypatch):
     # Groups of about 100 words, a table of 400: it is emptied before a group that would not fit,
     # so it never holds more than 400 words, yet it is not emptied at every group.
@@ -269,6 +292,16 @@ def test_the_heap_holds_the_pairs_of_a_long_pretoken(merges_by) -> None:
     assert fast.encode(text) == reference.encode(text)
 
 
+def test_the_heap_pops_the_lowest_rank_first(merges_by) -> None:
+    # (b, c) is pushed after (a, b) but has the lower rank: it must merge first, into "a" "bc".
+    vocab = {i: bytes([i]) for i in range(256)} | {256: b"bc", 257: b"ab"}
+    merges = [(b"b", b"c"), (b"a", b"b")]
+    text = "abc" + "d" * 2 * HEAP_ABOVE  # one pre-token, merged with the heap
+    expected = [ord("a"), 256] + [ord("d")] * 2 * HEAP_ABOVE
+    assert Tokenizer(vocab, merges).encode(text) == expected
+    assert FastTokenizer(vocab, merges).encode(text) == expected
+
+
 def test_pickles_and_encodes_files_like_the_reference(fast, reference, tmp_path) -> None:
     text = generate_english(60_000, seed=3)
     path = tmp_path / "text.txt"
@@ -319,6 +352,8 @@ def test_the_compiled_whitespace_test_is_the_patterns_whitespace() -> None:
         assert ends_in_whitespace(data, 1, len(data)) == expected, hex(code)  # the character alone
         assert not ends_in_whitespace(data, 0, 1), hex(code)
         assert not ends_in_whitespace(data, len(data), len(data)), hex(code)  # nothing
+        followed = np.frombuffer(("abc" + chr(code) + "z").encode("utf-8"), dtype=np.uint8)
+        assert ends_in_whitespace(followed, 0, len(followed) - 1) == expected, hex(code)
 
 
 @pytest.mark.parametrize("merges_by_heap", [False, True], ids=["scans", "heap"])
