@@ -230,6 +230,24 @@ def test_tables_that_start_small_grow_without_losing_words(
     assert len(tokenizer._cache) == words > 1000
 
 
+def fnv1a_64(data: bytes) -> int:
+    value = 0xCBF29CE484222325
+    for byte in data:
+        value = ((value ^ byte) * 0x100000001B3) % (1 << 64)
+    return value
+
+
+def test_words_with_the_same_hash_keep_their_own_ids(fast, reference, merges_by) -> None:
+    # Two words of the same length and the same 64-bit FNV-1a hash (found by a cycle search over
+    # 17-byte words): the table must compare their bytes, not trust the hash.
+    first, second = " lfmnfinhopegiiif", " kiamecmmbgkknpgd"
+    assert fnv1a_64(first.encode()) == fnv1a_64(second.encode()) and len(first) == len(second)
+    fast._new_cache()
+    for text in ["x" + first, "x" + second, "x" + second + first, "x" + first + second]:
+        assert fast.encode(text) == reference.encode(text), text
+    assert len(fast._cache) == 3  # "x" and the two words
+
+
 def test_the_word_table_never_holds_more_than_its_size(vocab_and_merges, reference, monkeypatch):
     # Groups of about 100 words, a table of 400: it is emptied before a group that would not fit,
     # so it never holds more than 400 words, yet it is not emptied at every group.
