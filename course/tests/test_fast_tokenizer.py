@@ -310,6 +310,25 @@ def test_the_heap_holds_the_pairs_of_a_long_pretoken(merges_by) -> None:
     assert fast.encode(text) == reference.encode(text)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_random_merges_of_long_pretokens_match_the_reference(seed: int) -> None:
+    # Random merge lists over four letters (tokens of tokens, in random rank order) and random
+    # letter runs up to 300 long, each one pre-token: every heap operation sees many ranks.
+    rng = random.Random(seed)
+    vocab = {i: bytes([i]) for i in range(256)}
+    tokens, merges = [b"a", b"b", b"c", b"d"], []
+    while len(merges) < 120:
+        left, right = rng.choice(tokens), rng.choice(tokens)
+        if left + right not in vocab.values() and len(left + right) <= 8:
+            merges.append((left, right))
+            vocab[len(vocab)] = left + right
+            tokens.append(left + right)
+    words = ["".join(rng.choices("abcd", k=rng.randrange(1, 300))) for _ in range(200)]
+    text = " ".join(words)
+    fast, reference = FastTokenizer(vocab, merges), Tokenizer(vocab, merges)
+    assert fast.encode(text) == reference.encode(text)
+
+
 def test_the_heap_pops_the_lowest_rank_first(merges_by) -> None:
     # (b, c) is pushed after (a, b) but has the lower rank: it must merge first, into "a" "bc".
     vocab = {i: bytes([i]) for i in range(256)} | {256: b"bc", 257: b"ab"}
