@@ -41,7 +41,15 @@ def _start(args: list[str], cwd: Path) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=_ctrl_c_as_in_a_terminal,
     )
+
+
+def _ctrl_c_as_in_a_terminal() -> None:
+    # A shell without job control starts background commands with SIGINT ignored, and the
+    # command inherits that (Python then never raises KeyboardInterrupt): a suite run as
+    # `.ci/run &` would see Ctrl-C do nothing. Give the command what a terminal gives it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_for(condition, process: subprocess.Popen, timeout: float = 90.0) -> None:
