@@ -44,7 +44,8 @@ grade:
 	uv run cs336-grade $(SUBMISSION)
 
 # Mutation testing (course/mutants.py, course/generated_mutants.py): the catalogue of common bugs,
-# then mutants generated from the reference's syntax tree, on every core. mutants-smoke: CI-sized.
+# then mutants generated from the reference's syntax tree (the graded modules' solution regions and
+# the compiled tokenizer's function bodies), on every core. mutants-smoke: CI-sized.
 mutants:
 	uv run python -m course.mutants
 	uv run python -m course.generated_mutants
