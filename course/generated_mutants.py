@@ -219,10 +219,11 @@ def run(
         if not match or any(part in m.key for part in match)
     ]
     nodeids = collected_nodeids(root)
-    preload_test_dependencies(compiled=bool(set(modules) & set(REFERENCE_MODULE_TESTS)))
+    compiled = bool(set(modules) & set(REFERENCE_MODULE_TESTS))
+    preload_test_dependencies(compiled)
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="cs336-generated-mutants-") as tmp:
-        extra = REFERENCE_TEST_IMPORTS if set(modules) & set(REFERENCE_MODULE_TESTS) else ()
+        extra = REFERENCE_TEST_IMPORTS if compiled else ()
         pool = Pool([make_copy(root, Path(tmp) / f"copy{i}", extra) for i in range(jobs)])
         durations = baselines(pool, modules, nodeids, timeout=600)
         print(

@@ -10,11 +10,12 @@ split on special tokens (as the reference does), and the ordinary text of about 
 at a time (a longer document is cut between two words) is handled as UTF-8 bytes by compiled
 code (:mod:`cs336_basics.fast_tokenizer_kernels`, numba): cut into words before every space
 that follows a non-whitespace character (a pre-token always ends there), each word looked up in
-a hash table of known words, and the ids of the words gathered. The words not seen before are learned together: decoded, pre-tokenized
-with the reference's pattern in one pass over their concatenation (where that is safe: a word
-led by a space and ending in non-whitespace), and merged by one call of a compiled kernel with
-the rule of ``Tokenizer._encode_pretoken`` (the leftmost pair of lowest rank merges first; long
-pre-tokens through a heap). A few new words are merged by the reference's own Python loop.
+a hash table of known words, and the ids of the words gathered. The words not seen before are
+learned together: decoded, pre-tokenized with the reference's pattern in one pass over their
+concatenation (where that is safe: a word led by a space and ending in non-whitespace), and
+merged by one call of a compiled kernel with the rule of ``Tokenizer._encode_pretoken`` (the
+leftmost pair of lowest rank merges first; long pre-tokens through a heap). A few new words are
+merged by the reference's own Python loop.
 
 numba is a development dependency (``uv sync`` installs it from the lock). This module is part
 of the reference repository, not of the student handout. The tests check that its ids equal the
