@@ -8,7 +8,10 @@ student's ``cs336_basics`` and ``tests/adapters.py``, runs each case of the comp
 writes the case's outputs to ``<out>/<case id>.{safetensors,json}`` as soon as it finishes.
 It never sees expected values: the judge (``course/judge.py``) compares outside, afterwards.
 Whatever the student's code does (raise, exit, print, hang past the soft per-case alarm),
-the case records it and the driver goes on; the grader's watchdog is the hard limit.
+the case records it and the driver goes on; the grader's watchdog is the hard limit. The alarm
+counts CPU time (a busy neighbour on the machine does not make a case time out), with a wall
+clock bound four times as long for code that sleeps. Packages the rubric blocks (``--blocked``)
+cannot be imported by the student's code: the import fails with a message naming the policy.
 See course/GRADING_INTERFACE.md.
 """
 
@@ -43,8 +46,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, required=True, help="an empty writable folder")
     parser.add_argument("--cases", default="", help="comma-separated case ids (default: all)")
     parser.add_argument(
-        "--case-timeout", type=float, default=60.0, help="soft alarm per case; 0: none"
+        "--case-timeout", type=float, default=60.0, help="soft CPU-time alarm per case; 0: none"
     )
+    parser.add_argument("--blocked", default="", help="comma-separated packages to refuse")
     return parser.parse_args(argv)
 
 
@@ -67,13 +71,35 @@ def load_student_adapters(submission: Path):
     return module
 
 
+WALL_FACTOR = 4  # the wall-clock alarm, for code that sleeps: this many times the CPU alarm
+
+
 def alarm(seconds: float) -> None:
-    if hasattr(signal, "setitimer"):
-        signal.setitimer(signal.ITIMER_REAL, seconds)
+    """Arm (or, with 0, disarm) the per-case alarms: CPU time, and a longer wall clock."""
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds * WALL_FACTOR)
 
 
 def on_alarm(signum, frame) -> None:
     raise CaseTimeout("the case ran past the driver's per-case time limit")
+
+
+class BlockedPackages:
+    """A meta-path finder that refuses the packages the grading policy blocks (first on
+    ``sys.meta_path``). The sandbox also hides their files where it can; this gives the
+    student a message that names the policy instead of a bare "No module named"."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+
+    def find_spec(self, fullname: str, path=None, target=None):
+        if fullname.split(".")[0] in self.names:
+            raise ModuleNotFoundError(
+                f"{fullname} is blocked while grading: the course's grading policy does not "
+                f"allow packages that implement graded parts ({', '.join(self.names)})",
+                name=fullname,
+            )
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,7 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     # First on the path, so their cs336_basics wins over any other copy (the cases root, an
     # editable install of the reference in an unsandboxed run).
     sys.path.insert(0, str(args.submission.resolve()))
+    blocked = [name for name in args.blocked.split(",") if name]
+    sys.meta_path.insert(0, BlockedPackages(blocked))
     signal.signal(signal.SIGALRM, on_alarm)
+    signal.signal(signal.SIGPROF, on_alarm)
     adapters, import_error = None, None
     try:
         alarm(args.case_timeout)

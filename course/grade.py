@@ -6,17 +6,22 @@ grader
 1. unpacks it strictly (``course/unpack.py``): links, special files, odd or colliding names,
    deep folders, bad CRCs, unsupported compression and bombs refuse the whole zip; only
    ``cs336_basics/`` and ``tests/adapters.py`` are kept;
-2. for each rubric component, runs the fixed driver (``course/driver.py``) in a fresh
-   bubblewrap sandbox (``course/sandbox.py``): the student's copy, the pristine case
-   definitions, the component's case inputs and a Python environment without the reference
-   solution; no network, no host files, no expected values; wall, CPU, memory, process and
+2. runs the fixed driver (``course/driver.py``) in fresh sandboxes (``course/sandbox.py``, at
+   the best isolation level the machine offers: namespaces, else container mode): one for the
+   public cases of every component, then one per component for its hidden cases, each with
+   the student's copy, the pristine case definitions, only those cases' inputs and a Python
+   environment without the reference solution (and without the packages the rubric blocks);
+   no network, no host files, no expected values; CPU-time, wall, memory, disk, process and
    output limits. The driver writes outputs only;
 3. after the sandbox is gone, the judge (``course/judge.py``) compares those outputs, outside,
    with expected values the sandbox never saw;
 4. always writes a Gradescope ``results.json`` (``score``, ``tests``: name, score, max_score,
-   output) atomically into ``--out``, a folder the sandbox never sees, and prints a points
+   output; ``extra_data.isolation``: the level that ran) atomically into ``--out``, a folder the sandbox never sees, and prints a points
    table. Any failure on the grader's side becomes a zero-score result saying
-   ``grader error: ...``; a component's failure never touches another's score.
+   ``grader error: ...``; a component's failure never touches another's score. Points come
+   from hidden cases only; what a hidden case says is a fixed text (``judge.hidden_feedback``),
+   so nothing from the hidden sandboxes' inputs reaches the student. Public cases, run where
+   no hidden input is, give the full diagnosis.
 
 ``--batch FOLDER`` grades every ``*.zip`` in a folder and writes ``grades.csv``; one zip's
 trouble never stops the others. Without a working sandbox the grader refuses to run, except
@@ -37,16 +42,17 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from functools import cache
 from pathlib import Path
 
+from course.judge import CaseResult, Rubric, is_hidden, judge_component, load_rubric
 from course.sandbox import (
+    Isolation,
     Job,
     Runtime,
     SandboxLimits,
     SandboxResult,
     SandboxUnavailable,
-    check_sandbox,
+    isolation,
     run_sandboxed,
 )
 from course.unpack import UnsafeArchive, unpack_submission
@@ -58,7 +64,7 @@ OUTPUT_LIMIT = 6000
 CASE_FILES = ("tests/__init__.py", "tests/cases", "tests/snapshots.py", "tests/hints.py")
 # [limits] keys of the rubric -> SandboxLimits fields (and the unit they are given in).
 LIMIT_KEYS = {
-    "timeout_s": ("wall_s", 1),
+    "wall_s": ("wall_s", 1),
     "cpu_s": ("cpu_s", 1),
     "memory_gib": ("memory_bytes", 2**30),
     "address_space_gib": ("address_space_bytes", 2**30),
@@ -103,11 +109,11 @@ def type_of(field_name: str) -> type:
     return type(getattr(SandboxLimits(), field_name))
 
 
-# --- One component ------------------------------------------------------------------------------
+# --- One phase: a sandbox, then the judge -------------------------------------------------------
 
 
 def driver_argv(
-    python: str, driver: str, cases: str, submission: str, inputs: str, component: str, out: str
+    python: str, driver: str, cases: str, submission: str, inputs: str, components: str, out: str
 ) -> list[str]:
     return [
         python,
@@ -116,7 +122,7 @@ def driver_argv(
         f"--cases-root={cases}",
         f"--submission={submission}",
         f"--inputs={inputs}",
-        f"--component={component}",
+        f"--component={components}",
         f"--out={out}",
     ]
 
@@ -124,44 +130,55 @@ def driver_argv(
 DRIVER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
 
 
-def stage_grader_files(course: Course, component: str, dest: Path) -> Path:
-    """Copy what the driver reads (the driver, the case files, this component's inputs) into
-    ``dest``, world-readable whatever the modes of the originals: the sandbox's uid reads it."""
+def stage_grader_files(course: Course, names: list[str], hidden: bool, dest: Path) -> Path:
+    """Copy what the driver reads (the driver, the case files, the inputs of ``names``' hidden
+    or public cases, never both) into ``dest``, world-readable whatever the modes of the
+    originals: the sandbox's uid reads it."""
     for rel in ("course/driver.py", *CASE_FILES):
         source, target = course.root / rel, dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         if source.is_dir():
             shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
+        elif source.is_file():
             shutil.copyfile(source, target)
-    inputs = dest / "inputs" / component
-    if (course.inputs / component).is_dir():
-        shutil.copytree(course.inputs / component, inputs)
-    else:
-        inputs.mkdir(parents=True)
+    for name in names:
+        (dest / "inputs" / name).mkdir(parents=True)
+        for path in sorted((course.inputs / name).glob("*")):
+            if is_hidden(path.name.split(".")[0]) == hidden:
+                shutil.copyfile(path, dest / "inputs" / name / path.name)
     for path in [dest, *dest.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     return dest
 
 
-def driver_job(staged: Path, component: str, submission: Path, runtime: Runtime) -> Job:
-    """The driver's command and read-only binds for one component's sandbox."""
+def driver_job(
+    staged: Path, names: list[str], submission: Path, runtime: Runtime, blocked: tuple[str, ...]
+) -> Job:
+    """The driver's command and read-only binds for one sandbox."""
     argv = driver_argv(
         runtime.python,
         "/grader/course/driver.py",
         "/grader",
         "/work/submission",
         "/grader/inputs",
-        component,
+        ",".join(names),
         "/out",
     )
+    argv.append(f"--blocked={','.join(blocked)}")
     env = {**runtime.env(), **DRIVER_ENV}
-    binds = {**runtime.binds(), "/grader": staged}
-    return Job(runtime.python, argv, binds, submission, env, masks=runtime.masks())
+    return Job(
+        runtime.python,
+        argv,
+        {"/grader": staged},
+        submission,
+        env,
+        masks=runtime.masks(blocked),
+        runtime=runtime.binds(),
+    )
 
 
 def run_unsandboxed(
-    staged: Path, component: str, submission: Path, out_dir: Path, limits: SandboxLimits
+    staged: Path, names: list[str], submission: Path, out_dir: Path, limits: SandboxLimits
 ) -> SandboxResult:
     """The same driver as a plain subprocess, for trusted code only (``--no-sandbox``)."""
     work = staged.parent / f"{staged.name}-submission"
@@ -171,7 +188,13 @@ def run_unsandboxed(
     python = str(runtime.prefix / "bin" / Path(runtime.python).name)
     driver = str(staged / "course" / "driver.py")
     argv = driver_argv(
-        python, driver, str(staged), str(work), str(staged / "inputs"), component, str(out_dir)
+        python,
+        driver,
+        str(staged),
+        str(work),
+        str(staged / "inputs"),
+        ",".join(names),
+        str(out_dir),
     )
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -188,14 +211,61 @@ def run_unsandboxed(
     return SandboxResult(done.returncode, time.monotonic() - started, log, output_files=files)
 
 
+@dataclass
+class Phase:
+    """One sandbox's run and the judge's verdicts on it, per component; or a grader error."""
+
+    run: SandboxResult | None
+    cases: dict[str, list[CaseResult]]
+    error: str | None = None
+    seconds: float = 0.0
+
+
+def run_phase(
+    names: list[str], hidden: bool, submission: Path, scratch: Path, setting: Setting
+) -> Phase:
+    """Run the driver on ``names``' hidden (or public) cases in one sandbox, then judge them;
+    never raises."""
+    started = time.monotonic()
+    label = f"hidden-{names[0]}" if hidden else "public"
+    try:
+        staged = stage_grader_files(setting.course, names, hidden, scratch / "grader" / label)
+        outputs = scratch / "outputs" / label
+        if setting.level is None:
+            run = run_unsandboxed(staged, names, submission, outputs, setting.limits)
+        else:
+            runtime = Runtime.current()
+            job = driver_job(staged, names, submission, runtime, setting.rubric.blocked_packages)
+            run = run_sandboxed(job, setting.limits, outputs, setting.level)
+        course = setting.course
+        cases = {
+            name: judge_component(
+                name,
+                outputs,
+                course.expected,
+                rubric=setting.rubric,
+                inputs_root=course.inputs,
+                hidden=hidden,
+            )
+            for name in names
+        }
+        phase = Phase(run, cases)
+    except Exception as error:  # noqa: BLE001  (a grader-side failure: this phase only)
+        phase = Phase(None, {}, f"grader error: {describe(error)}")
+    phase.seconds = time.monotonic() - started
+    return phase
+
+
 def death_note(result: SandboxResult, limits: SandboxLimits) -> str | None:
     """Why the driver stopped early, in the student's terms, or None if it ended normally."""
     if result.timed_out:
-        return (
-            f"stopped at the {limits.wall_s:g} s time limit for this component (an infinite loop?)"
-        )
+        return f"stopped at the {limits.wall_s:g} s wall-clock limit (sleeping or waiting forever?)"
+    if result.killed_for == "cpu":
+        return f"stopped at the limit of {limits.cpu_s:g} CPU-seconds (an infinite loop?)"
     if result.killed_for == "memory":
         return f"stopped: your code used more than {limits.memory_bytes / 2**30:g} GiB of memory"
+    if result.killed_for == "disk":
+        return "stopped: your code wrote too much to disk"
     code = result.returncode
     if code is None or code == 0:
         return None
@@ -208,54 +278,28 @@ def death_note(result: SandboxResult, limits: SandboxLimits) -> str | None:
     return f"the process exited with status {code} before finishing (os._exit or sys.exit in your code?)"
 
 
-def grade_component(
-    component,
-    submission: Path,
-    scratch: Path,
-    course: Course,
-    rubric,
-    limits: SandboxLimits,
-    sandbox: bool,
-) -> ComponentResult:
-    """Run the driver for one component, then judge its outputs; never raises."""
-    from course.judge import judge_component
-
-    started = time.monotonic()
-    try:
-        outputs = scratch / "outputs" / component.name
-        staged = stage_grader_files(course, component.name, scratch / "grader" / component.name)
-        if sandbox:
-            job = driver_job(staged, component.name, submission, Runtime.current())
-            run = run_sandboxed(job, limits, outputs)
-        else:
-            run = run_unsandboxed(staged, component.name, submission, outputs, limits)
-        cases = judge_component(
-            component.name, outputs, course.expected, rubric=rubric, inputs_root=course.inputs
-        )
-        result = summarize(component, cases, run, limits)
-    except Exception as error:  # noqa: BLE001  (a grader-side failure: this component only)
-        result = ComponentResult(
-            component.name, 0.0, component.points, f"grader error: {describe(error)}"
-        )
-    result.seconds = time.monotonic() - started
-    return result
-
-
-def summarize(component, cases, run: SandboxResult, limits: SandboxLimits) -> ComponentResult:
-    """Points and the student-facing text of one component."""
+def summarize(component, hidden: Phase, public: Phase, limits: SandboxLimits) -> ComponentResult:
+    """Points (hidden cases only) and the student-facing text of one component. Hidden cases
+    show fixed texts (``judge.hidden_feedback``); public ones the judge's full diagnosis."""
+    cases = hidden.cases.get(component.name, [])
+    shown = public.cases.get(component.name, [])
     passed = sum(c.passed for c in cases)
     score = round(min(sum(c.points for c in cases), component.points), 4)
-    lines = [f"{passed}/{len(cases)} cases passed"]
-    note = death_note(run, limits)
+    lines = [f"{passed}/{len(cases)} hidden cases passed (they carry the points)"]
+    note = death_note(hidden.run, limits) if hidden.run else hidden.error
     if note:
         lines.append(note + ".")
-    if run.output_error:
-        lines.append(run.output_error)
-    lines += [f"FAILED {c.case}: {c.message}" for c in cases if not c.passed]
-    if note and run.log.strip():
-        lines.append("Last output of the run:\n" + tail(run.log, 1000))
+    lines += [f"FAILED {c.case} ({c.description}): {c.message}" for c in cases if not c.passed]
+    if public.error is None:
+        lines.append(
+            f"{sum(c.passed for c in shown)}/{len(shown)} public cases passed (the handout's; "
+            "feedback only, no points)"
+        )
+    lines += [f"FAILED {c.case}: {c.message}" for c in shown if not c.passed]
     text = tail("\n".join(lines), OUTPUT_LIMIT, keep_head=True)
-    return ComponentResult(component.name, score, component.points, text, 0.0, passed, len(cases))
+    result = ComponentResult(component.name, score, component.points, text, 0.0, passed, len(cases))
+    result.seconds = hidden.seconds
+    return result
 
 
 def tail(text: str, limit: int, keep_head: bool = False) -> str:
@@ -269,13 +313,34 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"[:1500]
 
 
+def public_note(public: Phase, limits: SandboxLimits) -> str:
+    """What the public run (one sandbox for all components, no hidden inputs in it) says once:
+    why it stopped early and the end of its output, which only then matter."""
+    if public.run is None:
+        return f"The public cases could not run: {public.error}"
+    note = death_note(public.run, limits)
+    if not note:
+        return ""
+    return f"The public cases' run {note}.\nLast output of that run:\n" + tail(public.run.log, 1000)
+
+
 # --- One zip ------------------------------------------------------------------------------------
 
 
-@cache
-def sandbox_ready() -> bool:
-    check_sandbox()  # raises SandboxUnavailable with what to do
-    return True
+@dataclass(frozen=True)
+class Setting:
+    """How every sandbox of one grading runs: the rubric, the limits, where the course's files
+    are, and the isolation level (None: no sandbox, trusted code only)."""
+
+    rubric: Rubric
+    limits: SandboxLimits
+    course: Course
+    level: Isolation | None
+
+
+def protected_paths(course: Course) -> tuple[Path, ...]:
+    """What the sandbox's probe must fail to read: expected values and the grader's files."""
+    return (course.expected, course.root / "course")
 
 
 def grade(
@@ -291,24 +356,23 @@ def grade(
     """Grade ``zip_path``; write ``out_dir/results.json`` (always) and return its content."""
     started = time.monotonic()
     components: list = []
+    level = None
     try:
-        from course.judge import load_rubric
-
         loaded = load_rubric(rubric)
         components = list(loaded.components)
         limits = limits or sandbox_limits(dict(loaded.limits))
-        if sandbox:
-            sandbox_ready()
-        results = grade_components(zip_path, loaded, components, course, limits, jobs, sandbox)
+        level = isolation(protected_paths(course)) if sandbox else None
+        setting = Setting(loaded, limits, course, level)
+        results, note = grade_components(zip_path, components, setting, jobs)
     except Exception as error:  # noqa: BLE001  (the catch-all: every zip gets a result)
         message = f"grader error: {describe(error)}"
         if not quiet:
             traceback.print_exc()
         results = [ComponentResult(c.name, 0.0, c.points, message) for c in components]
-        report = gradescope_results(results, time.monotonic() - started, sandbox)
+        report = gradescope_results(results, time.monotonic() - started, level)
         report["output"] = message + " (tell the course staff; this is not your fault)"
     else:
-        report = gradescope_results(results, time.monotonic() - started, sandbox)
+        report = gradescope_results(results, time.monotonic() - started, level, note)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / "results.json", report)
     if not quiet and components:
@@ -316,7 +380,11 @@ def grade(
     return report
 
 
-def grade_components(zip_path, rubric, components, course, limits, jobs, sandbox):
+def grade_components(
+    zip_path: Path, components: list, setting: Setting, jobs: int
+) -> tuple[list[ComponentResult], str]:
+    """Every component's result, and a note on the public run: one sandbox runs the public
+    cases of every component, then one sandbox per component its hidden cases."""
     with tempfile.TemporaryDirectory(prefix="cs336-grade-") as tmp:
         scratch = Path(tmp)
         submission = scratch / "submission"
@@ -324,29 +392,48 @@ def grade_components(zip_path, rubric, components, course, limits, jobs, sandbox
             unpack_submission(zip_path, submission)
         except UnsafeArchive as error:
             refused = f"Submission refused, nothing was run: {error}"
-            return [ComponentResult(c.name, 0.0, c.points, refused) for c in components]
+            return [ComponentResult(c.name, 0.0, c.points, refused) for c in components], ""
+        names = [c.name for c in components]
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            return list(
-                pool.map(
-                    lambda c: grade_component(
-                        c, submission, scratch, course, rubric, limits, sandbox
-                    ),
-                    components,
-                )
+            public = pool.submit(run_phase, names, False, submission, scratch, setting)
+            hidden = list(
+                pool.map(lambda n: run_phase([n], True, submission, scratch, setting), names)
             )
+            public_phase = public.result()
+    results = [
+        summarize(c, h, public_phase, setting.limits)
+        for c, h in zip(components, hidden, strict=True)
+    ]
+    return results, public_note(public_phase, setting.limits)
 
 
-def gradescope_results(results: list[ComponentResult], seconds: float, sandbox: bool) -> dict:
-    return {
+def gradescope_results(
+    results: list[ComponentResult], seconds: float, level: Isolation | None, note: str = ""
+) -> dict:
+    where = (
+        f" in a sandbox: {level.describe()}."
+        if level
+        else " WITHOUT a sandbox (trusted code only)."
+    )
+    report = {
         "score": round(sum(r.score for r in results), 4),
         "execution_time": round(seconds, 1),
-        "output": f"Graded {len(results)} components"
-        + (" in a sandbox." if sandbox else " WITHOUT a sandbox (trusted code only)."),
+        "output": f"Graded {len(results)} components{where} Points come from hidden cases only; "
+        "the public cases (the handout's) are feedback." + (f"\n{note}" if note else ""),
         "tests": [
             {"name": r.name, "score": r.score, "max_score": r.max_score, "output": r.output}
             for r in results
         ],
     }
+    if level:
+        report["extra_data"] = {
+            "isolation": {
+                "mode": level.mode,
+                "enforced": list(level.enforced),
+                "missing": list(level.missing),
+            }
+        }
+    return report
 
 
 def points_table(results: list[ComponentResult], title: str) -> str:
@@ -424,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-sandbox",
         action="store_true",
-        help="run the driver without bubblewrap: ONLY for trusted code (the reference in CI)",
+        help="run the driver without a sandbox: ONLY for trusted code (the reference in CI)",
     )
     parser.add_argument(
         "--expect",
@@ -441,10 +528,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         try:
-            sandbox_ready()
+            level = isolation(protected_paths(course))
         except SandboxUnavailable as error:
             print(f"cs336-grade: refusing to grade without a sandbox: {error}", file=sys.stderr)
             return 2
+        print(f"isolation: {level.describe()}", file=sys.stderr)
     options = {"rubric": args.rubric, "course": course, "sandbox": sandbox}
     if args.batch:
         try:

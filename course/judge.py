@@ -7,13 +7,20 @@ file is untrusted: size caps, regular files only, well-formed JSON and safetenso
 dtypes and shapes are checked, and anything wrong fails that case with a message. The judge
 raises only for instructor-side problems (unknown component, missing expected values).
 
-Points come from the rubric (``course/rubric.toml``) alone: each component's points are split
-between its hidden cases (``hidden_share``, most of them) and its public ones, each side in
-proportion to per-case weights (default 1).
+Points come from the rubric (``course/rubric.toml``) alone, and only hidden cases carry them:
+each component's points are split between its hidden cases in proportion to per-case weights
+(default 1). Every public case has hidden instances of the same kind (other seeds, shapes and
+hyperparameters), so replaying the shipped snapshots earns nothing; public cases are feedback.
+
+Feedback on a hidden case is a fixed text: passed, wrong outputs, no outputs, or the name of
+the builtin exception it raised. Nothing the student's code wrote (an exception's message, a
+class name of its own, printed text) and nothing of the case's inputs or expected values
+reaches ``results.json`` through it.
 """
 
 from __future__ import annotations
 
+import builtins
 import math
 import tomllib
 from dataclasses import dataclass, field
@@ -27,15 +34,20 @@ RUBRIC = Path(__file__).with_name("rubric.toml")
 HIDDEN_DIR = Path(__file__).with_name("hidden")
 EXPECTED_ROOT, INPUTS_ROOT = HIDDEN_DIR / "expected", HIDDEN_DIR / "inputs"
 MESSAGE_LIMIT = 2000
-DEFAULT_HIDDEN_SHARE = 0.75
 OUTPUT_CAPS = Caps()
+IMPORT_FAILED = "importing your tests/adapters.py failed: "  # the driver's prefix
+BLOCKED = "blocked while grading"  # in the driver's message for a blocked package
+BUILTIN_EXCEPTIONS = frozenset(
+    name
+    for name, value in vars(builtins).items()
+    if isinstance(value, type) and issubclass(value, BaseException)
+)
 
 
 @dataclass(frozen=True)
 class Component:
     name: str
     points: float
-    hidden_share: float = DEFAULT_HIDDEN_SHARE
     weights: dict[str, float] = field(default_factory=dict)
 
 
@@ -43,6 +55,7 @@ class Component:
 class Rubric:
     components: list[Component]
     limits: dict[str, Any]
+    blocked_packages: tuple[str, ...] = ()
 
     def component(self, name: str) -> Component:
         for component in self.components:
@@ -69,14 +82,21 @@ class CaseResult:
 def load_rubric(path: Path = RUBRIC) -> Rubric:
     """Read and validate the rubric; ``ValueError`` naming the problem otherwise."""
     data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    share = data.get("grading", {}).get("hidden_share", DEFAULT_HIDDEN_SHARE)
+    grading = data.get("grading", {})
+    if set(grading) - {"blocked_packages"}:
+        raise ValueError(
+            f"{path}: unknown [grading] keys: {sorted(set(grading) - {'blocked_packages'})}"
+        )
+    blocked = grading.get("blocked_packages", [])
+    if not all(isinstance(n, str) and n.isidentifier() for n in blocked):
+        raise ValueError(f"{path}: [grading] blocked_packages must be module names: {blocked}")
     entries = data.get("component", [])
     if not entries:
         raise ValueError(f"{path}: the rubric has no [[component]] entries")
     known = set(components())
     parsed = []
     for entry in entries:
-        unknown_keys = set(entry) - {"name", "points", "hidden_share", "weights"}
+        unknown_keys = set(entry) - {"name", "points", "weights"}
         if unknown_keys or "name" not in entry or "points" not in entry:
             raise ValueError(
                 f"{path}: component {entry} needs name and points (unknown: {unknown_keys})"
@@ -84,22 +104,21 @@ def load_rubric(path: Path = RUBRIC) -> Rubric:
         component = Component(
             entry["name"],
             float(entry["points"]),
-            float(entry.get("hidden_share", share)),
             {str(k): float(v) for k, v in entry.get("weights", {}).items()},
         )
         if component.name not in known:
             raise ValueError(
                 f"{path}: no cases for component {component.name!r}; known: {sorted(known)}"
             )
-        if not (component.points >= 0 and 0 <= component.hidden_share <= 1):
-            raise ValueError(f"{path}: {component.name}: points >= 0 and 0 <= hidden_share <= 1")
+        if not component.points >= 0:
+            raise ValueError(f"{path}: {component.name}: points must be >= 0")
         if not all(w > 0 and math.isfinite(w) for w in component.weights.values()):
             raise ValueError(f"{path}: {component.name}: case weights must be positive")
         parsed.append(component)
     names = [c.name for c in parsed]
     if len(set(names)) != len(names):
         raise ValueError(f"{path}: component names repeat: {names}")
-    return Rubric(parsed, dict(data.get("limits", {})))
+    return Rubric(parsed, dict(data.get("limits", {})), tuple(blocked))
 
 
 def is_hidden(case_id: str) -> bool:
@@ -107,18 +126,35 @@ def is_hidden(case_id: str) -> bool:
 
 
 def case_points(component: Component, case_ids: list[str]) -> dict[str, float]:
-    """Each case's share of the component's points."""
+    """Each case's share of the component's points: hidden cases by weight, public ones 0."""
     hidden = [c for c in case_ids if is_hidden(c)]
-    public = [c for c in case_ids if not is_hidden(c)]
-    hidden_share = component.hidden_share if public else 1.0
-    if not hidden:
-        hidden_share = 0.0
-    points = {}
-    for side, share in ((hidden, hidden_share), (public, 1.0 - hidden_share)):
-        total = sum(component.weights.get(c, 1.0) for c in side)
-        for c in side:
-            points[c] = component.points * share * component.weights.get(c, 1.0) / total
-    return points
+    total = sum(component.weights.get(c, 1.0) for c in hidden)
+    return {
+        c: component.points * component.weights.get(c, 1.0) / total if is_hidden(c) else 0.0
+        for c in case_ids
+    }
+
+
+def hidden_feedback(outcome: Outputs | str | None) -> str:
+    """The fixed text a failed hidden case shows for ``outcome`` (the judge's message about
+    its outputs, or the outputs of a case that raised)."""
+    if isinstance(outcome, Outputs):
+        raised = str(outcome.raised)
+        where = (
+            "importing your tests/adapters.py failed: " if raised.startswith(IMPORT_FAILED) else ""
+        )
+        name = raised.removeprefix(IMPORT_FAILED).split(":", 1)[0].strip()
+        if BLOCKED in raised and name == "ModuleNotFoundError":
+            return where + "imported a package the grading policy blocks"
+        if name == "CaseTimeout":
+            return "ran past its time limit"
+        shown = name if name in BUILTIN_EXCEPTIONS else "an exception of a class of your own"
+        return f"{where}raised {shown}"
+    if isinstance(outcome, str) and outcome.startswith("no outputs"):
+        return outcome
+    if isinstance(outcome, str) and outcome.startswith(("malformed", "unreadable")):
+        return "its outputs were malformed"
+    return "wrong outputs"
 
 
 def load_outputs(outputs_dir: Path, case_id: str, caps: Caps) -> Outputs | str:
@@ -148,8 +184,10 @@ def judge_component(
     rubric: Rubric | None = None,
     inputs_root: Path | None = None,
     caps: Caps = OUTPUT_CAPS,
+    hidden: bool | None = None,
 ) -> list[CaseResult]:
-    """One result per instructor case of component ``name``, in case-id order."""
+    """One result per instructor case of component ``name`` (only the hidden or only the public
+    ones if ``hidden`` says so), in case-id order."""
     component = (rubric or load_rubric()).component(name)
     expected_dir = Path(expected_root) / name
     inputs_dir = Path(inputs_root or Path(expected_root).parent / "inputs") / name
@@ -161,6 +199,8 @@ def judge_component(
     points = case_points(component, case_ids)
     results = []
     for case_id in case_ids:
+        if hidden is not None and is_hidden(case_id) != hidden:
+            continue
         header, expected = read_bundle(expected_dir, case_id)
         _, inputs = read_bundle(inputs_dir, case_id)
         case = CASES[(header["component"], header["kind"])]
@@ -168,6 +208,10 @@ def judge_component(
         message = (
             outputs if isinstance(outputs, str) else judge_case(case, outputs, expected, inputs)
         )
+        if message is not None and is_hidden(case_id):
+            message = hidden_feedback(
+                outputs if isinstance(outputs, str) or outputs.raised else None
+            )
         passed = message is None
         results.append(
             CaseResult(

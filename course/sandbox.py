@@ -1,22 +1,29 @@
-"""Run untrusted code in a bubblewrap sandbox and collect the files it writes.
+"""Run untrusted code in a sandbox and collect the files it writes.
 
-``run_sandboxed(job, limits, out_dir)`` runs ``job.argv`` under ``bwrap`` with
+``run_sandboxed(job, limits, out_dir)`` runs ``job.argv`` confined at the best level this machine
+offers (``isolation()`` finds it once and ``results.json`` names it):
 
-* new user, PID, mount, network, IPC, UTS and cgroup namespaces (``--unshare-all``), no
-  capabilities, no nested user namespaces (``--disable-userns``), its own session, and death
-  with the grader (``--die-with-parent``); only a loopback network exists inside;
-* a file system made of read-only binds of exactly ``job.binds`` (the Python runtime, the
-  driver, the case definitions, the case inputs) plus ``/usr``; a synthetic ``/etc/passwd``;
-  fresh ``/proc``, a minimal ``/dev``, and size-capped private tmpfs mounts for ``/work`` (the
-  student's files are copied there before anything of theirs runs), ``/tmp``, ``/dev/shm``
-  and ``/out`` (the driver's outputs);
-* as an unprivileged user: when the grader runs as root, the sandbox runs as a dedicated uid
-  (one per concurrent slot, so process counts of parallel runs never mix), and the grader's
-  own files are reached through binds prepared in a private mount namespace;
-* limits: ``RLIMIT_AS``, ``RLIMIT_CPU``, ``RLIMIT_FSIZE``, ``RLIMIT_NPROC`` and no core dumps
-  for every process; a watchdog that kills the whole tree at the wall-clock limit or when the
-  resident memory of all its processes together passes ``memory_bytes``. Killing the sandbox's
-  PID-namespace init takes every process inside with it, daemons included.
+* **namespaces** (``bwrap``, where namespaces can be made): new user, PID, mount, network, IPC,
+  UTS and cgroup namespaces, no capabilities, no nested user namespaces, death with the grader;
+  a file system made of read-only binds of exactly the job's files plus ``/usr``, a synthetic
+  ``/etc/passwd``, fresh ``/proc``, a minimal ``/dev`` and size-capped private tmpfs mounts for
+  ``/work`` (the student's copy), ``/tmp``, ``/dev/shm`` and ``/out``;
+* **container** (an ordinary Docker container, where no namespace of any kind can be made): the
+  run gets a private folder ("box") with ``work``, ``tmp`` and ``out`` that only its uid owns,
+  and copies of the job's files that only its uid can read; Landlock, where the kernel offers
+  it, lets it read only the system folders, the Python runtime and its box, write only below
+  its box, open no TCP connection and signal nothing outside; without Landlock the file system
+  is held by ownership alone, and ``isolation()`` refuses this mode unless the probe proves the
+  instructor's files unreadable to the sandbox's uid.
+
+In both, as root the run gets a uid of its own (one per concurrent slot) that owns nothing of
+the grader; ``no_new_privs`` and a seccomp filter (``course/confine.py``: no ptrace, mounts,
+namespaces, sockets other than ``AF_UNIX``, ``memfd``/SysV shared memory, ``setsid``, io_uring,
+BPF, keyrings) come before any student code; ``RLIMIT_AS``, ``RLIMIT_CPU``, ``RLIMIT_FSIZE``,
+``RLIMIT_NPROC`` and no core dumps bind every process; a watchdog kills every process of the
+run when its CPU time (all processes together, so a busy neighbour cannot make it time out),
+its resident plus shared memory, its disk use in the box, or a generous wall clock pass their
+limits; at the end every process the uid still has is killed.
 
 When the command has finished, a small launcher inside the sandbox streams ``/out`` as a tar
 to a pipe; the grader reads at most ``out_bytes`` from it and accepts only regular files with
@@ -41,7 +48,8 @@ import tempfile
 import threading
 import time
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path
 
 MIN_BWRAP = (0, 8, 0)
@@ -51,23 +59,36 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 SAFE_NAME = re.compile(r"[A-Za-z0-9_.@+=-]{1,200}")
 MAX_OUTPUT_FILES = 10_000
 POLL_S = 0.2
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+MAX_BOX_FILES = 20_000  # files a container-mode run may keep in its box
 
-# Runs inside the sandbox before anything of the student's: copy their files to the tmpfs, run
-# the command, then stream /out to the channel. Stdlib only, started with `python -S`.
+# Runs inside the sandbox before anything of the student's, after the source of
+# course/confine.py: copy their files (namespaces mode), confine itself, run the command, then
+# stream the outputs folder to the channel. Stdlib only, started with `python -S`.
 LAUNCHER = r"""
 import json, os, shutil, subprocess, sys, tarfile
 spec = json.loads(sys.argv[1])
-shutil.copytree("/in/submission", "/work/submission")
-os.makedirs("/work/home")
-code = subprocess.call(spec["argv"], stdin=subprocess.DEVNULL, cwd="/work/submission")
+if spec["copy_from"]:
+    shutil.copytree(spec["copy_from"], spec["cwd"])
+    os.makedirs(spec["env"]["HOME"])
+try:
+    enforced = [restrict_paths(**spec["landlock"])] if spec["landlock"] else []
+    enforced.append(confine_syscalls())
+except OSError as error:
+    sys.exit(f"sandbox: could not confine the run, nothing was run: {error}")
+if spec["report"]:
+    with open(os.path.join(spec["out"], "isolation.json"), "w") as stream:
+        json.dump(enforced, stream)
+code = subprocess.call(spec["argv"], stdin=subprocess.DEVNULL, cwd=spec["cwd"], env=spec["env"])
 with os.fdopen(spec["channel"], "wb") as channel, tarfile.open(fileobj=channel, mode="w|") as tar:
-    tar.add("/out", arcname="out")
+    tar.add(spec["out"], arcname="out")
 sys.exit(code if code >= 0 else 128 - code)
 """
-# Runs on the host between fork and bwrap: set the limits, and, as root, expose the binds through
-# a private mount namespace and become the sandbox's unprivileged uid. It stays as bwrap's parent
-# and a child subreaper, so the processes bwrap leaves to be reaped are reaped here, and exits
-# with bwrap's status. After setuid the stdlib may be unreadable: nothing is imported late.
+# Runs on the host between fork and exec: set the limits, and, as root, become the sandbox's
+# unprivileged uid (in namespaces mode first exposing the binds through a private mount
+# namespace). It stays as the sandbox's parent and a child subreaper, so orphans are reaped
+# here, and exits with its child's status. After setuid the stdlib may be unreadable: nothing
+# is imported late.
 PREPARE = r"""
 import ctypes, json, os, resource, sys
 spec = json.loads(sys.argv[1])
@@ -77,12 +98,13 @@ def check(result, what):
         sys.exit(f"sandbox setup: {what}: {os.strerror(ctypes.get_errno())}")
 for name, value in spec["rlimits"].items():
     resource.setrlimit(getattr(resource, name), (value, value))
-if spec["uid"] is not None:
+if spec["stage"]:
     CLONE_NEWNS, MS_BIND, MS_REC, MS_PRIVATE = 0x20000, 4096, 16384, 1 << 18
     check(libc.unshare(CLONE_NEWNS), "unshare")
     check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "private mounts")
     for source, target in spec["stage"]:
         check(libc.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None), source)
+if spec["uid"] is not None:
     os.setgroups([])
     os.setgid(spec["uid"])
     os.setuid(spec["uid"])
@@ -94,7 +116,13 @@ if os.getppid() != spec["parent"]:
     os._exit(1)
 child = os.fork()
 if child == 0:
-    os.execv(spec["argv"][0], spec["argv"])  # no PATH search: the stdlib may be out of reach
+    try:
+        os.execve(spec["argv"][0], spec["argv"], spec["env"])  # no PATH search
+    except OSError as error:
+        print(f"sandbox setup: cannot run {spec['argv'][0]} as uid {os.getuid()}: {error} "
+              "(every user must be able to read the runtime: install it under /opt, as "
+              "the Gradescope setup does)", file=sys.stderr)
+        os._exit(127)
 status = 0
 while True:
     try:
@@ -105,37 +133,70 @@ while True:
         status = os.waitstatus_to_exitcode(code)
 os._exit(status if status >= 0 else 128 - status)
 """
+NAMESPACES, CONTAINER = "namespaces", "container"
+# Read-only system folders of a container-mode run (Landlock); devices it may read and write.
+SYSTEM_READ = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/proc",
+    "/sys",
+)
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/shm")
 
 
 class SandboxUnavailable(RuntimeError):
-    """bubblewrap is missing or cannot create its namespaces here."""
+    """No isolation level works here (what was tried, and what to do, in the message)."""
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """The level a sandbox runs at: its mode and what it enforces, in words."""
+
+    mode: str  # NAMESPACES or CONTAINER
+    enforced: tuple[str, ...]
+    missing: tuple[str, ...] = ()  # what this machine could not give, and why
+
+    def describe(self) -> str:
+        text = f"{self.mode} ({', '.join(self.enforced)})"
+        return text + (f"; not available here: {'; '.join(self.missing)}" if self.missing else "")
 
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    wall_s: float = 300
-    cpu_s: int = 600  # per process (RLIMIT_CPU)
-    memory_bytes: int = 8 * 2**30  # resident memory of the whole tree (the watchdog)
+    wall_s: float = 900  # a generous wall-clock bound: busy neighbours only slow a run down
+    cpu_s: int = 300  # CPU seconds of all the run's processes together (and RLIMIT_CPU)
+    memory_bytes: int = 8 * 2**30  # resident + shared memory of all the run's processes
     address_space_bytes: int = 16 * 2**30  # per process; torch maps far more than it touches
     processes: int = 256  # processes and threads (RLIMIT_NPROC)
     file_size_bytes: int = 64 * 2**20  # largest file (RLIMIT_FSIZE)
-    work_bytes: int = 64 * 2**20  # tmpfs /work (the student's copy, HOME) and /tmp each
-    out_bytes: int = 64 * 2**20  # tmpfs /out, and what the grader reads back
-    shm_bytes: int = 512 * 2**20  # tmpfs /dev/shm
+    work_bytes: int = 64 * 2**20  # /work (the student's copy, HOME) and /tmp each
+    out_bytes: int = 64 * 2**20  # /out, and what the grader reads back
+    shm_bytes: int = 64 * 2**20  # tmpfs /dev/shm (namespaces mode), as Docker's default
     log_bytes: int = 32 * 2**10  # kept of stdout+stderr (head and tail)
 
 
 @dataclass(frozen=True)
 class Job:
-    """What to run. ``binds`` maps sandbox paths to host files or folders (read-only);
-    ``submission`` (host folder) is copied to ``/work/submission``, the working directory."""
+    """What to run, named by sandbox paths. ``runtime`` maps sandbox paths to the large, shared,
+    world-readable Python runtime (bound read-only, or used in place in container mode);
+    ``binds`` maps them to the job's own files (bound read-only, or copied where only the
+    run's uid can read them); ``submission`` (host folder) becomes ``/work/submission``, the
+    working directory. ``masks`` are runtime paths the run must not see (is a folder)."""
 
     python: str  # the interpreter (sandbox path) that runs the launcher
     argv: list[str]
     binds: dict[str, Path]
     submission: Path
     env: dict[str, str] = field(default_factory=dict)
-    masks: dict[str, bool] = field(default_factory=dict)  # hidden sandbox path -> is a folder
+    masks: dict[str, bool] = field(default_factory=dict)
+    runtime: dict[str, Path] = field(default_factory=dict)
+    report_isolation: bool = False  # the probe: the launcher writes what it enforced
 
 
 @dataclass
@@ -144,9 +205,10 @@ class SandboxResult:
     seconds: float
     log: str
     timed_out: bool = False
-    killed_for: str | None = None  # "memory" when the watchdog killed the tree for it
+    killed_for: str | None = None  # "memory", "cpu" or "disk" when the watchdog killed the run
     output_error: str | None = None
     output_files: list[str] = field(default_factory=list)
+    cpu_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -167,10 +229,15 @@ class Runtime:
     def binds(self) -> dict[str, Path]:
         return {"/opt/python": self.prefix, "/opt/site-packages": self.site_packages}
 
-    def masks(self) -> dict[str, bool]:
-        """Sandbox paths of editable installs (path ``.pth`` files and their dist-info), hidden
-        although inert, so nothing in the sandbox even names the instructor's checkout."""
+    def masks(self, blocked: tuple[str, ...] = ()) -> dict[str, bool]:
+        """Sandbox paths the run must not see: the ``blocked`` packages (the rubric's policy),
+        and editable installs (path ``.pth`` files and their dist-info), hidden although
+        inert, so nothing in the sandbox even names the instructor's checkout."""
         hidden = {}  # sandbox path -> is a folder
+        for name in blocked:
+            for entry in (self.site_packages / name, self.site_packages / f"{name}.py"):
+                if entry.exists():
+                    hidden[f"/opt/site-packages/{entry.name}"] = entry.is_dir()
         for pth in self.site_packages.glob("*.pth"):
             lines = pth.read_text(errors="replace").splitlines()
             if any(line.strip().startswith("/") for line in lines):
@@ -250,9 +317,10 @@ def _passwd(uid: int) -> str:
 
 
 def bwrap_command(
-    job: Job, limits: SandboxLimits, sources: dict[str, str], channel: int, passwd_fd: int
+    job: Job, limits: SandboxLimits, sources: dict[str, str], passwd_fd: int
 ) -> list[str]:
-    """The ``bwrap`` argument list; ``sources`` maps sandbox paths to host paths bwrap can read."""
+    """The ``bwrap`` arguments up to the command; ``sources`` maps sandbox paths to host paths
+    bwrap can read."""
     args = [
         shutil.which("bwrap") or "bwrap",
         "--unshare-all",
@@ -292,7 +360,14 @@ def bwrap_command(
         args += empty
     # bwrap's own root and /dev are unsized tmpfs mounts: nothing may write there.
     args += ["--remount-ro", "/dev", "--remount-ro", "/"]
-    env = {
+    for key, value in sorted(sandbox_env(job).items()):
+        args += ["--setenv", key, value]
+    return [*args, "--"]
+
+
+def sandbox_env(job: Job) -> dict[str, str]:
+    """The whole environment of the student's command (sandbox paths): nothing of the grader's."""
+    return {
         "PATH": "/usr/bin:/bin",
         "HOME": "/work/home",
         "TMPDIR": "/tmp",
@@ -301,13 +376,18 @@ def bwrap_command(
         "PYTHONHASHSEED": "0",
         **job.env,
     }
-    for key, value in sorted(env.items()):
-        args += ["--setenv", key, value]
-    spec = json.dumps({"argv": job.argv, "channel": channel})
-    return [*args, "--", job.python, "-S", "-c", LAUNCHER, spec]
 
 
-# --- Running ------------------------------------------------------------------------------------
+@cache
+def _confine_source() -> str:
+    """course/confine.py's definitions (not its command line: ``-c`` code runs as __main__)."""
+    source = Path(__file__).with_name("confine.py").read_text(encoding="utf-8")
+    return source.split('\nif __name__ == "__main__":')[0] + "\n"
+
+
+def launcher_argv(python: str, spec: dict) -> list[str]:
+    """The launcher: course/confine.py's functions, then LAUNCHER, run by ``python -S``."""
+    return [python, "-S", "-c", _confine_source() + LAUNCHER, json.dumps(spec)]
 
 
 class _CappedReader(threading.Thread):
@@ -347,6 +427,170 @@ class _CappedReader(threading.Thread):
         )
 
 
+# --- Running ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """How PREPARE starts one run: the command it execs (and that command's environment), the
+    bind mounts it makes first, the descriptors the run inherits, the run's box (container)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    stage: list[tuple[str, str]]
+    fds: tuple[int, ...]
+    box: Path | None = None
+
+
+def _namespaces_launch(
+    job: Job, limits: SandboxLimits, scratch: Path, uid: int | None, channel: int
+) -> _Launch:
+    sources, stage = _stage(
+        {**job.runtime, **job.binds, "/in/submission": job.submission}, scratch, uid is not None
+    )
+    passwd_r, passwd_w = os.pipe()
+    os.write(passwd_w, _passwd(uid if uid is not None else os.getuid()).encode())
+    os.close(passwd_w)
+    spec = {
+        "argv": job.argv,
+        "channel": channel,
+        "copy_from": "/in/submission",
+        "cwd": "/work/submission",
+        "out": "/out",
+        "env": sandbox_env(job),
+        "landlock": None,
+        "report": job.report_isolation,
+    }
+    argv = [*bwrap_command(job, limits, sources, passwd_r), *launcher_argv(job.python, spec)]
+    # The sandbox's init keeps this environment; it can read it.
+    return _Launch(argv, {"PATH": "/usr/bin:/bin"}, stage, (channel, passwd_r))
+
+
+def _container_launch(
+    job: Job, limits: SandboxLimits, scratch: Path, uid: int | None, channel: int
+) -> _Launch:
+    """A box only ``uid`` can enter: copies of the job's files it may read, and ``work``,
+    ``tmp`` and ``out`` it owns; sandbox paths in the command and environment become box paths."""
+    if uid is None:
+        raise SandboxUnavailable("container mode runs code as a uid of its own: it needs root")
+    box = scratch / "box"
+    box.mkdir(mode=0o750)
+    os.chown(box, 0, uid)
+    places = {target: str(source) for target, source in job.runtime.items()}
+    for i, (target, source) in enumerate(sorted(job.binds.items())):
+        copy = box / "ro" / str(i)
+        copy.parent.mkdir(exist_ok=True)
+        _copy(source, copy)
+        places[target] = str(copy)
+    for name in ("work", "tmp", "out"):
+        (box / name).mkdir(mode=0o700)
+        places[f"/{name}"] = str(box / name)
+    shutil.copytree(job.submission, box / "work" / "submission")
+    (box / "work" / "home").mkdir()
+    for path in [*(box / n for n in ("work", "tmp", "out")), *(box / "work").rglob("*")]:
+        os.lchown(path, uid, uid)
+    env = {key: _translate(value, places) for key, value in sandbox_env(job).items()}
+    reads, listed = _runtime_reads(job, places)
+    landlock = {
+        "read": [*SYSTEM_READ, *reads, str(box / "ro")],
+        "write": [str(box / n) for n in ("work", "tmp", "out")] + list(DEVICES),
+        "listed": listed,
+    }
+    spec = {
+        "argv": [_translate(arg, places) for arg in job.argv],
+        "channel": channel,
+        "copy_from": None,
+        "cwd": str(box / "work" / "submission"),
+        "out": str(box / "out"),
+        "env": env,
+        "landlock": landlock,
+        "report": job.report_isolation,
+    }
+    return _Launch(launcher_argv(_translate(job.python, places), spec), env, [], (channel,), box)
+
+
+def _copy(source: Path, target: Path) -> None:
+    """A root-owned, world-readable copy (the box's own mode keeps other uids out)."""
+    if source.is_dir():
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        shutil.copyfile(source, target)
+    for path in [target, *target.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def _translate(text: str, places: dict[str, str]) -> str:
+    """``text`` (a path, or ``--option=path``) with its sandbox path replaced by a host path."""
+    prefix, _, path = text.rpartition("=") if text.startswith("--") else ("", "", text)
+    for target in sorted(places, key=len, reverse=True):
+        if path == target or path.startswith(target + "/"):
+            path = places[target] + path[len(target) :]
+            break
+    return f"{prefix}={path}" if prefix else path
+
+
+def _runtime_reads(job: Job, places: dict[str, str]) -> tuple[list[str], list[str]]:
+    """Host paths the run may read from the runtime, and folders it may only list: each runtime
+    folder, or, where masks hide some of its entries, every other entry of it (the folder
+    itself stays listable: Python's import system lists what it searches)."""
+    reads, listed = [], []
+    for target in job.runtime:
+        hidden = {Path(m).name for m in job.masks if str(Path(m).parent) == target}
+        host = Path(places[target])
+        if hidden:
+            reads += [str(p) for p in host.iterdir() if p.name not in hidden]
+            listed.append(str(host))
+        else:
+            reads.append(str(host))
+    return reads, listed
+
+
+def _stage(binds: dict[str, Path], staging: Path, as_root: bool) -> tuple[dict[str, str], list]:
+    """Host paths bwrap binds from, and (as root) the bind mounts that expose them to the
+    sandbox uid, which may not be able to walk to the originals (e.g. under /root)."""
+    if not as_root:
+        return {target: str(source) for target, source in binds.items()}, []
+    sources, mounts = {}, []
+    for i, (target, source) in enumerate(sorted(binds.items())):
+        point = staging / f"bind{i}"
+        if source.is_dir():
+            point.mkdir(mode=0o755)
+        else:
+            point.touch(mode=0o644)
+        sources[target] = str(point)
+        mounts.append((str(source), str(point)))
+    return sources, mounts
+
+
+def _rlimits(limits: SandboxLimits, uid: int | None) -> dict[str, int]:
+    # RLIMIT_NPROC counts every process of the uid; a dedicated uid starts near zero, the
+    # instructor's own (not root) already has some.
+    own = 0 if uid is not None else len(_processes_of(os.getuid(), threads=True))
+    return {
+        "RLIMIT_AS": limits.address_space_bytes,
+        "RLIMIT_CPU": int(limits.cpu_s),
+        "RLIMIT_FSIZE": limits.file_size_bytes,
+        "RLIMIT_NPROC": own + limits.processes,
+        "RLIMIT_CORE": 0,
+        "RLIMIT_NOFILE": 4096,
+    }
+
+
+# --- Watching -----------------------------------------------------------------------------------
+
+
+def _processes_of(uid: int, threads: bool = False) -> list[int]:
+    """Live processes (or their threads) owned by ``uid``; zombies are not counted."""
+    found = []
+    for entry in os.listdir("/proc"):
+        with suppress(OSError, IndexError):
+            if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid == uid:
+                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state != "Z":
+                    found += os.listdir(f"/proc/{entry}/task") if threads else [int(entry)]
+    return found
+
+
 def _children_map() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
@@ -372,12 +616,88 @@ def process_tree(root: int) -> list[int]:
     return tree
 
 
-def _resident_bytes(pids: list[int]) -> int:
-    total = 0
+def _cpu_and_memory(pids: list[int]) -> tuple[float, int]:
+    """CPU seconds (with those of reaped children) and resident bytes (shared pages included)
+    of ``pids``."""
+    ticks, resident = 0, 0
     for pid in pids:
         with suppress(OSError, ValueError, IndexError):
-            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+            resident += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+    return ticks / CLOCK_TICKS, resident
+
+
+def _shm_bytes(uid: int) -> int:
+    """Bytes of ``/dev/shm`` files ``uid`` owns (memory, not resident in any process)."""
+    total = 0
+    with suppress(OSError):
+        for entry in os.scandir("/dev/shm"):
+            with suppress(OSError):
+                info = entry.stat(follow_symlinks=False)
+                total += info.st_blocks * 512 if info.st_uid == uid else 0
     return total
+
+
+def _disk_bytes(box: Path, limit: int) -> int:
+    """Bytes the run has written in its box (over ``limit`` as soon as it has too many files)."""
+    total, count = 0, 0
+    for name in ("work", "tmp", "out"):
+        for top, dirs, files in os.walk(box / name):
+            for entry in [*dirs, *files]:
+                count += 1
+                with suppress(OSError):
+                    total += os.lstat(os.path.join(top, entry)).st_blocks * 512
+            if count > MAX_BOX_FILES:
+                return limit + 1
+    return total
+
+
+class _Meter:
+    """What one run uses: all processes of its uid (or, without a uid of its own, the tree
+    below the process the grader started), its shared memory and its box."""
+
+    def __init__(self, process: subprocess.Popen, uid: int | None, box: Path | None) -> None:
+        self.process, self.uid, self.box = process, uid, box
+        self.cpu_s = 0.0
+
+    def pids(self) -> list[int]:
+        if self.uid is None:
+            return process_tree(self.process.pid)
+        return _processes_of(self.uid)
+
+    def over(self, limits: SandboxLimits, check_disk: bool) -> str | None:
+        cpu, memory = _cpu_and_memory(self.pids())
+        self.cpu_s = max(self.cpu_s, cpu)
+        if self.uid is not None and self.box is not None:
+            memory += _shm_bytes(self.uid)
+        if self.cpu_s > limits.cpu_s:
+            return "cpu"
+        if memory > limits.memory_bytes:
+            return "memory"
+        disk_limit = 2 * limits.work_bytes + limits.out_bytes
+        if check_disk and self.box is not None and _disk_bytes(self.box, disk_limit) > disk_limit:
+            return "disk"
+        return None
+
+
+def _watch(
+    process: subprocess.Popen, limits: SandboxLimits, meter: _Meter
+) -> tuple[bool, str | None]:
+    """Wait for ``process``; stop the run at a limit (wall clock, CPU, memory, disk)."""
+    started = time.monotonic()
+    polls = 0
+    while True:
+        try:
+            process.wait(timeout=POLL_S)
+            return False, None
+        except subprocess.TimeoutExpired:
+            polls += 1
+        if time.monotonic() - started > limits.wall_s:
+            return True, None
+        reason = meter.over(limits, check_disk=polls % 5 == 0)
+        if reason:
+            return False, reason
 
 
 def kill_tree(process: subprocess.Popen) -> None:
@@ -394,95 +714,70 @@ def kill_tree(process: subprocess.Popen) -> None:
         process.wait()
 
 
-def _watch(process: subprocess.Popen, limits: SandboxLimits) -> tuple[bool, str | None]:
-    """Wait for ``process``; kill its tree on the wall-clock or memory limit."""
-    deadline = time.monotonic() + limits.wall_s
-    while True:
-        try:
-            process.wait(timeout=POLL_S)
-            return False, None
-        except subprocess.TimeoutExpired:
-            pass
-        if time.monotonic() > deadline:
-            kill_tree(process)
-            return True, None
-        if _resident_bytes(process_tree(process.pid)) > limits.memory_bytes:
-            kill_tree(process)
-            return False, "memory"
+def kill_uid(uid: int) -> None:
+    """SIGKILL every process ``uid`` owns, wherever it went (a daemon that left the tree
+    too): a child becomes ``uid`` and signals everything it may, which is exactly that."""
+    for _ in range(100):
+        if not _processes_of(uid):
+            return
+        child = os.fork()
+        if child == 0:
+            try:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+                os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        os.waitpid(child, 0)
+        time.sleep(0.02)
 
 
-def _rlimits(limits: SandboxLimits, uid: int | None) -> dict[str, int]:
-    # RLIMIT_NPROC counts every process of the uid; a dedicated uid starts near zero, the
-    # instructor's own (not root) already has some.
-    own = 0 if uid is not None else _process_count(os.getuid())
-    return {
-        "RLIMIT_AS": limits.address_space_bytes,
-        "RLIMIT_CPU": limits.cpu_s,
-        "RLIMIT_FSIZE": limits.file_size_bytes,
-        "RLIMIT_NPROC": own + limits.processes,
-        "RLIMIT_CORE": 0,
-        "RLIMIT_NOFILE": 4096,
-    }
+def _end(process: subprocess.Popen, uid: int | None) -> None:
+    if uid is not None:
+        kill_uid(uid)
+    if process.returncode is None:  # never signal a reaped pid: it may be reused
+        kill_tree(process)
 
 
-def _process_count(uid: int) -> int:
-    count = 0
-    for entry in os.listdir("/proc"):
-        with suppress(OSError):
-            if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid == uid:
-                count += len(os.listdir(f"/proc/{entry}/task"))
-    return count
-
-
-def _stage(binds: dict[str, Path], staging: Path, as_root: bool) -> tuple[dict[str, str], list]:
-    """Host paths bwrap binds from, and (as root) the bind mounts that expose them to the
-    sandbox uid, which may not be able to walk to the originals (e.g. under /root)."""
-    if not as_root:
-        return {target: str(source) for target, source in binds.items()}, []
-    sources, mounts = {}, []
-    for i, (target, source) in enumerate(sorted(binds.items())):
-        point = staging / f"bind{i}"
-        if source.is_dir():
-            point.mkdir(mode=0o755)
-        else:
-            point.touch(mode=0o644)
-        sources[target] = str(point)
-        mounts.append((str(source), str(point)))
-    return sources, mounts
-
-
-def run_sandboxed(job: Job, limits: SandboxLimits, out_dir: Path) -> SandboxResult:
-    """Run ``job`` in a fresh sandbox; write its ``/out`` files into ``out_dir`` (created).
-    As root, the sandbox gets a uid of its own (a free slot) for as long as it runs."""
-    if not shutil.which("bwrap"):
-        raise SandboxUnavailable(f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
+def run_sandboxed(
+    job: Job, limits: SandboxLimits, out_dir: Path, level: Isolation | None = None
+) -> SandboxResult:
+    """Run ``job`` in a fresh sandbox at ``level`` (default: the best this machine offers);
+    write its ``/out`` files into ``out_dir`` (created). As root, the run gets a uid of its own
+    (a free slot) for as long as it runs."""
+    mode = (level or isolation()).mode
     if os.geteuid() != 0:
-        return _run(job, limits, out_dir, uid=None)
+        return _run(job, limits, out_dir, mode, uid=None)
     slot = SLOTS.take()
     try:
-        return _run(job, limits, out_dir, uid=SANDBOX_UID_BASE + slot)
+        return _run(job, limits, out_dir, mode, uid=SANDBOX_UID_BASE + slot)
     finally:
         SLOTS.give(slot)
 
 
-def _run(job: Job, limits: SandboxLimits, out_dir: Path, uid: int | None) -> SandboxResult:
-    as_root = uid is not None
+def _run(
+    job: Job, limits: SandboxLimits, out_dir: Path, mode: str, uid: int | None
+) -> SandboxResult:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="cs336-sandbox-") as tmp:
-        staging = Path(tmp)
-        staging.chmod(0o711)
-        sources, mounts = _stage({**job.binds, "/in/submission": job.submission}, staging, as_root)
+        scratch = Path(tmp)
+        scratch.chmod(0o711)
         channel_r, channel_w = os.pipe()
         log_r, log_w = os.pipe()
-        passwd_r, passwd_w = os.pipe()
-        os.write(passwd_w, _passwd(uid if uid is not None else os.getuid()).encode())
-        os.close(passwd_w)
-        command = bwrap_command(job, limits, sources, channel_w, passwd_r)
+        setup = _namespaces_launch if mode == NAMESPACES else _container_launch
+        try:
+            launch = setup(job, limits, scratch, uid, channel_w)
+        except BaseException:
+            for fd in (channel_r, channel_w, log_r, log_w):
+                os.close(fd)
+            raise
         prepare = {
             "rlimits": _rlimits(limits, uid),
             "uid": uid,
-            "stage": mounts,
-            "argv": command,
+            "stage": launch.stage,
+            "argv": launch.argv,
+            "env": launch.env,
             "parent": os.getpid(),
         }
         outputs = _CappedReader(channel_r, limits.out_bytes + 2**20, keep_tail=False)
@@ -493,25 +788,26 @@ def _run(job: Job, limits: SandboxLimits, out_dir: Path, uid: int | None) -> San
                 stdin=subprocess.DEVNULL,
                 stdout=log_w,
                 stderr=log_w,
-                env={"PATH": "/usr/bin:/bin"},  # the sandbox's init keeps this; it can read it
-                pass_fds=(channel_w, passwd_r),
-                start_new_session=True,
+                env={"PATH": "/usr/bin:/bin"},
+                pass_fds=launch.fds,
+                start_new_session=True,  # its own session: its own share of the CPU (autogroup)
             )
         finally:
-            for fd in (channel_w, log_w, passwd_r):
+            for fd in (*launch.fds, log_w):
                 os.close(fd)
         outputs.start()
         log.start()
+        meter = _Meter(process, uid, launch.box)
         try:
-            timed_out, killed_for = _watch(process, limits)
+            timed_out, killed_for = _watch(process, limits, meter)
         finally:
-            if process.returncode is None:  # never signal a reaped pid: it may be reused
-                kill_tree(process)
+            _end(process, uid)
         outputs.join(timeout=30)
         log.join(timeout=30)
     result = SandboxResult(
         process.returncode, time.monotonic() - started, log.text(), timed_out, killed_for
     )
+    result.cpu_seconds = meter.cpu_s
     _collect_outputs(result, outputs, out_dir, limits.out_bytes)
     return result
 
@@ -555,6 +851,9 @@ def unpack_outputs(data: bytes, out_dir: Path, limit: int) -> tuple[list[str], l
     return sorted(written), skipped
 
 
+# --- Which level works here ---------------------------------------------------------------------
+
+
 def bwrap_version() -> tuple[int, ...]:
     """The installed bubblewrap's version; ``SandboxUnavailable`` when it is missing."""
     path = shutil.which("bwrap")
@@ -567,30 +866,106 @@ def bwrap_version() -> tuple[int, ...]:
     return tuple(int(part or 0) for part in match.groups())
 
 
-def check_sandbox() -> None:
-    """Raise ``SandboxUnavailable`` (with what to do) unless bwrap works here."""
-    version = bwrap_version()
-    if version < MIN_BWRAP:
-        raise SandboxUnavailable(
-            f"bubblewrap {'.'.join(map(str, version))} is too old: the sandbox needs "
-            f"{'.'.join(map(str, MIN_BWRAP))} or newer (--disable-userns, --size)"
-        )
-    runtime = Runtime.current()
-    with tempfile.TemporaryDirectory(prefix="cs336-probe-") as tmp:
-        probe = Path(tmp) / "probe"
-        (probe / "submission").mkdir(parents=True)
-        probe.chmod(0o755)
-        job = Job(
-            python=runtime.python,
-            argv=[runtime.python, "-S", "-c", "open('/out/ok', 'w').write('ok')"],
-            binds=runtime.binds(),
-            submission=probe / "submission",
-            env=runtime.env(),
-        )
-        result = run_sandboxed(job, SandboxLimits(wall_s=60), Path(tmp) / "out")
-        if result.output_files != ["ok"]:
+# The probe: this machine's level must run a command, and that command must not reach the
+# instructor's files (argv[1]: its outputs folder; then host paths it must fail to read or list).
+PROBE = """
+import os, sys
+reached = []
+for path in sys.argv[2:]:
+    try:
+        os.listdir(path) if os.path.isdir(path) else open(path, "rb").close()
+        reached.append(path)
+    except OSError:
+        pass
+open(os.path.join(sys.argv[1], "reached" if reached else "ok"), "w").write("\\n".join(reached))
+"""
+BASE_LAYERS = {
+    NAMESPACES: (
+        "bubblewrap: user, PID, mount, network, IPC and UTS namespaces, no capabilities",
+        "read-only binds of the runtime and the job's files only",
+    ),
+    CONTAINER: (
+        "a private folder and, as root, a uid of its own",
+        "no_new_privs",
+    ),
+}
+COMMON_LAYERS = (
+    "rlimits",
+    "watchdog: CPU time, memory, wall clock",
+    "every process killed at the end",
+)
+
+
+def probe(mode: str, protected: tuple[Path, ...] = ()) -> Isolation:
+    """Run a probe at ``mode``; the level it got, or ``SandboxUnavailable`` saying why not."""
+    if mode == NAMESPACES:
+        version = bwrap_version()
+        if version < MIN_BWRAP:
             raise SandboxUnavailable(
-                f"bubblewrap could not run a sandbox here (exit status {result.returncode}):\n"
-                f"{result.log.strip()[-800:]}\nIt needs unprivileged user namespaces "
-                f"(sysctl kernel.unprivileged_userns_clone=1); {INSTALL_HINT}."
+                f"bubblewrap {'.'.join(map(str, version))} is too old: the sandbox needs "
+                f"{'.'.join(map(str, MIN_BWRAP))} or newer (--disable-userns, --size)"
             )
+    elif os.geteuid() != 0:
+        raise SandboxUnavailable("container mode runs code as a uid of its own: it needs root")
+    runtime = Runtime.current()
+    files = [p for p in protected if p.exists()]
+    files += [next((f for f in p.rglob("*") if f.is_file()), p) for p in files if p.is_dir()]
+    with tempfile.TemporaryDirectory(prefix="cs336-probe-") as tmp:
+        (Path(tmp) / "submission").mkdir()
+        Path(tmp).chmod(0o755)
+        job = Job(
+            runtime.python,
+            [runtime.python, "-S", "-c", PROBE, "/out", *map(str, files)],
+            binds={},
+            submission=Path(tmp) / "submission",
+            env=runtime.env(),
+            runtime=runtime.binds(),
+            report_isolation=True,
+        )
+        out = Path(tmp) / "out"
+        result = run_sandboxed(job, SandboxLimits(wall_s=120), out, Isolation(mode, ()))
+        if result.output_files == ["isolation.json", "reached"]:
+            raise SandboxUnavailable(
+                f"{mode} mode would let student code read the instructor's files: "
+                f"{(out / 'reached').read_text()!r}; make them readable by their owner only "
+                "(chmod -R go-rwx), or grade where Landlock or namespaces are available"
+            )
+        if result.output_files != ["isolation.json", "ok"]:
+            raise SandboxUnavailable(
+                f"{mode} mode could not run a command here (exit status {result.returncode}):"
+                f" {result.log.strip()[-600:]}"
+            )
+        enforced = tuple(json.loads((out / "isolation.json").read_text()))
+    return Isolation(mode, (*BASE_LAYERS[mode], *enforced, *COMMON_LAYERS))
+
+
+def _namespace_hint() -> str:
+    switch = Path("/proc/sys/kernel/unprivileged_userns_clone")
+    if switch.is_file() and switch.read_text().strip() == "0":
+        return " (unprivileged user namespaces are off: sysctl kernel.unprivileged_userns_clone=1)"
+    return ""
+
+
+@cache
+def isolation(protected: tuple[Path, ...] = ()) -> Isolation:
+    """The best level that works here: namespaces, else container mode (both probed); the
+    environment variable CS336_ISOLATION=namespaces|container insists on one.
+    ``SandboxUnavailable`` says what was tried and what to do."""
+    wanted = os.environ.get("CS336_ISOLATION", "")
+    if wanted not in ("", NAMESPACES, CONTAINER):
+        raise SandboxUnavailable(f"CS336_ISOLATION={wanted!r}: use {NAMESPACES} or {CONTAINER}")
+    failures = []
+    for mode in [wanted] if wanted else [NAMESPACES, CONTAINER]:
+        try:
+            level = probe(mode, protected)
+        except SandboxUnavailable as error:
+            failures.append(f"{mode}: {error}")
+            continue
+        return replace(level, missing=tuple(failures))
+    hint = _namespace_hint() if not wanted or wanted == NAMESPACES else ""
+    raise SandboxUnavailable("no sandbox works here" + hint + ":\n  " + "\n  ".join(failures))
+
+
+def check_sandbox(protected: tuple[Path, ...] = ()) -> Isolation:
+    """The level grading will use here; ``SandboxUnavailable`` (with what to do) if none."""
+    return isolation(tuple(protected))
