@@ -1,5 +1,5 @@
 # Developer and instructor commands; see README.md.
-.PHONY: test test-all demo fixtures hidden-cases case-mutants check-fixtures handout handout-extensions verify-handout submission grade mutants mutants-smoke test-thorough ci-course gradescope grader-attacks bench bench-smoke check-solutions
+.PHONY: test test-all demo fixtures hidden-cases case-mutants check-fixtures handout handout-extensions verify-handout submission grade mutants mutants-smoke test-thorough ci-course gradescope gradescope-docker grader-attacks grader-attacks-container bench bench-smoke check-solutions
 
 test:
 	uv run pytest
@@ -80,9 +80,20 @@ ci-course:
 gradescope:
 	uv run python -m course.gradescope build --out dist/gradescope-autograder.zip
 
-# Every hostile submission against the real sandbox (`make test-all` and CI run a smoke subset).
+# The bundle in a default-security Docker container, as Gradescope runs it (needs root, docker.io
+# with its daemon running, debootstrap): reference full marks, bare handout and a hostile zip 0.
+gradescope-docker:
+	uv run python -m course.gradescope_docker
+
+# Every hostile submission against the real sandbox, at both isolation levels (`make test-all`
+# and CI run a smoke subset). The container level runs where namespaces work too: the grader is
+# started the way a default Docker container starts it (course/confine.py no-namespaces).
 grader-attacks:
-	CS336_GRADER_ATTACKS=all CS336_REQUIRE_SANDBOX=1 uv run pytest -q -p no:cacheprovider -m "" course/tests/test_grader_hostile.py
+	CS336_GRADER_ATTACKS=all CS336_REQUIRE_SANDBOX=1 CS336_ISOLATION=namespaces uv run pytest -q -p no:cacheprovider -m "" course/tests/test_grader_hostile.py
+	$(MAKE) grader-attacks-container CS336_GRADER_ATTACKS=all
+
+grader-attacks-container:
+	CS336_GRADER_ATTACKS=$(CS336_GRADER_ATTACKS) CS336_REQUIRE_SANDBOX=1 CS336_ISOLATION=container uv run python -m course.confine no-namespaces -- .venv/bin/python -m pytest -q -p no:cacheprovider -m "" course/tests/test_grader_hostile.py course/tests/test_grader.py
 
 # --- Benchmarks (benchmarks/, see README "Benchmarks") ---
 # Ours beside peer libraries, as ratios; prints a table and writes benchmarks/results/bench-<time>.json.

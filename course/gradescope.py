@@ -8,12 +8,16 @@ solution is not in it: the machine that runs students' code never holds it.
 
 On Gradescope, ``setup.sh`` (once, as root) installs bubblewrap and uv, creates the locked
 environment under ``/opt/cs336`` (world-readable, so the sandbox's unprivileged uid can run it),
-makes the expected values readable by root only, and checks that the sandbox works.
+makes the grader's own files (``/autograder/source``: expected values, rubric, judge) and the
+packages the rubric blocks readable by root only (``harden``), and checks which isolation level
+works (``check``): inside Gradescope's ordinary Docker container no namespace can be made, so
+it is container mode (``course/sandbox.py``), and ``check`` says what it could not enable.
 ``run_autograder`` (per submission, as root) runs ``python -m course.gradescope run``, which
 packs ``/autograder/submission`` back into a zip (links, devices and FIFOs are kept as such,
 so the strict unpacker refuses them with its usual message) and grades it with
-``cs336-grade``'s code into ``/autograder/results/results.json``. The driver runs as an
-unprivileged uid inside the sandbox; the judge runs as root, outside.
+``cs336-grade``'s code into ``/autograder/results/results.json``, which names the isolation
+level in ``extra_data``. The driver runs as an unprivileged uid inside the sandbox; the judge
+runs as root, outside.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ BUNDLED = (
     "course/__init__.py",
     "course/grade.py",
     "course/sandbox.py",
+    "course/confine.py",
     "course/unpack.py",
     "course/judge.py",
     "course/driver.py",
@@ -51,17 +56,20 @@ SETUP_SH = f"""#!/usr/bin/env bash
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
-apt-get install -y --no-install-recommends bubblewrap curl ca-certificates
-bwrap --version
-curl -LsSf https://astral.sh/uv/install.sh | env UV_INSTALL_DIR={OPT}/bin UV_NO_MODIFY_PATH=1 sh
+# python3: where the image's own Python is 3.11 or newer, uv uses it instead of downloading one.
+apt-get install -y --no-install-recommends bubblewrap curl ca-certificates python3 python3-venv
+mkdir -p {OPT}/bin
+if ! curl -LsSf https://astral.sh/uv/install.sh | env UV_INSTALL_DIR={OPT}/bin UV_NO_MODIFY_PATH=1 sh; then
+    python3 -m venv {OPT}/uv-venv && {OPT}/uv-venv/bin/pip install --quiet uv
+    ln -sf {OPT}/uv-venv/bin/uv {OPT}/bin/uv
+fi
 cd /autograder/source
 # The environment lives outside /root so the sandbox's unprivileged uid can read it.
 UV_PYTHON_INSTALL_DIR={OPT}/python UV_PROJECT_ENVIRONMENT={OPT}/venv UV_PYTHON=3.11 \\
     {OPT}/bin/uv sync --locked --no-install-project
 chmod -R a+rX {OPT}
-# The judge (root) reads the expected values; nobody else may.
-chown -R root:root course/hidden/expected
-chmod -R go-rwx course/hidden/expected
+# The grader's files and the blocked packages: root only. Then: which isolation works here.
+{OPT}/venv/bin/python -m course.gradescope harden
 {OPT}/venv/bin/python -m course.gradescope check
 """
 RUN_AUTOGRADER = f"""#!/usr/bin/env bash
@@ -151,6 +159,23 @@ def run(
         return grade(zip_path, results, rubric=rubric, course=course or Course(), jobs=jobs)
 
 
+def harden(source: Path = Path("/autograder/source"), rubric: Path = RUBRIC) -> list[Path]:
+    """Make the grader's files (expected values, rubric, judge, bundle) and the packages the
+    rubric blocks readable by root only: where Landlock is missing, ownership is what keeps
+    the sandbox's uid out of them. Returns what it closed."""
+    from course.judge import load_rubric
+    from course.sandbox import Runtime
+
+    site = Runtime.current().site_packages
+    blocked = [site / name for name in load_rubric(rubric).blocked_packages]
+    closed = [source, *(p for p in blocked if p.exists())]
+    for top in closed:
+        for path in [top, *top.rglob("*")]:
+            if not path.is_symlink():
+                path.chmod(path.stat().st_mode & 0o700)
+    return closed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -161,18 +186,27 @@ def main(argv: list[str] | None = None) -> int:
     run_cmd = commands.add_parser("run", help="grade a submission folder (run_autograder)")
     run_cmd.add_argument("submission", type=Path)
     run_cmd.add_argument("results", type=Path)
-    commands.add_parser("check", help="fail unless the sandbox works here (setup.sh)")
+    commands.add_parser("harden", help="grader files and blocked packages: root only (setup.sh)")
+    commands.add_parser("check", help="print the isolation level; fail if none works (setup.sh)")
     args = parser.parse_args(argv)
     if args.command == "build":
         print(f"wrote {build(args.out)}")
     elif args.command == "run":
         report = run(args.submission, args.results)
         print(json.dumps({"score": report["score"], "output": report["output"]}))
+    elif args.command == "harden":
+        for path in harden():
+            print(f"readable by root only: {path}")
     else:
-        from course.sandbox import check_sandbox
+        from course.grade import protected_paths
+        from course.sandbox import SandboxUnavailable, isolation
 
-        check_sandbox()
-        print("sandbox ok")
+        try:
+            level = isolation(protected_paths(Course()))
+        except SandboxUnavailable as error:
+            print(f"no sandbox works here: {error}", file=sys.stderr)
+            return 1
+        print(f"sandbox ok: {level.describe()}")
     return 0
 
 

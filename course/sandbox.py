@@ -38,6 +38,7 @@ import io
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import stat
@@ -54,7 +55,11 @@ from pathlib import Path
 
 MIN_BWRAP = (0, 8, 0)
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`)"
-SANDBOX_UID_BASE = 61000  # uids SANDBOX_UID_BASE + slot; no files or processes of their own
+# Sandbox uids are SANDBOX_UID_BASE + slot, with a base drawn per grader process from a range no
+# account uses: graders in other containers on the same kernel (Gradescope runs many) share uids
+# with this one, and a uid's process count (RLIMIT_NPROC) and signals are the kernel's, not the
+# container's. Slots make the uids unique among graders that share this machine's /tmp.
+SANDBOX_UID_BASE = 1_000_000 + secrets.randbelow(2_000_000_000 // 1024) * 1024
 PAGE = os.sysconf("SC_PAGE_SIZE")
 SAFE_NAME = re.compile(r"[A-Za-z0-9_.@+=-]{1,200}")
 MAX_OUTPUT_FILES = 10_000
@@ -171,7 +176,7 @@ class Isolation:
 class SandboxLimits:
     wall_s: float = 900  # a generous wall-clock bound: busy neighbours only slow a run down
     cpu_s: int = 300  # CPU seconds of all the run's processes together (and RLIMIT_CPU)
-    memory_bytes: int = 8 * 2**30  # resident + shared memory of all the run's processes
+    memory_bytes: int = 8 * 2**30  # proportional + shared memory of all the run's processes
     address_space_bytes: int = 16 * 2**30  # per process; torch maps far more than it touches
     processes: int = 256  # processes and threads (RLIMIT_NPROC)
     file_size_bytes: int = 64 * 2**20  # largest file (RLIMIT_FSIZE)
@@ -257,12 +262,12 @@ class Runtime:
 
 
 class Slots:
-    """Small integers unique among the sandboxes running at once on this machine, also across
-    grader processes (a lock file per slot): each slot is its own sandbox uid."""
+    """Sandbox uids unique among the sandboxes running at once on this machine, also across
+    grader processes (a lock file per uid), and owning no process when taken."""
 
-    def __init__(self, count: int = 256) -> None:
-        self.count = count
-        self._held: dict[int, int] = {}  # slot -> fd of its lock file
+    def __init__(self, base: int = SANDBOX_UID_BASE, count: int = 256) -> None:
+        self.base, self.count = base, count
+        self._held: dict[int, int] = {}  # uid -> fd of its lock file
         self._lock = threading.Lock()
 
     def _folder(self) -> Path:
@@ -277,22 +282,25 @@ class Slots:
     def take(self) -> int:
         folder = self._folder()
         with self._lock:
-            for slot in range(self.count):
-                if slot in self._held:
+            for uid in range(self.base, self.base + self.count):
+                if uid in self._held:
                     continue
-                fd = os.open(folder / f"{slot}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+                fd = os.open(folder / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
                     os.close(fd)
                     continue
-                self._held[slot] = fd
-                return slot
-        raise RuntimeError(f"all {self.count} sandbox slots are busy")
+                if _processes_of(uid):  # left over from someone else: not ours to use
+                    os.close(fd)
+                    continue
+                self._held[uid] = fd
+                return uid
+        raise RuntimeError(f"all {self.count} sandbox uids are busy")
 
-    def give(self, slot: int) -> None:
+    def give(self, uid: int) -> None:
         with self._lock:
-            os.close(self._held.pop(slot))  # closing releases the lock
+            os.close(self._held.pop(uid))  # closing releases the lock
 
 
 SLOTS = Slots()
@@ -617,15 +625,27 @@ def process_tree(root: int) -> list[int]:
 
 
 def _cpu_and_memory(pids: list[int]) -> tuple[float, int]:
-    """CPU seconds (with those of reaped children) and resident bytes (shared pages included)
-    of ``pids``."""
-    ticks, resident = 0, 0
+    """CPU seconds (with those of reaped children) and memory of ``pids``: the proportional set
+    size, so pages shared by many processes (a forked pool after ``import torch``) count once;
+    resident size where the kernel has no ``smaps_rollup``."""
+    ticks, memory = 0, 0
     for pid in pids:
         with suppress(OSError, ValueError, IndexError):
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             ticks += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
-            resident += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
-    return ticks / CLOCK_TICKS, resident
+            memory += _memory_of(pid)
+    return ticks / CLOCK_TICKS, memory
+
+
+def _memory_of(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as stream:
+            for line in stream:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except FileNotFoundError:
+        pass
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
 
 
 def _shm_bytes(uid: int) -> int:
@@ -745,15 +765,15 @@ def run_sandboxed(
 ) -> SandboxResult:
     """Run ``job`` in a fresh sandbox at ``level`` (default: the best this machine offers);
     write its ``/out`` files into ``out_dir`` (created). As root, the run gets a uid of its own
-    (a free slot) for as long as it runs."""
+    (a free one, see Slots) for as long as it runs."""
     mode = (level or isolation()).mode
     if os.geteuid() != 0:
         return _run(job, limits, out_dir, mode, uid=None)
-    slot = SLOTS.take()
+    uid = SLOTS.take()
     try:
-        return _run(job, limits, out_dir, mode, uid=SANDBOX_UID_BASE + slot)
+        return _run(job, limits, out_dir, mode, uid=uid)
     finally:
-        SLOTS.give(slot)
+        SLOTS.give(uid)
 
 
 def _run(

@@ -46,14 +46,15 @@ def reference_outputs(tmp_path_factory) -> Path:
 def test_rubric_covers_every_component_with_public_and_hidden_cases():
     assert sorted(NAMES) == components()
     assert RUBRIC.total == 64
-    assert {"timeout_s", "memory_gib"} <= set(RUBRIC.limits)
+    assert {"cpu_s", "wall_s", "memory_gib"} <= set(RUBRIC.limits)
+    assert {"tiktoken", "tokenizers", "transformers"} <= set(RUBRIC.blocked_packages)
     for component in RUBRIC.components:
         ids = [p.stem for p in (INPUTS_ROOT / component.name).glob("*.json")]
         points = case_points(component, ids)
         hidden = sum(v for k, v in points.items() if "-hidden-" in k)
         assert any("-public-" in i for i in ids) and any("-hidden-" in i for i in ids)
-        assert sum(points.values()) == pytest.approx(component.points)
-        assert hidden == pytest.approx(0.75 * component.points)
+        assert hidden == pytest.approx(component.points)
+        assert all(v == 0 for k, v in points.items() if "-public-" in k)
 
 
 def test_reference_passes_every_public_and_hidden_case(reference_outputs):
@@ -284,8 +285,7 @@ def test_only_the_instructors_cases_count(tmp_path):
 def test_case_weights_and_rubric_errors(tmp_path):
     rubric = tmp_path / "rubric.toml"
     rubric.write_text(
-        '[grading]\nhidden_share = 0.5\n[[component]]\nname = "rope"\npoints = 4\n'
-        'weights = { "rope-hidden-basic-d32" = 3 }\n'
+        '[[component]]\nname = "rope"\npoints = 4\nweights = { "rope-hidden-basic-d32" = 3 }\n'
     )
     component = load_rubric(rubric).component("rope")
     ids = [
@@ -295,10 +295,17 @@ def test_case_weights_and_rubric_errors(tmp_path):
         "rope-hidden-heads-four",
     ]
     assert case_points(component, ids) == pytest.approx(
-        {ids[0]: 1.0, ids[1]: 1.0, ids[2]: 1.5, ids[3]: 0.5}
+        {ids[0]: 0.0, ids[1]: 0.0, ids[2]: 3.0, ids[3]: 1.0}
     )
-    for bad in ('name = "nope"\npoints = 1', 'name = "rope"\npoints = -1', 'name = "rope"'):
-        rubric.write_text(f"[[component]]\n{bad}\n")
+    for bad in (
+        '[[component]]\nname = "nope"\npoints = 1',
+        '[[component]]\nname = "rope"\npoints = -1',
+        '[[component]]\nname = "rope"',
+        '[[component]]\nname = "rope"\npoints = 1\nhidden_share = 0.5',
+        '[grading]\nhidden_share = 0.5\n[[component]]\nname = "rope"\npoints = 1',
+        '[grading]\nblocked_packages = ["not a name"]\n[[component]]\nname = "rope"\npoints = 1',
+    ):
+        rubric.write_text(bad + "\n")
         with pytest.raises(ValueError):
             load_rubric(rubric)
 
@@ -327,7 +334,7 @@ def test_driver_soft_timeout_stops_a_hanging_case_and_goes_on(tmp_path):
     results = {
         r.case: r for r in judge_component("transformer_block", tmp_path / "out", rubric=RUBRIC)
     }
-    assert "CaseTimeout" in results["transformer_block-hidden-basic-d48"].message
+    assert results["transformer_block-hidden-basic-d48"].message == "ran past its time limit"
     assert "second case ran" in results["transformer_block-public-basic"].message
     assert (
         "did not finish" in results["transformer_block-hidden-basic-short_seq"].message
@@ -342,3 +349,37 @@ def test_case_mutants_grades_a_catalogued_bug(tmp_path):
     result = grade_bug(bug, stage(tmp_path, CASE_FILES), timeout=120)
     assert result.lost == pytest.approx(RUBRIC.component("linear").points)
     assert result.hidden_failed == 2 and not result.note
+
+
+def test_hidden_feedback_is_a_fixed_text_whatever_the_code_raised(tmp_path):
+    """A hidden case that fails says which builtin exception was raised and nothing else: not
+    its message, not a class name of the student's, not the case's values."""
+    secret = "68696464656e20696e707574"  # what an attack would smuggle out (hex of the input)
+    adapters = f"""
+    class E{secret}(Exception):
+        pass
+
+    def run_linear(*args):
+        raise ValueError("{secret}")
+
+    def run_silu(*args):
+        raise E{secret}()
+
+    def run_softmax(in_features, dim):
+        return in_features + 1  # wrong values: the judge's diagnosis would quote them
+    """
+    submission = write_submission(tmp_path / "submission", adapters)
+    assert run_driver(submission, tmp_path / "out", "linear,silu,softmax").returncode == 0
+    for name, expected in (
+        ("linear", "raised ValueError"),
+        ("silu", "raised an exception of a class of your own"),
+        ("softmax", "wrong outputs"),
+    ):
+        results = judge_component(name, tmp_path / "out", rubric=RUBRIC)
+        hidden = [r for r in results if r.hidden]
+        public = [r for r in results if not r.hidden]
+        assert hidden and all(r.message == expected for r in hidden), (name, hidden)
+        assert all(not r.passed and r.message != expected for r in public)  # the full diagnosis
+        assert secret in " ".join(r.message for r in public) or name == "softmax"
+        only_hidden = judge_component(name, tmp_path / "out", rubric=RUBRIC, hidden=True)
+        assert only_hidden == hidden

@@ -8,12 +8,21 @@ instructor's expected values, case files, driver and environment), no process is
 no secret and no network peer was reached. Malformed zips are refused with a clear message.
 
 The default run is a smoke subset cheap enough for CI; ``CS336_GRADER_ATTACKS=all`` (``make
-grader-attacks``) runs every attack. Needs bubblewrap; without it the tests are skipped unless
+grader-attacks``) runs every attack, at both isolation levels: ``CS336_ISOLATION=container``
+under ``python -m course.confine no-namespaces`` is a default Docker container as far as the
+grader can tell. Without a working sandbox the tests are skipped unless
 ``CS336_REQUIRE_SANDBOX=1`` (CI), where they fail.
+
+Beyond breaking out, the attacks try to learn or borrow: hidden inputs sent back through
+exception messages, printed text and exit paths (no byte of them may reach ``results.json``),
+packages the rubric blocks, replay of the shipped public answers (worth nothing: public cases
+carry no points), memory in memfd files, SysV segments and ``/dev/shm`` (refused or counted),
+and busy loops that must not cost a neighbouring component its points.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -28,16 +37,21 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from safetensors.torch import save
 
 from course.grade import CASE_FILES, REPO_ROOT, Course, grade, grade_batch
-from course.sandbox import SANDBOX_UID_BASE, SandboxUnavailable, check_sandbox
+from course.sandbox import SANDBOX_UID_BASE, SandboxUnavailable, isolation
 
 pytestmark = pytest.mark.slow  # subprocesses: run by `make test-all` and CI, not by plain `pytest`
 
 COMPONENT = "softmax"
 RUBRIC = f"""
+[grading]
+blocked_packages = ["tiktoken", "tokenizers", "transformers"]
+
 [limits]
-timeout_s = 60
+wall_s = 90
+cpu_s = 60
 memory_gib = 3
 processes = 200
 
@@ -52,7 +66,7 @@ WANT_ALL = os.environ.get("CS336_GRADER_ATTACKS") == "all"
 
 def _sandbox_or_skip() -> None:
     try:
-        check_sandbox()
+        isolation()
     except SandboxUnavailable as error:
         if os.environ.get("CS336_REQUIRE_SANDBOX") == "1":
             raise
@@ -366,6 +380,80 @@ for _cmd in (["unshare", "-U", "true"], ["newuidmap"], ["sudo", "true"], ["mount
 if _got:
     raise RuntimeError("LEAK privileges %r" % _got)
 """,
+    # Send the hidden inputs out: in exception messages (at import and in every case), in
+    # printed text, through a crash whose last output the grader might quote.
+    "leak_hidden_inputs": """
+import glob, os, sys
+_inputs = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--inputs=")]
+_found = []
+for _path in sorted(glob.glob(os.path.join(_inputs[0], "*", "*")) if _inputs else []):
+    _data = open(_path, "rb").read()
+    _found.append(_data[:48].hex() + _data[-48:].hex())
+# What reaches results.json from the public run is public: marked SENT, not LEAK.
+print("SENT-PRINTED", _found, file=sys.stderr)
+def run_softmax(in_features, dim):
+    raise ValueError("SENT-RAISED " + " ".join(_found))
+if _found and any("-hidden-" in p for p in glob.glob(os.path.join(_inputs[0], "*", "*"))):
+    class LeakException(Exception):
+        pass
+    LeakException.__name__ = "Sent" + _found[0][:40]
+    def run_softmax(in_features, dim):
+        raise LeakException(" ".join(_found))
+    if "--component=softmax" in sys.argv:
+        sys.stderr.write("SENT-LOG " + " ".join(_found))
+        os._exit(3)
+""",
+    # Packages that implement graded parts are blocked while grading.
+    "borrow_blocked_packages": """
+_borrowed = []
+for _name in ("tiktoken", "tokenizers", "transformers", "tiktoken.core"):
+    try:
+        __import__(_name)
+        _borrowed.append(_name)
+    except ImportError as _error:
+        if "blocked while grading" not in str(_error):
+            _borrowed.append("unclear message for " + _name)
+import importlib.util, sys
+for _entry in sys.path:
+    for _name in ("tiktoken", "tokenizers", "transformers"):
+        _init = __import__("os").path.join(_entry, _name, "__init__.py")
+        try:
+            open(_init).read(10)
+            _borrowed.append("read " + _init)
+        except OSError:
+            pass
+if _borrowed:
+    raise RuntimeError("LEAK borrowed %r" % _borrowed)
+""",
+    # Memory the process watchdog cannot see: memfd files, SysV shared memory, /dev/shm files.
+    "hoard_shared_memory": """
+import ctypes, os, time
+_got = []
+try:
+    _fd = os.memfd_create("hoard")
+    os.ftruncate(_fd, 2**30)
+    os.write(_fd, b"x" * 2**20)
+    _got.append("memfd")
+except OSError:
+    pass
+_libc = ctypes.CDLL(None, use_errno=True)
+if _libc.shmget(0, 2**30, 0o1000 | 0o600) >= 0:  # IPC_PRIVATE, IPC_CREAT
+    _got.append("sysv shm")
+_written = 0
+for _i in range(80):
+    try:
+        with open("/dev/shm/hoard%d" % _i, "wb") as _stream:
+            for _ in range(48):
+                _stream.write(b"x" * 2**20)
+                _written += 2**20
+    except OSError:
+        pass
+if _written > 3 * 2**30:
+    time.sleep(5)  # the watchdog counts /dev/shm: this must not survive
+    _got.append("dev/shm %d MiB" % (_written >> 20))
+if _got:
+    raise RuntimeError("LEAK memory %r" % _got)
+""",
 }
 
 
@@ -379,7 +467,9 @@ ATTACKS["all_in_one"] = "\n".join(
         "read_secrets",
         "network",
         "namespaces_and_setuid",
+        "borrow_blocked_packages",
         "daemon_survives",
+        "leak_hidden_inputs",
         "forge_outputs_then_exit",
     )
 )
@@ -556,10 +646,20 @@ def grade_attack(zip_path: Path, out: Path, rubric: Path, host: Host) -> dict:
     text = json.dumps(report)
     assert host.token not in text, "a secret reached results.json"
     assert "LEAK" not in text, text[:2000]
+    assert not any(p in text for p in hidden_fingerprints(host.course)), "a hidden input leaked"
+    level = report["extra_data"]["isolation"]["mode"]
+    assert level == os.environ.get("CS336_ISOLATION", level)
     assert "grader error" not in text, text[:2000]
     time.sleep(0.5)
     assert json.loads((out / "results.json").read_text()) == report, "results changed afterwards"
     return report
+
+
+def hidden_fingerprints(course: Course) -> list[str]:
+    """A piece of every hidden input tensor of the component, as the leak attack would encode
+    it (the end of the file: tensor data, unlike the header, which public files share)."""
+    paths = sorted((course.inputs / COMPONENT).glob(f"{COMPONENT}-hidden-*.safetensors"))
+    return [path.read_bytes()[-32:].hex() for path in paths]
 
 
 @pytest.fixture
@@ -636,3 +736,58 @@ def test_batch_goes_on_after_hostile_zips(
     for name in scores:
         assert (tmp_path / "grades" / Path(name).stem / "results.json").is_file()
     assert host.leftover_processes() == []
+
+
+def test_replaying_the_public_answers_scores_nothing(
+    bases: dict[str, Path], rubric: Path, tmp_path: Path, course_copy: Course
+) -> None:
+    """A submission that returns the shipped public answers by table look-up passes every
+    public case and earns nothing: the points ride on hidden instances of the same cases."""
+    from tests.cases.wire import read_bundle
+
+    table = {}
+    for path in sorted((course_copy.inputs / COMPONENT).glob(f"{COMPONENT}-public-*.json")):
+        _, inputs = read_bundle(path.parent, path.stem)
+        _, expected = read_bundle(course_copy.expected / COMPONENT, path.stem)
+        calls = (
+            {"out": inputs["dim"]} if "dim" in inputs else {f"dim{d}": d for d in inputs["dims"]}
+        )
+        for name, dim in calls.items():
+            key = hashlib.sha256(inputs["x"].numpy().tobytes()).hexdigest() + str(dim)
+            table[key] = base64.b64encode(save({"out": expected[name].contiguous()})).decode()
+    snippet = f"""
+import base64, hashlib
+from safetensors.torch import load as _load
+_TABLE = {table!r}
+def run_softmax(in_features, dim):
+    key = hashlib.sha256(in_features.numpy().tobytes()).hexdigest() + str(dim)
+    return _load(base64.b64decode(_TABLE[key]))["out"]
+"""
+    zip_path = with_attack(bases["bare"], tmp_path / "replay.zip", snippet)
+    report = grade(zip_path, tmp_path / "out", rubric=rubric, course=course_copy, quiet=True)
+    output = report["tests"][0]["output"]
+    assert "2/2 public cases passed" in output, output
+    assert report["score"] == 0.0, output
+
+
+def test_busy_neighbours_cost_no_points(bases: dict[str, Path], tmp_path: Path) -> None:
+    """One component starts a hundred busy loops; the other, graded at the same time, keeps its
+    full marks: limits count CPU time, and each sandbox is a scheduling group of its own."""
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text(
+        "[limits]\ncpu_s = 15\nwall_s = 120\nprocesses = 200\n\n"
+        '[[component]]\nname = "silu"\npoints = 1\n\n[[component]]\nname = "softmax"\npoints = 1\n'
+    )
+    snippet = """
+import os, sys
+if "--component=silu" in sys.argv:
+    for _ in range(100):
+        if os.fork() == 0:
+            while True:
+                pass
+"""
+    zip_path = with_attack(bases["reference"], tmp_path / "busy.zip", snippet)
+    report = grade(zip_path, tmp_path / "out", rubric=rubric, jobs=2, quiet=True)
+    scores = {t["name"]: t for t in report["tests"]}
+    assert scores["softmax"]["score"] == 1.0, scores["softmax"]["output"]
+    assert "CPU-seconds" in scores["silu"]["output"], scores["silu"]["output"]
