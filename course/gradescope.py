@@ -159,14 +159,17 @@ def run(
         return grade(zip_path, results, rubric=rubric, course=course or Course(), jobs=jobs)
 
 
-def harden(source: Path = Path("/autograder/source"), rubric: Path = RUBRIC) -> list[Path]:
+def harden(
+    source: Path = Path("/autograder/source"), rubric: Path = RUBRIC, site: Path | None = None
+) -> list[Path]:
     """Make the grader's files (expected values, rubric, judge, bundle) and the packages the
-    rubric blocks readable by root only: where Landlock is missing, ownership is what keeps
-    the sandbox's uid out of them. Returns what it closed."""
+    rubric blocks (in ``site``, default: this environment's) readable by their owner (root)
+    only: where Landlock is missing, ownership is what keeps the sandbox's uid out of them.
+    Returns what it closed."""
     from course.judge import load_rubric
     from course.sandbox import Runtime
 
-    site = Runtime.current().site_packages
+    site = site or Runtime.current().site_packages
     blocked = [site / name for name in load_rubric(rubric).blocked_packages]
     closed = [source, *(p for p in blocked if p.exists())]
     for top in closed:

@@ -13,17 +13,22 @@ import subprocess
 import sys
 import time
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from course.grade import REPO_ROOT, grade, grade_batch, write_json
 from course.sandbox import (
+    CONTAINER,
+    NAMESPACES,
+    Isolation,
     Job,
     Runtime,
     SandboxLimits,
     SandboxUnavailable,
-    check_sandbox,
+    isolation,
+    probe,
     run_sandboxed,
     unpack_outputs,
 )
@@ -35,9 +40,9 @@ GOOD = {"cs336_basics/__init__.py": "", "cs336_basics/model.py": "X = 1\n", "tes
 RUBRIC = '[[component]]\nname = "softmax"\npoints = 1\n\n[[component]]\nname = "silu"\npoints = 2\n'
 
 
-def needs_sandbox() -> None:
+def needs_sandbox(mode: str | None = None) -> None:
     try:
-        check_sandbox()
+        probe(mode) if mode else isolation()
     except SandboxUnavailable as error:
         if os.environ.get("CS336_REQUIRE_SANDBOX") == "1":
             raise
@@ -252,16 +257,16 @@ def test_one_components_failure_does_not_touch_another(
 ) -> None:
     """The judge fails for one component (a grader-side error): that one scores 0 with a
     'grader error', the other is graded normally. Trusted reference code: no sandbox needed."""
-    import course.judge
+    import course.grade
 
-    real = course.judge.judge_component
+    real = course.grade.judge_component
 
     def flaky(component, *args, **kwargs):
         if component == "softmax":
             raise RuntimeError("expected values unreadable")
         return real(component, *args, **kwargs)
 
-    monkeypatch.setattr(course.judge, "judge_component", flaky)
+    monkeypatch.setattr(course.grade, "judge_component", flaky)
     zip_path = tmp_path / "reference.zip"
     subprocess.run(
         [
@@ -302,7 +307,8 @@ def test_batch_writes_a_csv_and_goes_on(tmp_path: Path) -> None:
 
 def test_cli_refuses_without_a_sandbox(tmp_path: Path) -> None:
     zip_path = make_zip(tmp_path / "sub.zip", GOOD)
-    env = {**os.environ, "PATH": str(tmp_path)}  # no bwrap on PATH
+    # No bwrap on PATH, and namespaces insisted on (as root, container mode would do).
+    env = {**os.environ, "PATH": str(tmp_path), "CS336_ISOLATION": "namespaces"}
     done = subprocess.run(
         [sys.executable, "-m", "course.grade", str(zip_path), "--out", str(tmp_path / "out")],
         env=env,
@@ -318,8 +324,18 @@ def test_cli_refuses_without_a_sandbox(tmp_path: Path) -> None:
 # --- The sandbox itself -------------------------------------------------------------------------
 
 
-def sandboxed(code: str, tmp_path: Path, limits: SandboxLimits, submission: dict | None = None):
-    needs_sandbox()
+MODES = [NAMESPACES, CONTAINER]
+
+
+def sandboxed(
+    code: str,
+    tmp_path: Path,
+    limits: SandboxLimits,
+    submission: dict | None = None,
+    mode: str | None = None,
+):
+    """Run ``code`` (its outputs folder is ``sys.argv[1]``) at ``mode`` (default: the best)."""
+    needs_sandbox(mode)
     runtime = Runtime.current()
     folder = tmp_path / "submission"
     for name, text in (submission or {}).items():
@@ -330,36 +346,41 @@ def sandboxed(code: str, tmp_path: Path, limits: SandboxLimits, submission: dict
         path.chmod(0o755 if path.is_dir() else 0o644)
     job = Job(
         runtime.python,
-        [runtime.python, "-S", "-c", code],
-        runtime.binds(),
+        [runtime.python, "-S", "-c", code, "/out"],
+        {},
         folder,
         runtime.env(),
         masks=runtime.masks(),
+        runtime=runtime.binds(),
     )
-    return run_sandboxed(job, limits, tmp_path / "out")
+    level = Isolation(mode, ()) if mode else None
+    return run_sandboxed(job, limits, tmp_path / "out", level)
 
 
-def test_only_the_students_package_is_importable(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_only_the_students_package_is_importable(tmp_path: Path, mode: str) -> None:
     code = """
 import os, sys
-os.chdir("/tmp")
+home = os.getcwd()
+os.chdir(os.environ["TMPDIR"])
 sys.path[:] = [p for p in sys.path if p not in ("", ".")]
 try:
     import cs336_basics
     print("FOUND", cs336_basics.__file__)
 except ImportError:
     print("NOT FOUND")
-sys.path.insert(0, "/work/submission")
+sys.path.insert(0, home)
 import cs336_basics
-print("STUDENT", cs336_basics.__file__, cs336_basics.MARK)
+print("STUDENT", os.path.relpath(cs336_basics.__file__, home), cs336_basics.MARK)
 """
     submission = {"cs336_basics/__init__.py": "MARK = 'mine'\n"}
-    result = sandboxed(code, tmp_path, SandboxLimits(wall_s=60), submission)
+    result = sandboxed(code, tmp_path, SandboxLimits(wall_s=60), submission, mode)
     assert "NOT FOUND" in result.log, result.log
-    assert "STUDENT /work/submission/cs336_basics/__init__.py mine" in result.log
+    assert "STUDENT cs336_basics/__init__.py mine" in result.log
 
 
-def test_memory_limit_holds_for_the_whole_tree(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_memory_limit_holds_for_the_whole_tree(tmp_path: Path, mode: str) -> None:
     code = """
 import os, time
 for _ in range(6):
@@ -371,18 +392,22 @@ for _ in range(6):
         os._exit(0)
 time.sleep(60)
 """
-    result = sandboxed(code, tmp_path, SandboxLimits(wall_s=50, memory_bytes=2**30))
+    result = sandboxed(code, tmp_path, SandboxLimits(wall_s=50, memory_bytes=2**30), mode=mode)
     assert result.killed_for == "memory" and not result.timed_out
 
 
-def test_wall_clock_limit_kills_daemons_too(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_wall_clock_limit_kills_daemons_too(tmp_path: Path, mode: str) -> None:
     code = """
 import os, subprocess, sys, time
-subprocess.Popen([sys.executable, "-S", "-c", "import time; time.sleep(300)", "cs336-daemon-marker"],
-                 start_new_session=True)
+if os.fork() == 0:  # a daemon: its own process group, parent gone
+    os.setpgid(0, 0)
+    if os.fork() == 0:
+        os.execv(sys.executable, [sys.executable, "-S", "-c", "import time; time.sleep(300)", "cs336-daemon-marker"])
+    os._exit(0)
 time.sleep(300)
 """
-    result = sandboxed(code, tmp_path, SandboxLimits(wall_s=3))
+    result = sandboxed(code, tmp_path, SandboxLimits(wall_s=3), mode=mode)
     assert result.timed_out
     leftover = [
         p for p in os.listdir("/proc") if p.isdigit() and b"cs336-daemon-marker" in _cmdline(p)
@@ -397,9 +422,10 @@ def _cmdline(pid: str) -> bytes:
         return b""
 
 
-def test_processes_and_outputs_are_capped(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_processes_and_outputs_are_capped(tmp_path: Path, mode: str) -> None:
     code = """
-import os, time
+import os, sys, time
 count = 0
 try:
     for _ in range(1000):
@@ -409,31 +435,35 @@ try:
         count += 1
 except OSError:
     pass
-open("/out/count.json", "w").write(str(count))
+open(sys.argv[1] + "/count.json", "w").write(str(count))
 try:
-    open("/out/big.bin", "wb").write(b"x" * (40 * 2**20))
+    open(sys.argv[1] + "/big.bin", "wb").write(b"x" * (40 * 2**20))
 except OSError:
-    open("/out/full.json", "w").write("1")
+    open(sys.argv[1] + "/full.json", "w").write("1")
 """
     limits = SandboxLimits(wall_s=60, processes=50, out_bytes=16 * 2**20)
-    result = sandboxed(code, tmp_path, limits)
+    # Container mode has no size-capped /out: the largest file is what stops the write there.
+    limits = replace(limits, file_size_bytes=8 * 2**20) if mode == CONTAINER else limits
+    result = sandboxed(code, tmp_path, limits, mode=mode)
     assert int((tmp_path / "out" / "count.json").read_text()) < 50
     assert (tmp_path / "out" / "full.json").is_file()
     assert sum(p.stat().st_size for p in (tmp_path / "out").iterdir()) <= 16 * 2**20
     assert result.returncode == 0
 
 
-def test_parallel_sandboxes_run_as_different_users(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_parallel_sandboxes_run_as_different_users(tmp_path: Path, mode: str) -> None:
     """As root, each running sandbox has a uid of its own, so process limits never mix."""
     if os.geteuid() != 0:
         pytest.skip("the grader runs sandboxes as dedicated uids only when it runs as root")
     from concurrent.futures import ThreadPoolExecutor
 
-    code = "import os, time\nopen('/out/uid', 'w').write(str(os.getuid()))\ntime.sleep(2)\n"
+    code = "import os, sys, time\nopen(sys.argv[1] + '/uid', 'w').write(str(os.getuid()))\ntime.sleep(2)\n"
     with ThreadPoolExecutor(2) as pool:
         results = list(
             pool.map(
-                lambda i: sandboxed(code, tmp_path / str(i), SandboxLimits(wall_s=60)), range(2)
+                lambda i: sandboxed(code, tmp_path / str(i), SandboxLimits(wall_s=60), mode=mode),
+                range(2),
             )
         )
     assert all(r.output_files == ["uid"] for r in results)
@@ -442,20 +472,22 @@ def test_parallel_sandboxes_run_as_different_users(tmp_path: Path) -> None:
 
 
 def test_the_sandbox_dies_with_the_grader(tmp_path: Path) -> None:
-    """A grader killed mid-run (OOM killer, Ctrl-C) takes its sandbox and daemons with it."""
-    needs_sandbox()
+    """A grader killed mid-run (OOM killer, Ctrl-C) takes its sandbox and daemons with it.
+    (Namespaces mode: the PID namespace dies with it. In container mode the run's daemons
+    outlive a grader killed outright until its container ends; no later run gets their uid.)"""
+    needs_sandbox(NAMESPACES)
     daemon = f"cs336-daemon-{os.getpid()}"  # spelled in two halves below: only the daemon's
     split = f"'cs336-' + 'daemon-{os.getpid()}'"  # own command line holds it whole
     script = f"""
 from pathlib import Path
-from course.sandbox import Job, Runtime, SandboxLimits, run_sandboxed
+from course.sandbox import Isolation, Job, Runtime, SandboxLimits, run_sandboxed
 runtime = Runtime.current()
 folder = Path({str(tmp_path)!r}) / "submission"
 folder.mkdir()
 folder.chmod(0o755)
-code = "import subprocess, sys, time\\nsubprocess.Popen([sys.executable, '-S', '-c', 'import time; time.sleep(300)', {split}], start_new_session=True)\\ntime.sleep(300)"
-job = Job(runtime.python, [runtime.python, "-S", "-c", code], runtime.binds(), folder, runtime.env())
-run_sandboxed(job, SandboxLimits(wall_s=300), Path({str(tmp_path)!r}) / "out")
+code = "import os, sys, time\\nif os.fork() == 0:\\n    os.setpgid(0, 0)\\n    os.execv(sys.executable, [sys.executable, '-S', '-c', 'import time; time.sleep(300)', {split}])\\ntime.sleep(300)"
+job = Job(runtime.python, [runtime.python, "-S", "-c", code], {{}}, folder, runtime.env(), runtime=runtime.binds())
+run_sandboxed(job, SandboxLimits(wall_s=300), Path({str(tmp_path)!r}) / "out", Isolation("namespaces", ()))
 """
     grader = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_ROOT)
     deadline = time.monotonic() + 60

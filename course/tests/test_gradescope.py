@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from course.grade import REPO_ROOT
-from course.gradescope import build, pack_folder
+from course.gradescope import build, harden, pack_folder
 from course.sandbox import SandboxUnavailable, check_sandbox
 from course.unpack import UnsafeArchive, unpack_submission
 
@@ -41,8 +41,29 @@ def test_bundle_holds_the_grader_but_not_the_solution(bundle: Path) -> None:
     assert any(name.startswith("tests/cases/") for name in infos)
     assert "apt-get install" in setup and "bubblewrap" in setup
     assert "uv sync --locked" in setup
-    assert "chmod -R go-rwx course/hidden/expected" in setup
+    assert "course.gradescope harden" in setup and "course.gradescope check" in setup
+    assert "course/confine.py" in infos  # container mode's seccomp and Landlock
     assert "/autograder/results/results.json" in run
+
+
+def test_harden_leaves_the_grader_files_and_blocked_packages_to_root(tmp_path: Path) -> None:
+    source, site = tmp_path / "source", tmp_path / "site"
+    (source / "course" / "hidden" / "expected").mkdir(parents=True)
+    (source / "course" / "hidden" / "expected" / "x.json").write_text("{}")
+    for name in ("tiktoken", "torch"):
+        (site / name).mkdir(parents=True)
+        (site / name / "__init__.py").write_text("")
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text(
+        '[grading]\nblocked_packages = ["tiktoken"]\n[[component]]\nname = "silu"\npoints = 1\n'
+    )
+    for path in [*source.rglob("*"), *site.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    closed = harden(source, rubric, site)
+    assert closed == [source, site / "tiktoken"]
+    for path in [source, *source.rglob("*"), site / "tiktoken", *(site / "tiktoken").rglob("*")]:
+        assert path.stat().st_mode & 0o077 == 0, path
+    assert (site / "torch" / "__init__.py").stat().st_mode & 0o044 == 0o044
 
 
 def test_folder_packing_keeps_links_and_fifos_for_the_unpacker_to_refuse(tmp_path: Path) -> None:
