@@ -44,7 +44,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from course.judge import CaseResult, Rubric, is_hidden, judge_component, load_rubric
+from course.judge import (
+    IMPORT_FAILED,
+    CaseResult,
+    Rubric,
+    is_hidden,
+    judge_component,
+    load_rubric,
+)
 from course.sandbox import (
     Isolation,
     Job,
@@ -295,7 +302,11 @@ def summarize(component, hidden: Phase, public: Phase, limits: SandboxLimits) ->
             f"{sum(c.passed for c in shown)}/{len(shown)} public cases passed (the handout's; "
             "feedback only, no points)"
         )
-    lines += [f"FAILED {c.case}: {c.message}" for c in shown if not c.passed]
+    failed = [c for c in shown if not c.passed]
+    if failed and all(IMPORT_FAILED in c.message for c in failed):
+        lines.append("FAILED every one: your tests/adapters.py did not import (see the top)")
+    else:
+        lines += [f"FAILED {c.case}: {c.message}" for c in failed]
     text = tail("\n".join(lines), OUTPUT_LIMIT, keep_head=True)
     result = ComponentResult(component.name, score, component.points, text, 0.0, passed, len(cases))
     result.seconds = hidden.seconds
@@ -313,15 +324,25 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"[:1500]
 
 
-def public_note(public: Phase, limits: SandboxLimits) -> str:
+def public_note(public: Phase, results: list[ComponentResult], limits: SandboxLimits) -> str:
     """What the public run (one sandbox for all components, no hidden inputs in it) says once:
-    why it stopped early and the end of its output, which only then matter."""
+    why your adapters did not import and which components that cost, why the run stopped
+    early and the end of its output."""
     if public.run is None:
         return f"The public cases could not run: {public.error}"
+    notes = []
+    failures = [c.message for cases in public.cases.values() for c in cases if not c.passed]
+    imports = sorted({m[m.index(IMPORT_FAILED) :] for m in failures if IMPORT_FAILED in m})
+    if imports:
+        cost = [r.name for r in results if IMPORT_FAILED in r.output and r.score < r.max_score]
+        notes.append(f"{imports[0][:1000]}\nThis cost every case of: {', '.join(cost) or 'none'}.")
     note = death_note(public.run, limits)
-    if not note:
-        return ""
-    return f"The public cases' run {note}.\nLast output of that run:\n" + tail(public.run.log, 1000)
+    if note:
+        notes.append(
+            f"The public cases' run {note}.\nLast output of that run:\n"
+            + tail(public.run.log, 1000)
+        )
+    return "\n".join(notes)
 
 
 # --- One zip ------------------------------------------------------------------------------------
@@ -404,7 +425,7 @@ def grade_components(
         summarize(c, h, public_phase, setting.limits)
         for c, h in zip(components, hidden, strict=True)
     ]
-    return results, public_note(public_phase, setting.limits)
+    return results, public_note(public_phase, results, setting.limits)
 
 
 def gradescope_results(

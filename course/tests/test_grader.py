@@ -504,3 +504,20 @@ run_sandboxed(job, SandboxLimits(wall_s=300), Path({str(tmp_path)!r}) / "out", I
 
 def _with_marker(marker: str) -> list[str]:
     return [p for p in os.listdir("/proc") if p.isdigit() and marker.encode() in _cmdline(p)]
+
+
+def test_a_missing_module_is_named_once_with_what_it_cost(tmp_path: Path) -> None:
+    needs_sandbox()
+    files = {
+        "cs336_basics/__init__.py": "",
+        "tests/adapters.py": "import module_nobody_installed\n",
+    }
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text(RUBRIC)
+    report = grade(make_zip(tmp_path / "sub.zip", files), tmp_path / "out", rubric=rubric)
+    text = json.dumps(report)
+    assert text.count("No module named 'module_nobody_installed'") == 1, text
+    assert "This cost every case of: softmax, silu." in report["output"]
+    for test in report["tests"]:
+        assert "did not import (see the top)" in test["output"]
+        assert "raised ModuleNotFoundError" in test["output"]  # the hidden cases' fixed text
