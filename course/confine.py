@@ -61,6 +61,11 @@ SYSCALLS = {  # the calls the filters name, per architecture (from the kernel's 
         "pidfd_getfd": 438, "kcmp": 272, "syslog": 116, "setsid": 157,
     },
 }  # fmt: skip
+LANDLOCK_CALLS = {
+    "landlock_create_ruleset": 444,
+    "landlock_add_rule": 445,
+    "landlock_restrict_self": 446,
+}  # the same number on every architecture
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 X32_SYSCALL_BIT = 0x40000000
 NAMESPACE_CALLS = (
@@ -102,11 +107,14 @@ def machine() -> str:
     return platform.machine().lower().replace("arm64", "aarch64")
 
 
-def filter_program(denied: tuple[str, ...], unix_sockets_only: bool, arch: str) -> bytes:
+def filter_program(
+    denied: tuple[str, ...], unix_sockets_only: bool, arch: str, unknown: tuple[str, ...] = ()
+) -> bytes:
     """A classic-BPF seccomp program: ``denied`` calls and ``clone`` with namespace flags fail
-    with ``EPERM``, ``clone3`` with ``ENOSYS``, other sockets than ``AF_UNIX`` (if asked) with
-    ``EAFNOSUPPORT``; a foreign architecture kills the process; everything else is allowed."""
-    numbers = SYSCALLS[arch]
+    with ``EPERM``; ``clone3`` and the ``unknown`` calls with ``ENOSYS``, as if the kernel
+    lacked them; other sockets than ``AF_UNIX`` (if asked) with ``EAFNOSUPPORT``; a foreign
+    architecture kills the process; everything else is allowed."""
+    numbers = {**SYSCALLS[arch], **LANDLOCK_CALLS}
     code: list[tuple] = [
         (LD_ABS_W, OFFSET_ARCH),
         (JEQ, AUDIT_ARCH[arch], None, "kill"),
@@ -115,7 +123,8 @@ def filter_program(denied: tuple[str, ...], unix_sockets_only: bool, arch: str) 
     if arch == "x86_64":  # the x32 ABI numbers its calls differently: refuse all of it
         code.append((JGE, X32_SYSCALL_BIT, "eperm", None))
     code += [(JEQ, numbers[name], "eperm", None) for name in denied]
-    code += [(JEQ, numbers["clone"], "clone", None), (JEQ, numbers["clone3"], "enosys", None)]
+    code += [(JEQ, numbers[name], "enosys", None) for name in ("clone3", *unknown)]
+    code.append((JEQ, numbers["clone"], "clone", None))
     if unix_sockets_only:
         code.append((JEQ, numbers["socket"], "socket", None))
     code += [
@@ -178,13 +187,13 @@ def confine_syscalls() -> str:
     arch = machine()
     if arch not in SYSCALLS:
         return f"no seccomp filter (no syscall table for {arch})"
-    install_filter(filter_program(SANDBOX_DENIED, unix_sockets_only=True, arch=arch))
+    install_filter(filter_program(SANDBOX_DENIED, True, arch))
     return "seccomp filter"
 
 
 # --- Landlock -----------------------------------------------------------------------------------
 
-LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446
+LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446  # all arches
 LANDLOCK_CREATE_RULESET_VERSION = 1
 LANDLOCK_RULE_PATH_BENEATH = 1
 FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR = 1, 2, 4, 8
@@ -276,10 +285,11 @@ PR_CAPBSET_DROP, CAP_LAST_CAP = 24, 40
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 
-def emulate_default_container() -> None:
+def emulate_default_container(landlock: bool = True) -> None:
     """What a default Docker container does to its processes, as far as the grader can tell:
     no namespace of any kind can be made (and no mount), and only Docker's default
-    capabilities remain. Applies to this process and everything it runs."""
+    capabilities remain; with ``landlock`` False, also a seccomp profile (or a kernel) that
+    does not know Landlock. Applies to this process and everything it runs."""
     arch = machine()
     if os.geteuid() == 0:
         keep = sum(1 << c for c in DOCKER_CAPABILITIES)
@@ -291,14 +301,20 @@ def emulate_default_container() -> None:
             "<6I", keep & 0xFFFFFFFF, keep & 0xFFFFFFFF, 0, keep >> 32, keep >> 32, 0
         )
         _check(_libc.syscall(126 if arch == "x86_64" else 91, header, data), "capset")
-    install_filter(filter_program(NAMESPACE_CALLS, unix_sockets_only=False, arch=arch))
+    unknown = () if landlock else tuple(LANDLOCK_CALLS)
+    install_filter(filter_program(NAMESPACE_CALLS, False, arch, unknown))
+
+
+USAGE = "usage: python -m course.confine no-namespaces [--no-landlock] -- COMMAND [ARG...]"
 
 
 def main(argv: list[str]) -> int:
+    landlock = "--no-landlock" not in argv[:2]
+    argv = [a for a in argv[:2] if a != "--no-landlock"] + argv[2:]
     if len(argv) < 3 or argv[0] != "no-namespaces" or argv[1] != "--":
-        print("usage: python -m course.confine no-namespaces -- COMMAND [ARG...]", file=sys.stderr)
+        print(USAGE, file=sys.stderr)
         return 2
-    emulate_default_container()
+    emulate_default_container(landlock)
     os.execvp(argv[2], argv[2:])
 
 

@@ -887,11 +887,12 @@ def bwrap_version() -> tuple[int, ...]:
 
 
 # The probe: this machine's level must run a command, and that command must not reach the
-# instructor's files (argv[1]: its outputs folder; then host paths it must fail to read or list).
+# instructor's files (argv[1]: its outputs folder; argv[2]: a JSON list of host paths it must
+# fail to read or list, as JSON so that no sandbox path in them is translated).
 PROBE = """
-import os, sys
+import json, os, sys
 reached = []
-for path in sys.argv[2:]:
+for path in json.loads(sys.argv[2]):
     try:
         os.listdir(path) if os.path.isdir(path) else open(path, "rb").close()
         reached.append(path)
@@ -935,7 +936,7 @@ def probe(mode: str, protected: tuple[Path, ...] = ()) -> Isolation:
         Path(tmp).chmod(0o755)
         job = Job(
             runtime.python,
-            [runtime.python, "-S", "-c", PROBE, "/out", *map(str, files)],
+            [runtime.python, "-S", "-c", PROBE, "/out", json.dumps(list(map(str, files)))],
             binds={},
             submission=Path(tmp) / "submission",
             env=runtime.env(),
@@ -955,8 +956,10 @@ def probe(mode: str, protected: tuple[Path, ...] = ()) -> Isolation:
                 f"{mode} mode could not run a command here (exit status {result.returncode}):"
                 f" {result.log.strip()[-600:]}"
             )
-        enforced = tuple(json.loads((out / "isolation.json").read_text()))
-    return Isolation(mode, (*BASE_LAYERS[mode], *enforced, *COMMON_LAYERS))
+        report = json.loads((out / "isolation.json").read_text())
+    enforced = [layer for layer in report if not layer.startswith("no ")]
+    missing = [layer.removeprefix("no ") for layer in report if layer.startswith("no ")]
+    return Isolation(mode, (*BASE_LAYERS[mode], *enforced, *COMMON_LAYERS), tuple(missing))
 
 
 def _namespace_hint() -> str:
@@ -981,7 +984,7 @@ def isolation(protected: tuple[Path, ...] = ()) -> Isolation:
         except SandboxUnavailable as error:
             failures.append(f"{mode}: {error}")
             continue
-        return replace(level, missing=tuple(failures))
+        return replace(level, missing=(*failures, *level.missing))
     hint = _namespace_hint() if not wanted or wanted == NAMESPACES else ""
     raise SandboxUnavailable("no sandbox works here" + hint + ":\n  " + "\n  ".join(failures))
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from dataclasses import replace
@@ -521,3 +523,30 @@ def test_a_missing_module_is_named_once_with_what_it_cost(tmp_path: Path) -> Non
     for test in report["tests"]:
         assert "did not import (see the top)" in test["output"]
         assert "raised ModuleNotFoundError" in test["output"]  # the hidden cases' fixed text
+
+
+def test_container_mode_without_landlock_holds_only_where_ownership_does(tmp_path: Path) -> None:
+    """Where the container's profile does not know Landlock, container mode is used only if
+    its probe cannot read the instructor's files, and results name Landlock as missing."""
+    if os.geteuid() != 0:
+        pytest.skip("container mode runs code as a uid of its own: it needs root")
+    # Under /tmp itself: pytest's own folders are private, which would hide it anyway.
+    secret = Path(tempfile.mkdtemp(prefix="cs336-expected-"))
+    (secret / "answer.json").write_text("{}")
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom course.sandbox import probe\n"
+        f"level = probe('container', (Path({str(secret)!r}),))\nprint(level.describe())"
+    )
+    command = [sys.executable, "-m", "course.confine", "no-namespaces", "--no-landlock", "--"]
+    command += [sys.executable, "-c", code]
+    for mode, readable in ((0o755, True), (0o700, False)):
+        secret.chmod(mode)
+        (secret / "answer.json").chmod(mode & 0o644)
+        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+        if readable:
+            assert done.returncode != 0
+            assert "make them readable by their owner only" in done.stderr, done.stderr
+        else:
+            assert done.returncode == 0, done.stderr
+            assert "not available here: Landlock" in done.stdout, done.stdout
+    shutil.rmtree(secret)
