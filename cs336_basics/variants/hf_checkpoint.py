@@ -1,7 +1,8 @@
 """Hugging Face checkpoint directories in and out: ``load_pretrained`` and ``save_pretrained``.
 
 A directory holds ``config.json``, the weights as ``model.safetensors`` or as shards listed by
-``model.safetensors.index.json`` (``{"weight_map": {tensor name: shard file}}``), and
+``model.safetensors.index.json`` (``{"weight_map": {tensor name: shard file}}``), MoE experts one
+tensor per expert as published (or stacked, as newer tools may write; ``hf_expert_layout``), and
 optionally a byte-level BPE tokenizer as ``tokenizer.json`` (HF ``tokenizers``) or
 ``vocab.json`` + ``merges.txt`` (GPT-2 format). ``hf_convert`` does the renaming; this module
 reads and writes the files and checks them, naming the file and the field of every problem.
@@ -35,6 +36,7 @@ from cs336_basics.tokenizer_files import string_to_token
 from cs336_basics.variants.builders import build_variant_model
 from cs336_basics.variants.config import VariantConfig
 from cs336_basics.variants.hf_convert import FAMILIES, config_from_hf, from_hf, to_hf
+from cs336_basics.variants.hf_expert_layout import is_stacked, stack_experts, unstack_experts
 from cs336_basics.variants.model import VariantTransformerLM
 
 ARCHITECTURES = {
@@ -73,7 +75,10 @@ def load_pretrained(directory: str | os.PathLike, context_length: int | None = N
     model = build_variant_model(config).eval()
     hf_weights = _read_weights(directory)
     _check_shapes(hf_weights, model, config, family, directory)
-    model.load_state_dict(from_hf({k: t for k, (t, _) in hf_weights.items()}, config, family))
+    weights = {name: tensor for name, (tensor, _) in hf_weights.items()}
+    if not is_stacked(weights):
+        weights = stack_experts(weights, family)
+    model.load_state_dict(from_hf(weights, config, family))
     return Pretrained(model, config, family, tokenizer)
 
 
@@ -85,7 +90,8 @@ def save_pretrained(
     tokenizer: Tokenizer | None = None,
     overwrite: bool = False,
 ) -> None:
-    """Write ``model`` as an HF ``family`` checkpoint that ``from_pretrained`` loads.
+    """Write ``model`` as an HF ``family`` checkpoint that ``from_pretrained`` loads, with the
+    tensor names ``transformers``' own ``save_pretrained`` writes (MoE experts one by one).
 
     The directory appears complete or not at all (written beside it, then renamed); an existing
     one is replaced only with ``overwrite``.
@@ -93,9 +99,7 @@ def save_pretrained(
     directory = Path(directory)
     if directory.exists() and not overwrite:
         raise OutputExistsError(f"{directory} already exists; pass --force to replace it")
-    weights = to_hf(model.state_dict(), config, family)
-    if config.tie_embeddings:  # HF stores a tied head once, as the embedding
-        weights.pop("lm_head.weight")
+    weights = _file_weights(model, config, family)
     from safetensors.torch import save_file
 
     directory.parent.mkdir(parents=True, exist_ok=True)
@@ -224,6 +228,16 @@ def _deepseek_experts(config: VariantConfig) -> dict[str, Any]:
     )
 
 
+def _file_weights(
+    model: torch.nn.Module, config: VariantConfig, family: str, stacked: bool = False
+) -> dict[str, Tensor]:
+    """The tensors of ``model`` under the names a checkpoint file gives them."""
+    weights = to_hf(model.state_dict(), config, family)
+    if config.tie_embeddings:  # HF stores a tied head once, as the embedding
+        weights.pop("lm_head.weight")
+    return weights if stacked else unstack_experts(weights, family)
+
+
 def _read_config(directory: Path) -> Any:
     path = directory / "config.json"
     if not path.is_file():
@@ -278,10 +292,10 @@ def _check_shapes(
     family: str,
     directory: Path,
 ) -> None:
-    """Every tensor the config implies is present with the shape the config implies."""
-    expected = to_hf(model.state_dict(), config, family)
-    if config.tie_embeddings:
-        expected.pop("lm_head.weight")
+    """Every tensor the config implies is present with the shape the config implies, in the
+    expert layout the directory uses."""
+    stacked = is_stacked({name: tensor for name, (tensor, _) in hf_weights.items()})
+    expected = _file_weights(model, config, family, stacked)
     for name, tensor in expected.items():
         if name not in hf_weights:
             raise InputError(

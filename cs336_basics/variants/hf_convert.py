@@ -16,8 +16,9 @@ Supported families (``model_type`` of the HF config), with the variant each one 
 ``gpt2``       learned positions, LayerNorm, GELU (exact or tanh), biases, tied head (``GPT2LMHeadModel``)
 =============  ============================================================================
 
-The dicts are those of ``model.state_dict()`` of the installed ``transformers`` (5.x stores
-MoE experts as stacked ``gate_up_proj`` / ``down_proj`` tensors). Nothing here imports
+The dicts are those of ``model.state_dict()`` of the installed ``transformers`` (5.x holds
+MoE experts as stacked ``gate_up_proj`` / ``down_proj`` tensors in memory; checkpoint files keep
+one tensor per expert, which ``hf_expert_layout`` converts). Nothing here imports
 ``transformers``: pass in its config object (``config_from_hf``) or state dict, e.g.::
 
     config = config_from_hf(hf_model.config)
