@@ -448,6 +448,9 @@ def run_save_pretrained(
 ) -> None: ...
 
 
+def get_hf_tokenizer(path: str | os.PathLike) -> Any: ...
+
+
 def run_transformer_lm_variant_static_cached(
     model: torch.nn.Module,
     in_indices: Int[Tensor, " batch_size sequence_length"],

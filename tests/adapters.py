@@ -600,6 +600,7 @@ from cs336_basics.variants.feedforward import FeedForward  # noqa: E402
 from cs336_basics.variants.generation import generate_batch, generate_cached  # noqa: E402
 from cs336_basics.variants.hf_checkpoint import load_pretrained, save_pretrained  # noqa: E402
 from cs336_basics.variants.hf_convert import config_from_hf, from_hf, to_hf  # noqa: E402
+from cs336_basics.variants.hf_tokenizer import tokenizer_from_json  # noqa: E402
 from cs336_basics.variants.kv_cache import kv_cache_num_bytes, kv_caches  # noqa: E402
 from cs336_basics.variants.layernorm import LayerNorm  # noqa: E402
 from cs336_basics.variants.mla import MultiHeadLatentAttention  # noqa: E402
@@ -977,6 +978,15 @@ def run_save_pretrained(
     """Write ``model`` as an HF ``family`` checkpoint directory ``from_pretrained`` loads."""
     # BEGIN SOLUTION
     save_pretrained(model, VariantConfig(**config), directory, family)
+    # END SOLUTION
+
+
+def get_hf_tokenizer(path: str | os.PathLike) -> Any:
+    """The tokenizer of an HF ``tokenizers`` ``tokenizer.json`` file, with ``encode`` (ids as
+    ``tokenizers``' ``encode(text, add_special_tokens=False)``) and ``decode``. A setting it does
+    not implement raises ``ValueError`` naming the field."""
+    # BEGIN SOLUTION
+    return tokenizer_from_json(path)
     # END SOLUTION
 
 

@@ -3,7 +3,8 @@
 A directory holds ``config.json``, the weights as ``model.safetensors`` or as shards listed by
 ``model.safetensors.index.json`` (``{"weight_map": {tensor name: shard file}}``), MoE experts one
 tensor per expert as published (or stacked, as newer tools may write; ``hf_expert_layout``), and
-optionally a byte-level BPE tokenizer as ``tokenizer.json`` (HF ``tokenizers``) or
+optionally a byte-level BPE tokenizer as ``tokenizer.json`` (HF ``tokenizers``, read by
+``hf_tokenizer`` with its normaliser, pre-tokenizer and added tokens) or
 ``vocab.json`` + ``merges.txt`` (GPT-2 format). ``hf_convert`` does the renaming; this module
 reads and writes the files and checks them, naming the file and the field of every problem.
 
@@ -32,11 +33,11 @@ from cs336_basics.errors import (
     OutputExistsError,
 )
 from cs336_basics.tokenizer import Tokenizer
-from cs336_basics.tokenizer_files import string_to_token
 from cs336_basics.variants.builders import build_variant_model
 from cs336_basics.variants.config import VariantConfig
 from cs336_basics.variants.hf_convert import FAMILIES, config_from_hf, from_hf, to_hf
 from cs336_basics.variants.hf_expert_layout import is_stacked, stack_experts, unstack_experts
+from cs336_basics.variants.hf_tokenizer import UnsupportedTokenizer, tokenizer_from_json
 from cs336_basics.variants.model import VariantTransformerLM
 
 ARCHITECTURES = {
@@ -333,20 +334,10 @@ def _read_tokenizer(directory: Path, vocab_size: int) -> Tokenizer | None:
 
 
 def _tokenizer_from_json(path: Path) -> Tokenizer:
-    """Our ``Tokenizer`` from an HF ``tokenizers`` byte-level BPE ``tokenizer.json``."""
+    """The tokenizer of an HF ``tokenizers`` ``tokenizer.json``, splitting text as it says."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        bpe = data["model"]
-        if bpe.get("type") != "BPE":
-            raise InputError(f"{path}: model.type {bpe.get('type')!r}; only 'BPE' is supported")
-        vocab = {token_id: string_to_token(text) for text, token_id in bpe["vocab"].items()}
-        merges = [m.split(" ") if isinstance(m, str) else m for m in bpe["merges"]]
-        specials = [t["content"] for t in data.get("added_tokens", []) if t.get("special")]
-        for token in data.get("added_tokens", []):
-            vocab[token["id"]] = token["content"].encode("utf-8")
-        pairs = [(string_to_token(left), string_to_token(right)) for left, right in merges]
-        return Tokenizer(vocab, pairs, specials)
-    except (ValueError, KeyError, TypeError) as error:
-        if isinstance(error, InputError):
-            raise
-        raise InputError(f"{path}: not a usable byte-level BPE tokenizer ({error})") from error
+        return tokenizer_from_json(path)
+    except UnsupportedTokenizer as error:
+        raise InputError(f"{path}: {error}") from error
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise InputError(f"{path}: not a usable byte-level BPE tokenizer ({error!r})") from error
