@@ -981,12 +981,13 @@ def run_save_pretrained(
     # END SOLUTION
 
 
-def get_hf_tokenizer(path: str | os.PathLike) -> Any:
+def get_hf_tokenizer(path: str | os.PathLike, add_special_tokens: bool = False) -> Any:
     """The tokenizer of an HF ``tokenizers`` ``tokenizer.json`` file, with ``encode`` (ids as
-    ``tokenizers``' ``encode(text, add_special_tokens=False)``) and ``decode``. A setting it does
-    not implement raises ``ValueError`` naming the field."""
+    ``tokenizers``' ``encode(text, add_special_tokens=add_special_tokens)``) and ``decode``. A
+    setting it does not implement raises ``ValueError`` naming the field."""
     # BEGIN SOLUTION
-    return tokenizer_from_json(path)
+    tokenizer = tokenizer_from_json(path)
+    return tokenizer.with_special_tokens() if add_special_tokens else tokenizer
     # END SOLUTION
 
 

@@ -55,12 +55,14 @@ INDEX_FILE = "model.safetensors.index.json"
 
 @dataclass
 class Pretrained:
-    """What ``load_pretrained`` read: the model (eval mode), its config, HF family, tokenizer."""
+    """What ``load_pretrained`` read: the model (eval mode), its config, HF family, tokenizer,
+    and the text of the token HF's ``generate`` stops at (when the tokenizer has it)."""
 
     model: VariantTransformerLM
     config: VariantConfig
     family: str
     tokenizer: Tokenizer | None
+    end_token: str | None = None
 
 
 def load_pretrained(directory: str | os.PathLike, context_length: int | None = None) -> Pretrained:
@@ -80,7 +82,8 @@ def load_pretrained(directory: str | os.PathLike, context_length: int | None = N
     if not is_stacked(weights):
         weights = stack_experts(weights, family)
     model.load_state_dict(from_hf(weights, config, family))
-    return Pretrained(model, config, family, tokenizer)
+    end_token = _end_token(directory, hf_config, tokenizer)
+    return Pretrained(model, config, family, tokenizer, end_token)
 
 
 def save_pretrained(
@@ -259,6 +262,24 @@ def _read_config(directory: Path) -> Any:
             "pip install transformers (or uv sync, which installs the dev group)"
         ) from error
     return AutoConfig.from_pretrained(directory, local_files_only=True)
+
+
+def _end_token(directory: Path, hf_config: Any, tokenizer: Tokenizer | None) -> str | None:
+    """The special token at ``generation_config.json``'s ``eos_token_id`` (else config.json's).
+    Of a list of ids, the first: decoding stops at one token."""
+    path = directory / "generation_config.json"
+    eos = None
+    if path.is_file():
+        try:
+            eos = json.loads(path.read_text(encoding="utf-8")).get("eos_token_id")
+        except (ValueError, AttributeError) as error:
+            raise InputError(f"{path} is not a JSON object: {error}") from error
+    if eos is None:
+        eos = getattr(hf_config, "eos_token_id", None)
+    if isinstance(eos, list):
+        eos = eos[0] if eos else None
+    specials = {token_id: text for text, token_id in getattr(tokenizer, "special_ids", {}).items()}
+    return specials.get(eos)
 
 
 def _read_weights(directory: Path) -> dict[str, tuple[Tensor, str]]:

@@ -14,11 +14,14 @@ pipeline in front. Supported: byte-level BPE (``ByteLevel`` in the pre-tokenizer
 ``single_word``, ``lstrip``, ``rstrip`` and ``normalized``. Anything else (SentencePiece-style
 ``Metaspace``, ``Unigram`` or ``WordPiece`` models, ``byte_fallback``, other normalisers) is
 refused with an error naming the field. Like ``tokenizers``' ``encode(text,
-add_special_tokens=False)``, ``encode`` adds no template tokens (the ``post_processor``).
+add_special_tokens=False)``, ``encode`` adds no template tokens; ``with_special_tokens()`` gives
+the tokenizer that adds them as the ``post_processor`` says (a ``TemplateProcessing`` single
+template, e.g. Llama-3's ``<|begin_of_text|>`` in front), as ``transformers``' tokenizers do.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator
@@ -66,6 +69,7 @@ class HFTokenizer(Tokenizer):
         normalize: Callable[[str], str],
         pre_tokenize: PreTokenizer,
         ignore_merges: bool = False,
+        template: tuple[list[int], list[int]] = ([], []),
     ) -> None:
         # The model's own tokens come first: a merge yielding an added token's bytes makes the
         # model's token.
@@ -73,6 +77,9 @@ class HFTokenizer(Tokenizer):
         vocab = vocab | {t.id: t.content.encode("utf-8") for t in added_tokens}
         super().__init__(vocab, merges)
         self.special_tokens = [t.content for t in added_tokens]
+        self.special_ids = {t.content: t.id for t in added_tokens}
+        self.template = template  # ids before and after the text, when special tokens are added
+        self.adds_special_tokens = False
         self._normalize = normalize
         self._pre_tokenize = pre_tokenize
         self._ignore_merges = ignore_merges
@@ -81,8 +88,23 @@ class HFTokenizer(Tokenizer):
             [t for t in added_tokens if t.normalized], normalize
         )
 
+    def with_special_tokens(self) -> HFTokenizer:
+        """This tokenizer, encoding as ``tokenizers``' ``encode(text)``: the template's ids around
+        the text's."""
+        templated = copy.copy(self)
+        templated.adds_special_tokens = True
+        return templated
+
     def encode(self, text: str) -> list[int]:
-        """Token ids of ``text``, as ``tokenizers``' ``encode(text, add_special_tokens=False)``."""
+        """Token ids of ``text``, as ``tokenizers``' ``encode(text, add_special_tokens=False)``
+        (or ``True`` for a tokenizer from ``with_special_tokens``)."""
+        ids = self._encode_text(text)
+        if self.adds_special_tokens:
+            before, after = self.template
+            return before + ids + after
+        return ids
+
+    def _encode_text(self, text: str) -> list[int]:
         ids: list[int] = []
         pretoken_ids = self._cache.__getitem__
         for raw, raw_id in self._raw_tokens.split(text):
@@ -173,9 +195,31 @@ def tokenizer_from_json(path: str | Path) -> HFTokenizer:
         for t in data.get("added_tokens") or []
     ]
     normalize = _normalizer(data.get("normalizer"))
-    return HFTokenizer(
-        vocab, pairs, added, normalize, pre_tokenize, bool(model.get("ignore_merges"))
+    template = _template(data.get("post_processor"))
+    ignore_merges = bool(model.get("ignore_merges"))
+    return HFTokenizer(vocab, pairs, added, normalize, pre_tokenize, ignore_merges, template)
+
+
+def _template(spec: dict[str, Any] | None) -> tuple[list[int], list[int]]:
+    """The special-token ids a ``post_processor`` puts before and after one sequence: those of
+    its ``TemplateProcessing`` (alone, or in a ``Sequence`` with ``ByteLevel``, as Llama-3's)."""
+    steps = (spec or {}).get("processors", [spec] if spec else [])
+    kinds = [step.get("type") for step in steps]
+    templates = [step for step in steps if step.get("type") == "TemplateProcessing"]
+    _require(
+        set(kinds) <= {"ByteLevel", "TemplateProcessing"} and len(templates) <= 1,
+        f"post_processor {kinds} is not supported; supported: one 'TemplateProcessing', "
+        "'ByteLevel' (offsets only), a 'Sequence' of them, or none",
     )
+    pieces: tuple[list[int], list[int]] = ([], [])
+    side = 0  # 0 before the text, 1 after it
+    for item in templates[0]["single"] if templates else []:
+        if "Sequence" in item:
+            side = 1
+        else:
+            token = item["SpecialToken"]["id"]
+            pieces[side].extend(templates[0]["special_tokens"][token]["ids"])
+    return pieces
 
 
 def _check_model(model: dict[str, Any]) -> None:

@@ -11,7 +11,16 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, trainers
+from tokenizers import (
+    AddedToken,
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    processors,
+    trainers,
+)
 from tokenizers import pre_tokenizers as pre
 
 from ..adapters import get_hf_tokenizer, get_tokenizer
@@ -80,7 +89,7 @@ def training_text(seed: int = 0, lines: int = 400) -> list[str]:
     ]
 
 
-def build(style: str, vocab_size: int = 600) -> Tokenizer:
+def build(style: str, vocab_size: int = 600, specials: list[str] = SPECIALS) -> Tokenizer:
     """A BPE tokenizer in ``style`` (gpt2, llama3 or qwen2), trained on generated text."""
     tokenizer = Tokenizer(models.BPE(ignore_merges=style == "llama3"))
     byte_level = pre.ByteLevel(add_prefix_space=False, use_regex=style == "gpt2")
@@ -96,7 +105,7 @@ def build(style: str, vocab_size: int = 600) -> Tokenizer:
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=SPECIALS,
+        special_tokens=specials,
         initial_alphabet=pre.ByteLevel.alphabet(),
         show_progress=False,
     )
@@ -237,6 +246,28 @@ def test_ignore_merges(tmp_path: Path, ignore_merges: bool) -> None:
         assert_same(reference, ours, text)
 
 
+def test_post_processor_template_when_special_tokens_are_added(tmp_path: Path) -> None:
+    """Llama-3 puts <|begin_of_text|> first (a ByteLevel, then a TemplateProcessing)."""
+    reference = build("llama3", vocab_size=400)
+    start, end = (reference.token_to_id(t) for t in ("<|im_start|>", "<|im_end|>"))
+    reference.post_processor = processors.Sequence(
+        [
+            processors.ByteLevel(trim_offsets=False),
+            processors.TemplateProcessing(
+                single="<|im_start|> $A <|im_end|>",
+                special_tokens=[("<|im_start|>", start), ("<|im_end|>", end)],
+            ),
+        ]
+    )
+    reference.save(str(tmp_path / "tokenizer.json"))
+    plain = get_hf_tokenizer(tmp_path / "tokenizer.json")
+    templated = get_hf_tokenizer(tmp_path / "tokenizer.json", add_special_tokens=True)
+    for text in MIXED:
+        assert templated.encode(text) == reference.encode(text).ids
+        assert_same(reference, plain, text)
+    assert templated.encode("x")[0] == start and templated.encode("x")[-1] == end
+
+
 def unsupported_files(directory: Path) -> dict[str, Path]:
     """field named in the error -> a tokenizer.json that uses it."""
     files = {}
@@ -250,6 +281,9 @@ def unsupported_files(directory: Path) -> dict[str, Path]:
     lowercase = build("gpt2", vocab_size=300)
     lowercase.normalizer = normalizers.Lowercase()
     files["normalizer.type 'Lowercase'"] = lowercase
+    roberta = build("gpt2", vocab_size=300)
+    roberta.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 1))
+    files["post_processor.*RobertaProcessing"] = roberta
     paths = {}
     for field, tokenizer in files.items():
         path = directory / f"{len(paths)}.json"
