@@ -590,6 +590,7 @@ from cs336_basics.variants.accounting import kv_cache_elements_per_token  # noqa
 from cs336_basics.variants.attention import GroupedQueryAttention  # noqa: E402
 from cs336_basics.variants.builders import build_variant_model  # noqa: E402
 from cs336_basics.variants.config import VariantConfig  # noqa: E402
+from cs336_basics.variants.dsa import deepseek_v3_2_config  # noqa: E402
 from cs336_basics.variants.encoder_decoder import (  # noqa: E402
     DecoderLayer,
     EncoderLayer,
@@ -978,6 +979,15 @@ def run_save_pretrained(
     """Write ``model`` as an HF ``family`` checkpoint directory ``from_pretrained`` loads."""
     # BEGIN SOLUTION
     save_pretrained(model, VariantConfig(**config), directory, family)
+    # END SOLUTION
+
+
+def get_deepseek_v3_2_config(**overrides: Any) -> dict[str, Any]:
+    """The variant config (as a dict) of DeepSeek-V3.2's architecture: published sizes and
+    structure (latent attention with DeepSeek Sparse Attention, sigmoid-routed MoE) unless
+    ``overrides`` change them; ``get_variant_lm`` builds it."""
+    # BEGIN SOLUTION
+    return deepseek_v3_2_config(**overrides).to_dict()
     # END SOLUTION
 
 

@@ -29,6 +29,7 @@ def _dense_mha(config: VariantConfig) -> VariantConfig:
         expert_groups=None,
         router_scoring="softmax",
         attention="mha",
+        index_topk=None,
         position_encoding="none" if config.attention == "mla" else config.position_encoding,
     )
 
@@ -68,6 +69,11 @@ def parameter_counts(config: VariantConfig) -> dict[str, int]:
     if config.attention == "mla":
         norms = config.kv_lora_rank + (config.q_lora_rank or 0)  # kv_norm and q_norm gains
         counts["attention"] = layers * (sum(_mla_projection_sizes(config).values()) + norms)
+    if config.index_topk is not None:  # wq_b, wk, k_norm (gain and bias), weights_proj
+        width, heads = config.index_head_dim, config.index_heads
+        counts["indexer"] = layers * (
+            config.q_lora_rank * heads * width + d * width + 2 * width + d * heads
+        )
     if config.ffn == "moe":
         moe, dense = _moe_and_dense_layers(config)
         experts = config.num_experts + (config.num_shared_experts or 0)
@@ -210,8 +216,9 @@ def kv_cache_elements_per_token(config: VariantConfig) -> int:
     only their shared heads, ``2 * num_kv_heads * d_head``; MLA one latent and one RoPE key,
     ``kv_lora_rank + qk_rope_head_dim``, whatever the number of heads.
     """
-    if config.attention == "mla":
+    if config.attention == "mla":  # sparse attention also caches the indexer's key
         per_layer = config.kv_lora_rank + config.qk_rope_head_dim
+        per_layer += config.index_head_dim if config.index_topk is not None else 0
     else:
         per_layer = 2 * config.kv_heads * config.d_head
     return config.num_layers * per_layer

@@ -48,6 +48,7 @@ ARCHITECTURES = {
     "mixtral": "MixtralForCausalLM",
     "deepseek_v2": "DeepseekV2ForCausalLM",
     "deepseek_v3": "DeepseekV3ForCausalLM",
+    "deepseek_v32": "DeepseekV32ForCausalLM",
     "gpt2": "GPT2LMHeadModel",
 }
 INDEX_FILE = "model.safetensors.index.json"
@@ -190,6 +191,13 @@ def _family_fields(config: VariantConfig, family: str) -> dict[str, Any]:
             num_experts_per_tok=config.top_k,
             router_aux_loss_coef=config.aux_loss_coef,
         )
+    if family == "deepseek_v32":
+        sparse = dict(
+            index_topk=config.index_topk,
+            index_n_heads=config.index_heads,
+            index_head_dim=config.index_head_dim,
+        )
+        return _family_fields(config, "deepseek_v3") | sparse
     if family in ("deepseek_v2", "deepseek_v3"):
         return dict(
             q_lora_rank=config.q_lora_rank,
