@@ -103,6 +103,8 @@ def forward_flops(config: VariantConfig, batch_size: int, seq_len: int) -> dict[
         per_layer["attention_scores"] = 2 * pairs * (config.mla_nope_dim + config.qk_rope_head_dim)
         per_layer["attention_values"] = 2 * pairs * config.mla_v_dim
         flops |= {name: layers * value for name, value in per_layer.items()}
+    if config.index_topk is not None:
+        flops["indexer"] = layers * _indexer_flops(config, batch_size, seq_len)
     if config.ffn == "moe":
         moe, dense = _moe_and_dense_layers(config)
         active = config.top_k + (config.num_shared_experts or 0)  # shared experts see every token
@@ -111,6 +113,16 @@ def forward_flops(config: VariantConfig, batch_size: int, seq_len: int) -> dict[
         )
         flops["router"] = moe * 2 * tokens * d * config.num_experts
     return flops
+
+
+def _indexer_flops(config: VariantConfig, batch_size: int, seq_len: int) -> int:
+    """One layer's lightning indexer: its three projections per token, then every (query, key)
+    pair's score in each head and their weighted sum over heads (all pairs are scored; the top-k
+    is chosen from them)."""
+    width, heads, d = config.index_head_dim, config.index_heads, config.d_model
+    tokens, pairs = batch_size * seq_len, batch_size * seq_len * seq_len
+    projections = config.q_lora_rank * heads * width + d * width + d * heads
+    return 2 * tokens * projections + 2 * pairs * heads * (width + 1)
 
 
 def activation_counts(config: VariantConfig, batch_size: int, seq_len: int) -> dict[str, int]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
+from torch.utils.flop_counter import FlopCounterMode
 
 from ..adapters import (
     get_deepseek_v3_2_config,
@@ -120,6 +121,20 @@ def test_parameters_and_cache_accounting(loaded) -> None:
     assert sum(accounting["parameters"].values()) == sum(p.numel() for p in hf.parameters())
     # per layer: the latent (12), the RoPE key (4) and the indexer's key (8)
     assert accounting["kv_cache_elements_per_token"] == 3 * (12 + 4 + 8)
+
+
+def test_indexer_flops_match_flop_counter(loaded) -> None:
+    """The indexer's projections and its score of every (query, key) pair per head."""
+    _, model, config = loaded
+    with FlopCounterMode(display=False) as counter:
+        model(token_ids(seq=SEQ))
+    by_module = {name: sum(ops.values()) for name, ops in counter.get_flop_counts().items()}
+    projections = [name for name in by_module if ".attn.indexer." in name]
+    assert len(projections) == 3 * 3  # wq_b, wk, weights_proj in each layer
+    predicted = run_variant_accounting(config, 2, SEQ)["forward_flops"]
+    assert sum(predicted.values()) == counter.get_total_flops()
+    pairs = 3 * 2 * SEQ * SEQ * 16 * 2 * (8 + 1)  # layers, batch, pairs, heads, q.k and weighting
+    assert predicted["indexer"] == sum(by_module[name] for name in projections) + pairs
 
 
 def test_export_loads_in_transformers_with_the_same_logits(loaded, tmp_path: Path) -> None:
