@@ -242,8 +242,10 @@ def _mla_to_hf(ours: dict[str, Tensor], config: VariantConfig) -> dict[str, Tens
     hf["self_attn.kv_a_layernorm.weight"] = ours["attn.kv_norm.weight"]
     if config.index_topk is not None:
         hf |= {
-            f"self_attn.indexer.{name}": _indexer_rows(ours[f"attn.indexer.{name}"], config, rows)
-            for name, rows in _INDEXER_ROTATED.items()
+            f"self_attn.indexer.{name}": _indexer_rows(
+                ours[f"attn.indexer.{name}"], config, rotated
+            )
+            for name, rotated in _INDEXER_ROTATED.items()
         }
     k_up, v_up = (
         rearrange(
@@ -275,9 +277,9 @@ def _mla_from_hf(hf: dict[str, Tensor], config: VariantConfig) -> dict[str, Tens
     if config.index_topk is not None:
         ours |= {
             f"attn.indexer.{name}": _indexer_rows(
-                hf[f"self_attn.indexer.{name}"], config, rows, True
+                hf[f"self_attn.indexer.{name}"], config, rotated, from_hf=True
             )
-            for name, rows in _INDEXER_ROTATED.items()
+            for name, rotated in _INDEXER_ROTATED.items()
         }
     kv_up = rearrange(
         hf["self_attn.kv_b_proj.weight"], "(heads d) rank -> heads d rank", heads=config.num_heads
