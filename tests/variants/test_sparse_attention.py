@@ -158,3 +158,45 @@ def test_deepseek_v3_2_builder_has_the_published_structure() -> None:
     assert (small["index_topk"], small["index_heads"], small["num_layers"]) == (16, 64, 4)
     with pytest.raises(ValueError, match="q_lora_rank"):
         get_deepseek_v3_2_config(q_lora_rank=None)
+
+
+@pytest.mark.parametrize("mscale", [1.0, 0.707], ids=["published", "scaled-rotations"])
+def test_published_yarn_rotates_the_indexer_like_hf(tmp_path: Path, mscale: float) -> None:
+    """V3.2's published yarn (factor 40); with mscale != mscale_all_dim the cosines and sines,
+    so the indexer's rotated dims too, are scaled."""
+    yarn = dict(
+        rope_type="yarn",
+        factor=40.0,
+        original_max_position_embeddings=4096,
+        beta_fast=32,
+        beta_slow=1,
+        mscale=mscale,
+        mscale_all_dim=1.0,
+    )
+    hf = hf_model(
+        transformers.DeepseekV32Config,
+        vocab_size=97,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=256,
+        attn_implementation="eager",
+        q_lora_rank=16,
+        kv_lora_rank=12,
+        qk_rope_head_dim=8,
+        qk_nope_head_dim=6,
+        v_head_dim=5,
+        first_k_dense_replace=2,
+        index_topk=5,
+        index_n_heads=16,
+        index_head_dim=8,
+        rope_parameters=dict(yarn, rope_theta=10000.0),
+    )
+    hf.save_pretrained(tmp_path)
+    model, config, _, _ = run_load_pretrained(tmp_path)
+    assert config["rope_scaling"] == yarn
+    ids = token_ids(seq=40)
+    with torch.no_grad():
+        assert (model(ids) - hf(ids).logits).abs().max() < TOLERANCE
