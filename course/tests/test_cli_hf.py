@@ -229,3 +229,37 @@ def test_generate_hf_model_stops_at_the_directorys_eos(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     expected = HUB_PROMPT + tokenizer.decode(new, skip_special_tokens=False)
     assert result.stdout == f"--- sample 1 ---\n{expected}\n"
+
+
+def test_export_hf_of_a_moe_checkpoint_writes_the_hubs_per_expert_layout(tmp_path: Path) -> None:
+    """A Qwen3-MoE-shaped training checkpoint: the directory holds one tensor per expert, with
+    exactly the names ``transformers`` writes for the model it loads from it."""
+    from safetensors import safe_open
+
+    from cs336_basics.checkpoint import save_checkpoint
+    from cs336_basics.variants.builders import build_variant_model
+    from cs336_basics.variants.config import VariantConfig
+
+    config = VariantConfig(
+        vocab_size=97, context_length=16, d_model=32, num_layers=2, num_heads=4, d_ff=24,
+        qk_norm=True, ffn="moe", num_experts=4, top_k=2, dense_layers=[0], dense_d_ff=40,
+    )  # fmt: skip
+    torch.manual_seed(2)
+    ours = build_variant_model(config).eval()
+    save_checkpoint(ours, None, 0, tmp_path / "ckpt.pt", config=config.to_dict())
+    out = tmp_path / "hf"
+    result = cs336("export-hf", str(tmp_path / "ckpt.pt"), str(out))
+    assert result.returncode == 0, result.stderr
+    assert "qwen3_moe" in result.stdout
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    hf.save_pretrained(tmp_path / "again")
+
+    def names(directory: Path) -> set[str]:
+        with safe_open(directory / "model.safetensors", "pt") as file:
+            return set(file.keys())
+
+    assert names(out) == names(tmp_path / "again")
+    assert "model.layers.1.mlp.experts.3.down_proj.weight" in names(out)
+    ids = torch.randint(0, 97, (2, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert (hf(ids).logits - ours(ids)).abs().max() < 2e-5
