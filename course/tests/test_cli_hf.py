@@ -263,3 +263,17 @@ def test_export_hf_of_a_moe_checkpoint_writes_the_hubs_per_expert_layout(tmp_pat
     ids = torch.randint(0, 97, (2, 16), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         assert (hf(ids).logits - ours(ids)).abs().max() < 2e-5
+
+
+def test_generate_hf_model_with_a_sentencepiece_tokenizer_is_one_line_error(
+    tmp_path: Path, hf_dir
+) -> None:
+    model, _ = hf_dir
+    model.save_pretrained(tmp_path)
+    tokenizer = HFTokenizer(models.BPE(byte_fallback=True))
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    result = cs336("generate", "--hf-model", str(tmp_path), "--prompt", PROMPT)
+    assert result.returncode == 2
+    assert "tokenizer.json" in result.stderr and "byte_fallback" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
