@@ -448,6 +448,12 @@ def run_save_pretrained(
 ) -> None: ...
 
 
+def get_deepseek_v3_2_config(**overrides: Any) -> dict[str, Any]: ...
+
+
+def get_hf_tokenizer(path: str | os.PathLike, add_special_tokens: bool = False) -> Any: ...
+
+
 def run_transformer_lm_variant_static_cached(
     model: torch.nn.Module,
     in_indices: Int[Tensor, " batch_size sequence_length"],

@@ -590,6 +590,7 @@ from cs336_basics.variants.accounting import kv_cache_elements_per_token  # noqa
 from cs336_basics.variants.attention import GroupedQueryAttention  # noqa: E402
 from cs336_basics.variants.builders import build_variant_model  # noqa: E402
 from cs336_basics.variants.config import VariantConfig  # noqa: E402
+from cs336_basics.variants.dsa import deepseek_v3_2_config  # noqa: E402
 from cs336_basics.variants.encoder_decoder import (  # noqa: E402
     DecoderLayer,
     EncoderLayer,
@@ -600,6 +601,7 @@ from cs336_basics.variants.feedforward import FeedForward  # noqa: E402
 from cs336_basics.variants.generation import generate_batch, generate_cached  # noqa: E402
 from cs336_basics.variants.hf_checkpoint import load_pretrained, save_pretrained  # noqa: E402
 from cs336_basics.variants.hf_convert import config_from_hf, from_hf, to_hf  # noqa: E402
+from cs336_basics.variants.hf_tokenizer import tokenizer_from_json  # noqa: E402
 from cs336_basics.variants.kv_cache import kv_cache_num_bytes, kv_caches  # noqa: E402
 from cs336_basics.variants.layernorm import LayerNorm  # noqa: E402
 from cs336_basics.variants.mla import MultiHeadLatentAttention  # noqa: E402
@@ -977,6 +979,25 @@ def run_save_pretrained(
     """Write ``model`` as an HF ``family`` checkpoint directory ``from_pretrained`` loads."""
     # BEGIN SOLUTION
     save_pretrained(model, VariantConfig(**config), directory, family)
+    # END SOLUTION
+
+
+def get_deepseek_v3_2_config(**overrides: Any) -> dict[str, Any]:
+    """The variant config (as a dict) of DeepSeek-V3.2's architecture: published sizes and
+    structure (latent attention with DeepSeek Sparse Attention, sigmoid-routed MoE) unless
+    ``overrides`` change them; ``get_variant_lm`` builds it."""
+    # BEGIN SOLUTION
+    return deepseek_v3_2_config(**overrides).to_dict()
+    # END SOLUTION
+
+
+def get_hf_tokenizer(path: str | os.PathLike, add_special_tokens: bool = False) -> Any:
+    """The tokenizer of an HF ``tokenizers`` ``tokenizer.json`` file, with ``encode`` (ids as
+    ``tokenizers``' ``encode(text, add_special_tokens=add_special_tokens)``) and ``decode``. A
+    setting it does not implement raises ``ValueError`` naming the field."""
+    # BEGIN SOLUTION
+    tokenizer = tokenizer_from_json(path)
+    return tokenizer.with_special_tokens() if add_special_tokens else tokenizer
     # END SOLUTION
 
 

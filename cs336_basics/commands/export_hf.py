@@ -22,7 +22,17 @@ from cs336_basics.commands.inputs import (
 )
 from cs336_basics.errors import InputError
 
-FAMILIES = ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "deepseek_v2", "deepseek_v3", "gpt2")
+FAMILIES = (
+    "llama",
+    "qwen2",
+    "qwen3",
+    "qwen3_moe",
+    "mixtral",
+    "deepseek_v2",
+    "deepseek_v3",
+    "deepseek_v32",
+    "gpt2",
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,6 +9,10 @@ or from a Hugging Face checkpoint directory (its tokenizer.json or vocab.json + 
 
     cs336 generate --hf-model path/to/hf-dir --prompt "Once upon a time" --temperature 0
 
+which encodes prompts as ``transformers``' tokenizer does (its template's tokens, e.g. a BOS,
+included) and stops at the directory's end token (``generation_config.json``'s
+``eos_token_id``).
+
 Text is printed as it is generated (``--no-stream``: each sample when it is complete). With the
 variants installed, ``--static-cache`` decodes over preallocated KV caches and ``--compile``
 also compiles the one-token step (CUDA graphs on a GPU).
@@ -80,7 +84,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print each sample when it is complete instead of token by token",
     )
     parser.add_argument(
-        "--end-token", default="<|endoftext|>", help="stop after this special token"
+        "--end-token",
+        default=None,
+        help="stop after this special token (default: <|endoftext|>; with --hf-model the "
+        "directory's eos token)",
     )
 
 
@@ -96,8 +103,10 @@ def run(args: argparse.Namespace) -> int:
             prompts += [
                 line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
             ]
+    end_token = args.end_token or "<|endoftext|>"
     if args.hf_model:
-        model, tokenizer = _hf_model(args)
+        model, tokenizer, hf_end_token = _hf_model(args)
+        end_token = args.end_token or hf_end_token or end_token
     else:
         model, tokenizer = _checkpoint_model(args)
 
@@ -121,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         args.temperature,
         args.top_p,
         args.seed,
-        args.end_token,
+        end_token,
         decode,
     )
     if not streaming:
@@ -195,11 +204,17 @@ def _cache_capable(model):
 
 
 def _hf_model(args: argparse.Namespace):
-    """The model and tokenizer of an HF checkpoint directory (``--tokenizer`` overrides)."""
+    """The model, tokenizer (``--tokenizer`` overrides) and end token of an HF checkpoint
+    directory; a ``tokenizer.json`` adds its template's special tokens to prompts, as
+    ``transformers`` does."""
     from cs336_basics.variants.hf_checkpoint import load_pretrained
 
     loaded = load_pretrained(args.hf_model)
-    tokenizer = load_tokenizer_dir(args.tokenizer) if args.tokenizer else loaded.tokenizer
+    tokenizer = loaded.tokenizer
+    if hasattr(tokenizer, "with_special_tokens"):
+        tokenizer = tokenizer.with_special_tokens()
+    if args.tokenizer:
+        tokenizer = load_tokenizer_dir(args.tokenizer)
     if tokenizer is None:
         raise InputError(
             f"{args.hf_model} has no tokenizer.json nor vocab.json + merges.txt; "
@@ -211,6 +226,6 @@ def _hf_model(args: argparse.Namespace):
             f"has vocab_size {loaded.config.vocab_size}: they do not belong together"
         )
     try:
-        return loaded.model.to(_device(args)), tokenizer
+        return loaded.model.to(_device(args)), tokenizer, loaded.end_token
     except RuntimeError as error:  # an unusable --device
         raise InputError(f"{error}; pick another --device (cpu, cuda, mps or auto)") from error

@@ -29,6 +29,7 @@ def _dense_mha(config: VariantConfig) -> VariantConfig:
         expert_groups=None,
         router_scoring="softmax",
         attention="mha",
+        index_topk=None,
         position_encoding="none" if config.attention == "mla" else config.position_encoding,
     )
 
@@ -68,6 +69,11 @@ def parameter_counts(config: VariantConfig) -> dict[str, int]:
     if config.attention == "mla":
         norms = config.kv_lora_rank + (config.q_lora_rank or 0)  # kv_norm and q_norm gains
         counts["attention"] = layers * (sum(_mla_projection_sizes(config).values()) + norms)
+    if config.index_topk is not None:  # wq_b, wk, k_norm (gain and bias), weights_proj
+        width, heads = config.index_head_dim, config.index_heads
+        counts["indexer"] = layers * (
+            config.q_lora_rank * heads * width + d * width + 2 * width + d * heads
+        )
     if config.ffn == "moe":
         moe, dense = _moe_and_dense_layers(config)
         experts = config.num_experts + (config.num_shared_experts or 0)
@@ -97,6 +103,8 @@ def forward_flops(config: VariantConfig, batch_size: int, seq_len: int) -> dict[
         per_layer["attention_scores"] = 2 * pairs * (config.mla_nope_dim + config.qk_rope_head_dim)
         per_layer["attention_values"] = 2 * pairs * config.mla_v_dim
         flops |= {name: layers * value for name, value in per_layer.items()}
+    if config.index_topk is not None:
+        flops["indexer"] = layers * _indexer_flops(config, batch_size, seq_len)
     if config.ffn == "moe":
         moe, dense = _moe_and_dense_layers(config)
         active = config.top_k + (config.num_shared_experts or 0)  # shared experts see every token
@@ -105,6 +113,16 @@ def forward_flops(config: VariantConfig, batch_size: int, seq_len: int) -> dict[
         )
         flops["router"] = moe * 2 * tokens * d * config.num_experts
     return flops
+
+
+def _indexer_flops(config: VariantConfig, batch_size: int, seq_len: int) -> int:
+    """One layer's lightning indexer: its three projections per token, then every (query, key)
+    pair's score in each head and their weighted sum over heads (all pairs are scored; the top-k
+    is chosen from them)."""
+    width, heads, d = config.index_head_dim, config.index_heads, config.d_model
+    tokens, pairs = batch_size * seq_len, batch_size * seq_len * seq_len
+    projections = config.q_lora_rank * heads * width + d * width + d * heads
+    return 2 * tokens * projections + 2 * pairs * heads * (width + 1)
 
 
 def activation_counts(config: VariantConfig, batch_size: int, seq_len: int) -> dict[str, int]:
@@ -210,8 +228,9 @@ def kv_cache_elements_per_token(config: VariantConfig) -> int:
     only their shared heads, ``2 * num_kv_heads * d_head``; MLA one latent and one RoPE key,
     ``kv_lora_rank + qk_rope_head_dim``, whatever the number of heads.
     """
-    if config.attention == "mla":
+    if config.attention == "mla":  # sparse attention also caches the indexer's key
         per_layer = config.kv_lora_rank + config.qk_rope_head_dim
+        per_layer += config.index_head_dim if config.index_topk is not None else 0
     else:
         per_layer = 2 * config.kv_heads * config.d_head
     return config.num_layers * per_layer

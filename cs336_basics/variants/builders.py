@@ -20,6 +20,7 @@ from cs336_basics.rope import RotaryPositionalEmbedding
 from cs336_basics.variants.attention import GroupedQueryAttention
 from cs336_basics.variants.block import PostNormBlock
 from cs336_basics.variants.config import VariantConfig
+from cs336_basics.variants.dsa import SparseLatentAttention
 from cs336_basics.variants.feedforward import FeedForward
 from cs336_basics.variants.layernorm import LayerNorm
 from cs336_basics.variants.mla import MultiHeadLatentAttention
@@ -92,9 +93,10 @@ def attention(
     device: Device = None,
     dtype: torch.dtype | None = None,
 ) -> nn.Module:
-    """Latent attention, or (grouped-query) multi-head attention with the config's options."""
+    """Latent attention (sparse with an indexer), or (grouped-query) multi-head attention with the config's options."""
     if config.attention == "mla":
-        return MultiHeadLatentAttention(config, device=device, dtype=dtype)
+        latent = MultiHeadLatentAttention if config.index_topk is None else SparseLatentAttention
+        return latent(config, device=device, dtype=dtype)
     return GroupedQueryAttention(
         config.d_model,
         config.num_heads,

@@ -36,6 +36,9 @@ OPTIONAL_FIELDS = (
     "routed_scaling",
     "expert_groups",
     "router_scoring",
+    "index_topk",
+    "index_heads",
+    "index_head_dim",
 )
 _FLAGS = ("qk_norm", "bias", "qkv_bias", "tie_embeddings", "normalize_topk", "fused_attention")
 
@@ -76,7 +79,10 @@ class VariantConfig(ModelConfig):
     - ``attention="mla"``: multi-head latent attention (DeepSeek-V2): keys and values from a
       ``kv_lora_rank`` latent, queries from a ``q_lora_rank`` latent (``None``: full rank);
       ``qk_nope_head_dim`` position-free plus ``qk_rope_head_dim`` rotated query/key dims per
-      head and ``v_head_dim`` value dims (``None``: ``d_model / num_heads``).
+      head and ``v_head_dim`` value dims (``None``: ``d_model / num_heads``). ``index_topk``
+      (``None``: dense) makes it DeepSeek Sparse Attention (DeepSeek-V3.2, ``dsa.py``): a
+      lightning indexer of ``index_heads`` heads of width ``index_head_dim`` picks the
+      ``index_topk`` keys each query attends to; it needs ``q_lora_rank``.
     - ``fused_attention``: PyTorch's fused ``F.scaled_dot_product_attention`` kernel instead of
       the reference attention: the same function, faster (not for MLA).
     """
@@ -109,6 +115,9 @@ class VariantConfig(ModelConfig):
     qk_rope_head_dim: int = 8
     qk_nope_head_dim: int | None = None
     v_head_dim: int | None = None
+    index_topk: int | None = None
+    index_heads: int = 4
+    index_head_dim: int = 16
     fused_attention: bool = False
 
     def __post_init__(self) -> None:
@@ -138,6 +147,8 @@ class VariantConfig(ModelConfig):
                 raise ValueError("router_scoring only applies with ffn='moe'")
 
     def _check_attention(self) -> None:
+        if self.index_topk is not None and self.attention != "mla":
+            raise ValueError("index_topk (DeepSeek sparse attention) needs attention='mla'")
         if self.rope_scaling is not None:
             from cs336_basics.variants.rope_scaling import check_rope_scaling
 
@@ -182,6 +193,22 @@ class VariantConfig(ModelConfig):
                 check_positive(name, getattr(self, name))
         if self.qk_rope_head_dim % 2 != 0:
             raise ValueError(f"qk_rope_head_dim must be even for RoPE; got {self.qk_rope_head_dim}")
+        if self.index_topk is not None:
+            self._check_sparse_attention()
+
+    def _check_sparse_attention(self) -> None:
+        for name in ("index_topk", "index_heads", "index_head_dim"):
+            check_positive(name, getattr(self, name))
+        if self.q_lora_rank is None:
+            raise ValueError(
+                "index_topk (sparse attention) needs q_lora_rank: the indexer's "
+                "queries come from the query latent"
+            )
+        if self.index_head_dim < self.qk_rope_head_dim:
+            raise ValueError(
+                f"index_head_dim={self.index_head_dim} must be at least "
+                f"qk_rope_head_dim={self.qk_rope_head_dim} (its first dims are rotated)"
+            )
 
     def _check_moe(self) -> None:
         if self.dense_layers is not None:

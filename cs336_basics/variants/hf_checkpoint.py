@@ -1,8 +1,10 @@
 """Hugging Face checkpoint directories in and out: ``load_pretrained`` and ``save_pretrained``.
 
 A directory holds ``config.json``, the weights as ``model.safetensors`` or as shards listed by
-``model.safetensors.index.json`` (``{"weight_map": {tensor name: shard file}}``), and
-optionally a byte-level BPE tokenizer as ``tokenizer.json`` (HF ``tokenizers``) or
+``model.safetensors.index.json`` (``{"weight_map": {tensor name: shard file}}``), MoE experts one
+tensor per expert as published (or stacked, as newer tools may write; ``hf_expert_layout``), and
+optionally a byte-level BPE tokenizer as ``tokenizer.json`` (HF ``tokenizers``, read by
+``hf_tokenizer`` with its normaliser, pre-tokenizer and added tokens) or
 ``vocab.json`` + ``merges.txt`` (GPT-2 format). ``hf_convert`` does the renaming; this module
 reads and writes the files and checks them, naming the file and the field of every problem.
 
@@ -31,10 +33,11 @@ from cs336_basics.errors import (
     OutputExistsError,
 )
 from cs336_basics.tokenizer import Tokenizer
-from cs336_basics.tokenizer_files import string_to_token
 from cs336_basics.variants.builders import build_variant_model
 from cs336_basics.variants.config import VariantConfig
 from cs336_basics.variants.hf_convert import FAMILIES, config_from_hf, from_hf, to_hf
+from cs336_basics.variants.hf_expert_layout import is_stacked, stack_experts, unstack_experts
+from cs336_basics.variants.hf_tokenizer import UnsupportedTokenizer, tokenizer_from_json
 from cs336_basics.variants.model import VariantTransformerLM
 
 ARCHITECTURES = {
@@ -45,6 +48,7 @@ ARCHITECTURES = {
     "mixtral": "MixtralForCausalLM",
     "deepseek_v2": "DeepseekV2ForCausalLM",
     "deepseek_v3": "DeepseekV3ForCausalLM",
+    "deepseek_v32": "DeepseekV32ForCausalLM",
     "gpt2": "GPT2LMHeadModel",
 }
 INDEX_FILE = "model.safetensors.index.json"
@@ -52,12 +56,14 @@ INDEX_FILE = "model.safetensors.index.json"
 
 @dataclass
 class Pretrained:
-    """What ``load_pretrained`` read: the model (eval mode), its config, HF family, tokenizer."""
+    """What ``load_pretrained`` read: the model (eval mode), its config, HF family, tokenizer,
+    and the text of the token HF's ``generate`` stops at (when the tokenizer has it)."""
 
     model: VariantTransformerLM
     config: VariantConfig
     family: str
     tokenizer: Tokenizer | None
+    end_token: str | None = None
 
 
 def load_pretrained(directory: str | os.PathLike, context_length: int | None = None) -> Pretrained:
@@ -73,8 +79,12 @@ def load_pretrained(directory: str | os.PathLike, context_length: int | None = N
     model = build_variant_model(config).eval()
     hf_weights = _read_weights(directory)
     _check_shapes(hf_weights, model, config, family, directory)
-    model.load_state_dict(from_hf({k: t for k, (t, _) in hf_weights.items()}, config, family))
-    return Pretrained(model, config, family, tokenizer)
+    weights = {name: tensor for name, (tensor, _) in hf_weights.items()}
+    if not is_stacked(weights):
+        weights = stack_experts(weights, family)
+    model.load_state_dict(from_hf(weights, config, family))
+    end_token = _end_token(directory, hf_config, tokenizer)
+    return Pretrained(model, config, family, tokenizer, end_token)
 
 
 def save_pretrained(
@@ -85,7 +95,8 @@ def save_pretrained(
     tokenizer: Tokenizer | None = None,
     overwrite: bool = False,
 ) -> None:
-    """Write ``model`` as an HF ``family`` checkpoint that ``from_pretrained`` loads.
+    """Write ``model`` as an HF ``family`` checkpoint that ``from_pretrained`` loads, with the
+    tensor names ``transformers``' own ``save_pretrained`` writes (MoE experts one by one).
 
     The directory appears complete or not at all (written beside it, then renamed); an existing
     one is replaced only with ``overwrite``.
@@ -93,9 +104,7 @@ def save_pretrained(
     directory = Path(directory)
     if directory.exists() and not overwrite:
         raise OutputExistsError(f"{directory} already exists; pass --force to replace it")
-    weights = to_hf(model.state_dict(), config, family)
-    if config.tie_embeddings:  # HF stores a tied head once, as the embedding
-        weights.pop("lm_head.weight")
+    weights = _file_weights(model, config, family)
     from safetensors.torch import save_file
 
     directory.parent.mkdir(parents=True, exist_ok=True)
@@ -182,6 +191,13 @@ def _family_fields(config: VariantConfig, family: str) -> dict[str, Any]:
             num_experts_per_tok=config.top_k,
             router_aux_loss_coef=config.aux_loss_coef,
         )
+    if family == "deepseek_v32":
+        sparse = dict(
+            index_topk=config.index_topk,
+            index_n_heads=config.index_heads,
+            index_head_dim=config.index_head_dim,
+        )
+        return _family_fields(config, "deepseek_v3") | sparse
     if family in ("deepseek_v2", "deepseek_v3"):
         return dict(
             q_lora_rank=config.q_lora_rank,
@@ -224,6 +240,16 @@ def _deepseek_experts(config: VariantConfig) -> dict[str, Any]:
     )
 
 
+def _file_weights(
+    model: torch.nn.Module, config: VariantConfig, family: str, stacked: bool = False
+) -> dict[str, Tensor]:
+    """The tensors of ``model`` under the names a checkpoint file gives them."""
+    weights = to_hf(model.state_dict(), config, family)
+    if config.tie_embeddings:  # HF stores a tied head once, as the embedding
+        weights.pop("lm_head.weight")
+    return weights if stacked else unstack_experts(weights, family)
+
+
 def _read_config(directory: Path) -> Any:
     path = directory / "config.json"
     if not path.is_file():
@@ -244,6 +270,24 @@ def _read_config(directory: Path) -> Any:
             "pip install transformers (or uv sync, which installs the dev group)"
         ) from error
     return AutoConfig.from_pretrained(directory, local_files_only=True)
+
+
+def _end_token(directory: Path, hf_config: Any, tokenizer: Tokenizer | None) -> str | None:
+    """The special token at ``generation_config.json``'s ``eos_token_id`` (else config.json's).
+    Of a list of ids, the first: decoding stops at one token."""
+    path = directory / "generation_config.json"
+    eos = None
+    if path.is_file():
+        try:
+            eos = json.loads(path.read_text(encoding="utf-8")).get("eos_token_id")
+        except (ValueError, AttributeError) as error:
+            raise InputError(f"{path} is not a JSON object: {error}") from error
+    if eos is None:
+        eos = getattr(hf_config, "eos_token_id", None)
+    if isinstance(eos, list):
+        eos = eos[0] if eos else None
+    specials = {token_id: text for text, token_id in getattr(tokenizer, "special_ids", {}).items()}
+    return specials.get(eos)
 
 
 def _read_weights(directory: Path) -> dict[str, tuple[Tensor, str]]:
@@ -278,10 +322,10 @@ def _check_shapes(
     family: str,
     directory: Path,
 ) -> None:
-    """Every tensor the config implies is present with the shape the config implies."""
-    expected = to_hf(model.state_dict(), config, family)
-    if config.tie_embeddings:
-        expected.pop("lm_head.weight")
+    """Every tensor the config implies is present with the shape the config implies, in the
+    expert layout the directory uses."""
+    stacked = is_stacked({name: tensor for name, (tensor, _) in hf_weights.items()})
+    expected = _file_weights(model, config, family, stacked)
     for name, tensor in expected.items():
         if name not in hf_weights:
             raise InputError(
@@ -319,20 +363,10 @@ def _read_tokenizer(directory: Path, vocab_size: int) -> Tokenizer | None:
 
 
 def _tokenizer_from_json(path: Path) -> Tokenizer:
-    """Our ``Tokenizer`` from an HF ``tokenizers`` byte-level BPE ``tokenizer.json``."""
+    """The tokenizer of an HF ``tokenizers`` ``tokenizer.json``, splitting text as it says."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        bpe = data["model"]
-        if bpe.get("type") != "BPE":
-            raise InputError(f"{path}: model.type {bpe.get('type')!r}; only 'BPE' is supported")
-        vocab = {token_id: string_to_token(text) for text, token_id in bpe["vocab"].items()}
-        merges = [m.split(" ") if isinstance(m, str) else m for m in bpe["merges"]]
-        specials = [t["content"] for t in data.get("added_tokens", []) if t.get("special")]
-        for token in data.get("added_tokens", []):
-            vocab[token["id"]] = token["content"].encode("utf-8")
-        pairs = [(string_to_token(left), string_to_token(right)) for left, right in merges]
-        return Tokenizer(vocab, pairs, specials)
-    except (ValueError, KeyError, TypeError) as error:
-        if isinstance(error, InputError):
-            raise
-        raise InputError(f"{path}: not a usable byte-level BPE tokenizer ({error})") from error
+        return tokenizer_from_json(path)
+    except UnsupportedTokenizer as error:
+        raise InputError(f"{path}: {error}") from error
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise InputError(f"{path}: not a usable byte-level BPE tokenizer ({error!r})") from error

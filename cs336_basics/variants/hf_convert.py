@@ -13,11 +13,14 @@ Supported families (``model_type`` of the HF config), with the variant each one 
 ``deepseek_v3`` the same MLA weights and MoE layout with sigmoid routing: ``e_score_correction_bias``
                for selection, "noaux_tc" groups, ``norm_topk_prob`` (``DeepseekV3ForCausalLM``
                with ``rope_interleave``)
+``deepseek_v32`` DeepSeek-V3 with sparse attention: a lightning indexer per layer
+               (``index_n_heads``, ``index_head_dim``, ``index_topk``; ``DeepseekV32ForCausalLM``)
 ``gpt2``       learned positions, LayerNorm, GELU (exact or tanh), biases, tied head (``GPT2LMHeadModel``)
 =============  ============================================================================
 
-The dicts are those of ``model.state_dict()`` of the installed ``transformers`` (5.x stores
-MoE experts as stacked ``gate_up_proj`` / ``down_proj`` tensors). Nothing here imports
+The dicts are those of ``model.state_dict()`` of the installed ``transformers`` (5.x holds
+MoE experts as stacked ``gate_up_proj`` / ``down_proj`` tensors in memory; checkpoint files keep
+one tensor per expert, which ``hf_expert_layout`` converts). Nothing here imports
 ``transformers``: pass in its config object (``config_from_hf``) or state dict, e.g.::
 
     config = config_from_hf(hf_model.config)
@@ -32,6 +35,8 @@ Two layout facts need more than renaming:
   QK-norm gains) from ``[0, 2, 4, ..., 1, 3, 5, ...]`` maps one convention onto the other.
   DeepSeek-V2 rotates interleaved pairs, like this package, and so does V3 with
   ``rope_interleave`` (it reorders query and key dims alike, which leaves their dot products).
+  V3.2's indexer rotates halves of the first ``qk_rope_head_dim`` dims of its query heads and key:
+  those rows (and its key norm's gain and bias) are reordered the same way.
 - Fused matrices: GPT-2's ``c_attn`` stacks Q, K, V (as a transposed ``Conv1D``), DeepSeek's
   ``kv_a_proj_with_mqa`` stacks the latent and RoPE-key projections and ``kv_b_proj``
   interleaves per-head key and value up-projections, and MoE experts stack gate and up.
@@ -50,8 +55,19 @@ from torch import Tensor
 
 from cs336_basics.variants.config import VariantConfig
 
-FAMILIES = ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "deepseek_v2", "deepseek_v3", "gpt2")
-MLA_FAMILIES = ("deepseek_v2", "deepseek_v3")
+FAMILIES = (
+    "llama",
+    "qwen2",
+    "qwen3",
+    "qwen3_moe",
+    "mixtral",
+    "deepseek_v2",
+    "deepseek_v3",
+    "deepseek_v32",
+    "gpt2",
+)
+MLA_FAMILIES = ("deepseek_v2", "deepseek_v3", "deepseek_v32")
+_SIGMOID_ROUTED = ("deepseek_v3", "deepseek_v32")
 
 
 def interleaved_to_half(weight: Tensor, head_dim: int) -> Tensor:
@@ -224,6 +240,13 @@ def _mla_to_hf(ours: dict[str, Tensor], config: VariantConfig) -> dict[str, Tens
         (ours["attn.kv_down_proj.weight"], ours["attn.k_rope_proj.weight"])
     )
     hf["self_attn.kv_a_layernorm.weight"] = ours["attn.kv_norm.weight"]
+    if config.index_topk is not None:
+        hf |= {
+            f"self_attn.indexer.{name}": _indexer_rows(
+                ours[f"attn.indexer.{name}"], config, rotated
+            )
+            for name, rotated in _INDEXER_ROTATED.items()
+        }
     k_up, v_up = (
         rearrange(
             ours[f"attn.{name}.weight"], "(heads d) rank -> heads d rank", heads=config.num_heads
@@ -251,6 +274,13 @@ def _mla_from_hf(hf: dict[str, Tensor], config: VariantConfig) -> dict[str, Tens
     ours["attn.kv_down_proj.weight"] = latent
     ours["attn.k_rope_proj.weight"] = k_rope
     ours["attn.kv_norm.weight"] = hf["self_attn.kv_a_layernorm.weight"]
+    if config.index_topk is not None:
+        ours |= {
+            f"attn.indexer.{name}": _indexer_rows(
+                hf[f"self_attn.indexer.{name}"], config, rotated, from_hf=True
+            )
+            for name, rotated in _INDEXER_ROTATED.items()
+        }
     kv_up = rearrange(
         hf["self_attn.kv_b_proj.weight"], "(heads d) rank -> heads d rank", heads=config.num_heads
     )
@@ -258,6 +288,33 @@ def _mla_from_hf(hf: dict[str, Tensor], config: VariantConfig) -> dict[str, Tens
     ours["attn.k_up_proj.weight"] = rearrange(k_up, "heads d rank -> (heads d) rank")
     ours["attn.v_up_proj.weight"] = rearrange(v_up, "heads d rank -> (heads d) rank")
     return ours
+
+
+# V3.2's indexer tensors -> whether their rows hold rotated dims (per head: the first
+# qk_rope_head_dim of every index_head_dim), which change order between HF and us.
+_INDEXER_ROTATED = {
+    "wq_b.weight": True,
+    "wk.weight": True,
+    "k_norm.weight": True,
+    "k_norm.bias": True,
+    "weights_proj.weight": False,
+}
+
+
+def _indexer_rows(
+    weight: Tensor, config: VariantConfig, rotated: bool, from_hf: bool = False
+) -> Tensor:
+    """An indexer tensor with its rotated rows reordered: HF's rotate-half order to our
+    interleaved pairs (``from_hf``) or back."""
+    if not rotated:
+        return weight
+    width, rope = config.index_head_dim, config.qk_rope_head_dim
+    heads = rearrange(weight, "(heads d) ... -> heads d ...", d=width)
+    turned, rest = heads.split([rope, width - rope], dim=1)
+    reorder = half_to_interleaved if from_hf else interleaved_to_half
+    turned = reorder(rearrange(turned, "heads d ... -> (heads d) ..."), rope)
+    turned = rearrange(turned, "(heads d) ... -> heads d ...", d=rope)
+    return rearrange(torch.cat((turned, rest), dim=1), "heads d ... -> (heads d) ...")
 
 
 _GPT2_RENAMES = {  # ours -> HF, inside each block; Conv1D weights are stored transposed
@@ -429,8 +486,9 @@ def _llama_like_shape(hf_config: Any, context_length: int | None) -> dict[str, A
 
 
 def _deepseek_config(hf_config: Any, shape: dict[str, Any]) -> VariantConfig:
+    family = hf_config.model_type
     _require(
-        hf_config.model_type == "deepseek_v2" or hf_config.rope_interleave,
+        family != "deepseek_v3" or hf_config.rope_interleave,
         "DeepSeek-V3 with rope_interleave=False (rotate-half RoPE) is not supported; "
         "supported: rope_interleave=True",
     )
@@ -441,9 +499,11 @@ def _deepseek_config(hf_config: Any, shape: dict[str, Any]) -> VariantConfig:
         f"head per query head; supported: num_key_value_heads = num_attention_heads "
         f"({hf_config.num_attention_heads})",
     )
-    dense = min(hf_config.first_k_dense_replace, hf_config.num_hidden_layers)
+    dense = _deepseek_dense_layers(hf_config)
     if dense < hf_config.num_hidden_layers:
         shape |= _deepseek_experts(hf_config, dense)
+    if family == "deepseek_v32":
+        shape |= _sparse_attention(hf_config)
     return VariantConfig(
         **shape,
         attention="mla",
@@ -455,11 +515,38 @@ def _deepseek_config(hf_config: Any, shape: dict[str, Any]) -> VariantConfig:
     )
 
 
+def _deepseek_dense_layers(hf_config: Any) -> int:
+    """How many first layers keep a dense MLP (V3.2 may list them as ``mlp_layer_types``)."""
+    layers = hf_config.num_hidden_layers
+    types = getattr(hf_config, "mlp_layer_types", None)
+    if types is None:
+        return min(hf_config.first_k_dense_replace, layers)
+    dense = types.count("dense")
+    _require(
+        types == ["dense"] * dense + ["sparse"] * (layers - dense),
+        f"mlp_layer_types={types} is not supported; supported: dense layers first, then sparse",
+    )
+    return dense
+
+
+def _sparse_attention(hf_config: Any) -> dict[str, Any]:
+    _require(
+        hf_config.q_lora_rank is not None,
+        "q_lora_rank=None is not supported by deepseek_v32: its indexer reads the query latent",
+    )
+    return dict(
+        index_topk=hf_config.index_topk,
+        index_heads=hf_config.index_n_heads,
+        index_head_dim=hf_config.index_head_dim,
+    )
+
+
 # Routing fields that HF's DeepSeek implementations do not read: each implements one value, so
 # only that value is accepted (published configs carry them; absent means that value).
 _DEEPSEEK_FIXED_ROUTING = {
     "deepseek_v2": {"scoring_func": "softmax", "norm_topk_prob": False, "moe_layer_freq": 1},
     "deepseek_v3": {"scoring_func": "sigmoid", "topk_method": "noaux_tc", "moe_layer_freq": 1},
+    "deepseek_v32": {"scoring_func": "sigmoid", "topk_method": "noaux_tc", "moe_layer_freq": 1},
 }
 _DEEPSEEK_V2_TOPK = ("greedy", "group_limited_greedy")
 
@@ -477,7 +564,7 @@ def _deepseek_experts(hf_config: Any, dense: int) -> dict[str, Any]:
             f"{field}={value!r} is not supported: HF's {family} implements only "
             f"{field}={implemented!r}; supported routing fields: {_DEEPSEEK_ROUTING_FIELDS}",
         )
-    if family == "deepseek_v3":
+    if family in _SIGMOID_ROUTED:
         groups = [hf_config.n_group, hf_config.topk_group]
         routing = dict(
             router_scoring="sigmoid",
@@ -603,9 +690,15 @@ def _describes(config: VariantConfig, family: str) -> bool:
         and config.ffn in ("gelu", "gelu_tanh")
         and config.bias,
         "deepseek_v2": config.attention == "mla"
+        and config.index_topk is None
         and (config.ffn == "swiglu" or config.ffn == "moe" and not config.normalize_topk)
         and config.router_scoring == "softmax",
         "deepseek_v3": config.attention == "mla"
+        and config.index_topk is None
+        and (config.ffn == "swiglu" or config.ffn == "moe" and config.router_scoring == "sigmoid"),
+        "deepseek_v32": config.attention == "mla"
+        and config.index_topk is not None
+        and config.q_lora_rank is not None
         and (config.ffn == "swiglu" or config.ffn == "moe" and config.router_scoring == "sigmoid"),
         "llama": config.attention == "mha" and config.ffn == "swiglu" and not config.qk_norm,
         "qwen2": config.attention == "mha" and config.ffn == "swiglu" and not config.qk_norm,

@@ -77,20 +77,40 @@ class MultiHeadLatentAttention(CachingAttention):
     ) -> Float[Tensor, "... seq d_model"]:
         if token_positions is None:
             token_positions = default_positions(x.shape[-2], self.cached_length, x.device)
-        q = rearrange(self.queries(x), "... seq (heads d) -> ... heads seq d", heads=self.num_heads)
-        q_nope, q_rope = (q * self.query_scale).split([self.nope_dim, self.rope_dim], dim=-1)
-        q_rope = self.rope(q_rope, rearrange(token_positions, "... seq -> ... 1 seq"))
-        latents = self.kv_norm(self.kv_down_proj(x))
-        k_rope = self.rope(self.k_rope_proj(x), token_positions)
+        q_nope, q_rope, latents, k_rope = self.project(x, token_positions)
         if self.kv_cache is None:
             return self.attend_expanded(q_nope, q_rope, latents, k_rope)
         latents, k_rope, mask = self.kv_cache.update(latents, k_rope, token_positions)
         return self.attend_folded(q_nope, q_rope, latents, k_rope, mask)
 
-    def queries(self, x: Float[Tensor, "... seq d_model"]) -> Float[Tensor, "... seq q_dim"]:
+    def project(
+        self,
+        x: Float[Tensor, "... seq d_model"],
+        token_positions: Int[Tensor, "... seq"],
+        q_latent: Float[Tensor, "... seq q_rank"] | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Each head's query split into its position-free and rotated dims (``... heads seq
+        d``), the normalised latents and the rotated shared RoPE keys (``... seq d``).
+        ``q_latent``: the query latent, when the caller has it already."""
+        q = rearrange(
+            self.queries(x, q_latent), "... seq (heads d) -> ... heads seq d", heads=self.num_heads
+        )
+        q_nope, q_rope = (q * self.query_scale).split([self.nope_dim, self.rope_dim], dim=-1)
+        q_rope = self.rope(q_rope, rearrange(token_positions, "... seq -> ... 1 seq"))
+        latents = self.kv_norm(self.kv_down_proj(x))
+        k_rope = self.rope(self.k_rope_proj(x), token_positions)
+        return q_nope, q_rope, latents, k_rope
+
+    def queries(
+        self,
+        x: Float[Tensor, "... seq d_model"],
+        q_latent: Float[Tensor, "... seq q_rank"] | None = None,
+    ) -> Float[Tensor, "... seq q_dim"]:
         if self.q_lora_rank is None:
             return self.q_proj(x)
-        return self.q_up_proj(self.q_norm(self.q_down_proj(x)))
+        if q_latent is None:
+            q_latent = self.q_norm(self.q_down_proj(x))
+        return self.q_up_proj(q_latent)
 
     def attend_expanded(
         self,
@@ -98,8 +118,10 @@ class MultiHeadLatentAttention(CachingAttention):
         q_rope: Float[Tensor, "... heads queries rope"],
         latents: Float[Tensor, "... keys rank"],
         k_rope: Float[Tensor, "... keys rope"],
+        mask: Bool[Tensor, "... queries keys"] | None = None,
     ) -> Float[Tensor, "... queries d_model"]:
-        """Reconstruct per-head keys and values from the latents, then attend as usual."""
+        """Reconstruct per-head keys and values from the latents, then attend as usual (under
+        ``mask``, e.g. sparse attention's, instead of the causal one)."""
         k_nope, v = (
             rearrange(proj(latents), "... seq (heads d) -> ... heads seq d", heads=self.num_heads)
             for proj in (self.k_up_proj, self.v_up_proj)
@@ -109,7 +131,8 @@ class MultiHeadLatentAttention(CachingAttention):
         )
         q = torch.cat((q_nope, q_rope), dim=-1)
         k = torch.cat((k_nope, shared_k_rope), dim=-1)
-        mask = causal_mask(q.shape[-2], k.shape[-2], device=q.device)
+        if mask is None:
+            mask = causal_mask(q.shape[-2], k.shape[-2], device=q.device)
         attended = scaled_dot_product_attention(q, k, v, mask)
         return self.output_proj(rearrange(attended, "... heads seq d -> ... seq (heads d)"))
 
@@ -119,10 +142,10 @@ class MultiHeadLatentAttention(CachingAttention):
         q_rope: Float[Tensor, "... heads queries rope"],
         latents: Float[Tensor, "... keys rank"],
         k_rope: Float[Tensor, "... keys rope"],
-        mask: Bool[Tensor, "queries keys"] | None = None,
+        mask: Bool[Tensor, "... queries keys"] | None = None,
     ) -> Float[Tensor, "... queries d_model"]:
         """Attend in latent space: one shared key/value "head" of width ``rank (+ rope)``;
-        ``mask`` (a static KV cache's) replaces the causal one."""
+        ``mask`` (a static KV cache's, sparse attention's) replaces the causal one."""
         k_up = rearrange(
             self.k_up_proj.weight, "(heads nope) rank -> heads nope rank", heads=self.num_heads
         )
