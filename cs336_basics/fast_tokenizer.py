@@ -24,6 +24,7 @@ reference's and tiktoken's; the readable ``Tokenizer`` remains the definition.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Iterator
 from itertools import chain
@@ -31,10 +32,13 @@ from itertools import chain
 import numpy as np
 
 from cs336_basics.fast_tokenizer_kernels import (
+    ALONE,
     WordTable,
     find_words,
+    joined_words,
     merge_pretokens,
     pair_table,
+    word_kinds,
 )
 from cs336_basics.pretokenization import WHITESPACE, pretokenize, split_on_special_tokens
 from cs336_basics.tokenizer import Tokenizer
@@ -133,35 +137,29 @@ class FastTokenizer(Tokenizer):
     def _learn(self, new_entries: np.ndarray) -> None:
         """Store the ids of the table's ``new_entries`` (words not seen before)."""
         table = self._cache
-        lengths = table.word_lengths[new_entries].tolist()
-        # New entries' bytes are stored one after the other: decode them from one copy.
-        blob = table.word_bytes[table.word_starts[new_entries[0]] :][: sum(lengths)].tobytes()
-        words, at = [], 0
-        for length in lengths:
-            words.append(blob[at : at + length].decode("utf-8"))
-            at += length
-        # Words led by a space and ending in non-whitespace end where a pre-token ends: they are
-        # pre-tokenized joined together, in one pass (the ASCII ones with the faster pattern).
-        # The others (a piece's first and last words) are pre-tokenized alone.
-        ascii_words, other_words, alone = [], [], []
-        for index, word in enumerate(words):
-            if word[0] != " " or word[-1] in _WHITESPACE:
-                alone.append(index)
-            else:
-                (ascii_words if word.isascii() else other_words).append(index)
-        order = ascii_words + other_words + alone
-        texts = [words[i] for i in order]
-        if len(texts) < _SMALL_BATCH:
+        columns = table.word_bytes, table.word_starts, table.word_lengths
+        # Words that end where a pre-token ends are pre-tokenized joined together, in one pass
+        # per kind (the ASCII ones with the faster pattern); the others (a piece's first and
+        # last words) alone. Their bytes are gathered in that order, to be decoded in slices.
+        kinds = word_kinds(*columns, new_entries)
+        entries = new_entries[np.argsort(kinds, kind="stable")]
+        lengths = table.word_lengths[entries]
+        blob = joined_words(*columns, entries).tobytes()
+        bounds = np.concatenate(([0], np.cumsum(lengths))).tolist()
+        ascii_count, joined_count, _ = np.bincount(kinds, minlength=ALONE + 1).tolist()
+        joined = ascii_count + joined_count
+        if len(entries) < _SMALL_BATCH:
+            texts = [blob[a:b].decode("utf-8") for a, b in itertools.pairwise(bounds)]
             word_ids = [self._encode_each(text) for text in texts]
             ids = np.fromiter(chain.from_iterable(word_ids), np.int64)
             id_ends = np.cumsum([len(x) for x in word_ids], dtype=np.int64)
         else:
-            joined = len(ascii_words) + len(other_words)
-            pretokens = pretokenize("".join(texts[: len(ascii_words)]))
-            pretokens += pretokenize("".join(texts[len(ascii_words) : joined]))
-            pretokens += chain.from_iterable(map(pretokenize, texts[joined:]))
-            ids, id_ends = self._merge_texts([lengths[i] for i in order], pretokens)
-        table.store_ids(new_entries[np.array(order, dtype=np.int64)], ids, id_ends)
+            pretokens = pretokenize(blob[: bounds[ascii_count]].decode("ascii"))
+            pretokens += pretokenize(blob[bounds[ascii_count] : bounds[joined]].decode("utf-8"))
+            for a, b in itertools.pairwise(bounds[joined:]):
+                pretokens += pretokenize(blob[a:b].decode("utf-8"))
+            ids, id_ends = self._merge_texts(lengths.tolist(), pretokens)
+        table.store_ids(entries, ids, id_ends)
 
     def _encode_each(self, text: str) -> list[int]:
         """The ids of ``text`` by the reference's Python merge loop."""

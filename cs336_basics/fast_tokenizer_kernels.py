@@ -261,6 +261,46 @@ def find_words(data, piece_ends):
     return ends[:count]
 
 
+# How a new word is pre-tokenized (see ``word_kinds``).
+JOINED_ASCII, JOINED, ALONE = 0, 1, 2
+
+
+@numba.njit(cache=True)
+def word_kinds(word_bytes, word_starts, word_lengths, entries):
+    """How each word ``entries[i]`` of a ``WordTable`` is pre-tokenized: led by a space and
+    ending in non-whitespace, it ends where a pre-token ends, so it may be pre-tokenized joined
+    to others (``JOINED_ASCII`` if all its bytes are ASCII, else ``JOINED``); any other word (a
+    piece's first or last) is pre-tokenized ``ALONE``."""
+    kinds = np.empty(len(entries), dtype=np.int64)
+    for i in range(len(entries)):
+        start = word_starts[entries[i]]
+        end = start + word_lengths[entries[i]]
+        if word_bytes[start] != 0x20 or ends_in_whitespace(word_bytes, start, end):
+            kinds[i] = ALONE
+            continue
+        kinds[i] = JOINED_ASCII
+        for j in range(start, end):
+            if word_bytes[j] >= 0x80:
+                kinds[i] = JOINED
+                break
+    return kinds
+
+
+@numba.njit(cache=True)
+def joined_words(word_bytes, word_starts, word_lengths, entries):
+    """The bytes of the words ``entries`` of a ``WordTable``, one after the other."""
+    total = 0
+    for entry in entries:
+        total += word_lengths[entry]
+    out = np.empty(total, dtype=np.uint8)
+    at = 0
+    for entry in entries:
+        start, length = word_starts[entry], word_lengths[entry]
+        out[at : at + length] = word_bytes[start : start + length]
+        at += length
+    return out
+
+
 # --- the table of known words ------------------------------------------------------------------
 
 
