@@ -34,6 +34,7 @@ import numpy as np
 from cs336_basics.fast_tokenizer_kernels import (
     ALONE,
     WordTable,
+    ascii_pretoken_starts,
     find_words,
     joined_words,
     merge_pretokens,
@@ -72,8 +73,8 @@ class FastTokenizer(Tokenizer):
         self._merged_ids = np.array(self.merged_ids, dtype=np.int64)
         self._byte_id_array = np.array(self.byte_ids, dtype=np.int64)
         # Load (or compile) the kernels now rather than in the first call of ``encode``.
-        self._merge_texts([2], [" a"])
-        self.encode(" ".join(["warm"] * _SMALL_BATCH))
+        self.encode(" ".join(f"warm{i}" for i in range(_SMALL_BATCH)))  # the compiled path
+        self.encode(" ".join(["warm"] * _SMALL_BATCH))  # and the Python one
         self._new_cache()
 
     def encode(self, text: str) -> list[int]:
@@ -154,39 +155,40 @@ class FastTokenizer(Tokenizer):
             ids = np.fromiter(chain.from_iterable(word_ids), np.int64)
             id_ends = np.cumsum([len(x) for x in word_ids], dtype=np.int64)
         else:
-            pretokens = pretokenize(blob[: bounds[ascii_count]].decode("ascii"))
-            pretokens += pretokenize(blob[bounds[ascii_count] : bounds[joined]].decode("utf-8"))
-            for a, b in itertools.pairwise(bounds[joined:]):
-                pretokens += pretokenize(blob[a:b].decode("utf-8"))
-            ids, id_ends = self._merge_texts(lengths.tolist(), pretokens)
+            # ASCII words are pre-tokenized by compiled code, the others by the pattern.
+            data = np.frombuffer(blob, dtype=np.uint8)
+            starts = [ascii_pretoken_starts(data[: bounds[ascii_count]])[:-1]]
+            others = [(bounds[ascii_count], bounds[joined]), *itertools.pairwise(bounds[joined:])]
+            for a, b in others:
+                starts.append(a + _pretoken_starts(blob[a:b].decode("utf-8")))
+            starts.append(np.array([len(blob)]))
+            ids, id_ends = self._merge_bytes(data, np.concatenate(starts), lengths)
         table.store_ids(entries, ids, id_ends)
 
     def _encode_each(self, text: str) -> list[int]:
         """The ids of ``text`` by the reference's Python merge loop."""
         return list(chain.from_iterable(map(self._encode_pretoken, pretokenize(text))))
 
-    def _merge_texts(
-        self, text_byte_lengths: list[int], pretokens: list[str]
+    def _merge_bytes(
+        self, data: np.ndarray, starts: np.ndarray, text_byte_lengths: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The ids of consecutive texts of the given UTF-8 lengths (none empty), given the
-        pre-tokens of their concatenation: all ids, and where each text's ids end."""
-        joined = "".join(pretokens)
-        if joined.isascii():
-            byte_lengths = np.fromiter(map(len, pretokens), np.int64, len(pretokens))
-        else:
-            byte_lengths = np.fromiter(
-                map(len, map(str.encode, pretokens)), np.int64, len(pretokens)
-            )
-        starts = np.zeros(len(pretokens) + 1, dtype=np.int64)
-        np.cumsum(byte_lengths, out=starts[1:])
-        ids = self._byte_id_array[np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)]
+        """The ids of the consecutive texts of ``data`` (UTF-8, of the given byte lengths, none
+        empty) whose pre-tokens start at ``starts`` (then ``len(data)``): all ids, and where
+        each text's ids end."""
+        ids = self._byte_id_array[data]
         ends = merge_pretokens(
             ids, starts, self._rank_keys, self._rank_values, self._merged_ids, self._width
         )
         # Each text ends where one of its pre-tokens ends: find which, by byte offsets.
-        text_ends = np.cumsum(np.array(text_byte_lengths, dtype=np.int64))
-        id_ends = ends[np.searchsorted(starts[1:], text_ends)]
+        id_ends = ends[np.searchsorted(starts[1:], np.cumsum(text_byte_lengths))]
         return ids[: id_ends[-1] if len(id_ends) else 0].copy(), id_ends
+
+
+def _pretoken_starts(text: str) -> np.ndarray:
+    """Where the pre-tokens of ``text`` start, as offsets into its UTF-8 bytes."""
+    pretokens = pretokenize(text)
+    lengths = np.fromiter(map(len, map(str.encode, pretokens)), np.int64, len(pretokens))
+    return np.cumsum(lengths) - lengths
 
 
 def _cut(piece: str, size: int) -> Iterator[str]:
@@ -218,12 +220,5 @@ def _coalesced(chunks: Iterable[str], size: int) -> Iterator[str]:
         yield "".join(buffer)
 
 
-def _whitespace_characters() -> frozenset[str]:
-    """The characters of the ``WHITESPACE`` class (``\\u2000-\\u200a`` is a range there)."""
-    whitespace = re.compile(f"[{WHITESPACE}]")
-    return frozenset(filter(whitespace.fullmatch, map(chr, range(0x3001))))
-
-
-_WHITESPACE = _whitespace_characters()
 # A space after a non-whitespace character: the first character of a word (see ``find_words``).
 _WORD_START = re.compile(f"(?<=[^{WHITESPACE}]) ")
