@@ -1,8 +1,9 @@
 """``make bench``: every benchmark in one run on one machine, one table of ratios, one JSON file.
 
 * tokenizer (:mod:`benchmarks.tokenizer`): BPE training vs HF tokenizers, encoding (one process,
-  and a file on all cores) vs tiktoken and HF tokenizers, on generated English-like text
-  (``--corpus``, :mod:`benchmarks.english`) at each ``--sizes`` (MB), or on ``--input`` files;
+  and a file on all cores) vs tiktoken and HF tokenizers, on each ``--corpus`` (generated
+  English-like text, :mod:`benchmarks.english`; real English, :mod:`benchmarks.dictionary`;
+  generated stories) at each ``--sizes`` (MB), or on ``--input`` files;
 * training (:mod:`benchmarks.training`, when present): tokens/s vs HF ``LlamaForCausalLM``, MFU;
 * generation (:mod:`benchmarks.generation`): tokens/s with the KV cache vs without;
 * gpu (:mod:`benchmarks.gpu`): train steps, the training loop and generation on a CUDA device
@@ -54,10 +55,13 @@ def log(message: str) -> None:
 
 def run_tokenizer(args: argparse.Namespace, scratch: str) -> list[dict[str, Any]]:
     inputs = [(path, Path(path).name) for path in args.input]
-    if not inputs:
-        for size in args.sizes:
-            path = os.path.join(scratch, f"{args.corpus}-{size:g}mb.txt")
-            inputs.append((path, tokenizer.write_corpus(args.corpus, path, size)))
+    corpora = [] if inputs else args.corpus
+    for corpus, size in ((corpus, size) for corpus in corpora for size in args.sizes):
+        path = os.path.join(scratch, f"{corpus}-{size:g}mb.txt")
+        try:
+            inputs.append((path, tokenizer.write_corpus(corpus, path, size)))
+        except FileNotFoundError as error:  # the dictionary is a system package
+            log(f"tokenizer on {corpus}: skipped, {error}")
     return [
         tokenizer.benchmark(path, label, args.vocab_size, args.workers, args.repeats, log)
         for path, label in inputs
@@ -142,14 +146,16 @@ def main(argv: list[str] | None = None) -> int:
         "--sizes",
         type=float,
         nargs="+",
-        default=[10, 40],
-        help="generated tokenizer corpus sizes, MB (default 10 40)",
+        default=[10],
+        help="tokenizer corpus sizes, MB (default 10)",
     )
     parser.add_argument(
         "--corpus",
-        choices=["english", "stories"],
-        default="english",
-        help="generated tokenizer text: English-like prose (default) or children's stories",
+        nargs="+",
+        choices=["english", "dictionary", "stories"],
+        default=["english", "dictionary", "stories"],
+        help="tokenizer texts (default all): generated English-like prose, real English (GCIDE, "
+        "from Debian's dict-gcide package) and generated children's stories",
     )
     parser.add_argument(
         "--input",

@@ -10,9 +10,8 @@ from torch import Tensor, nn
 class Embedding(nn.Module):
     """Maps token ids to rows of ``weight``, of shape ``(num_embeddings, embedding_dim)``.
 
-    Initialised from N(0, 1) truncated at +-3. Ids outside ``[0, num_embeddings)`` raise an
-    ``IndexError`` naming the offending id, on every device (CUDA would otherwise fail with an
-    opaque device-side assert).
+    Initialised from N(0, 1) truncated at +-3. On the CPU, ids outside ``[0, num_embeddings)``
+    raise an ``IndexError`` naming the offending id (see ``check_token_ids`` for other devices).
     """
 
     def __init__(
@@ -46,11 +45,16 @@ class Embedding(nn.Module):
 
 
 def check_token_ids(token_ids: Tensor, vocab_size: int) -> None:
-    """Raise a clear error unless every id is an integer in ``[0, vocab_size)``."""
+    """Raise a clear error unless every id is an integer in ``[0, vocab_size)``.
+
+    The values are read on the CPU only. On a GPU reading them makes the host wait for the
+    device at every forward, so there ids are checked once where they enter instead: the
+    trainer scans its token files, decoding checks the prompt (``generation.decoding_window``).
+    """
     if token_ids.dtype.is_floating_point or token_ids.dtype == torch.bool:
         raise TypeError(f"token ids must be an integer tensor, got dtype {token_ids.dtype}")
-    if token_ids.numel() == 0 or torch.compiler.is_compiling():
-        return  # (a data-dependent check would split a torch.compile graph)
+    if token_ids.device.type != "cpu" or token_ids.numel() == 0 or torch.compiler.is_compiling():
+        return  # (under torch.compile, a data-dependent check would split the graph)
     low, high = int(token_ids.min()), int(token_ids.max())
     if low < 0 or high >= vocab_size:
         bad = low if low < 0 else high

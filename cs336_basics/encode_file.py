@@ -13,18 +13,21 @@ the worker processes are terminated at once.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
 import struct
-from collections import deque
-from itertools import islice
+from collections.abc import Iterator
+from multiprocessing.connection import Connection
+from typing import NoReturn
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from cs336_basics.atomic_write import atomic_writer
 from cs336_basics.chunking import find_chunk_boundaries, read_text_range
+from cs336_basics.errors import RunFailedError
 from cs336_basics.tokenizer import Tokenizer
 
 # Text per job: small enough for a smooth progress bar and bounded memory, big enough that
@@ -94,11 +97,11 @@ def encode_file(
         tqdm(
             total=file_size, unit="B", unit_scale=True, desc="encoding", disable=not progress
         ) as bar,
+        # Closed on the way out, so the workers are gone before the error is reported.
+        contextlib.closing(_encode_jobs(tokenizer, jobs, num_workers)) as results,
     ):
         out.write(_npy_header(dtype, 0))
-        for (_, start, end, _), ids in zip(
-            jobs, _encode_jobs(tokenizer, jobs, num_workers), strict=False
-        ):
+        for (_, start, end, _), ids in zip(jobs, results, strict=True):
             out.write(ids.tobytes())
             total += len(ids)
             bar.update(end - start)
@@ -107,31 +110,90 @@ def encode_file(
     return total
 
 
-def _encode_jobs(tokenizer: Tokenizer, jobs: list, num_workers: int):
+def _encode_jobs(tokenizer: Tokenizer, jobs: list, num_workers: int) -> Iterator[np.ndarray]:
     """Yield each job's ids in order, at most ``2 * num_workers`` jobs ahead of the consumer.
 
-    Whatever ends the loop early (an error, Ctrl-C, the consumer stopping) terminates the
-    workers at once instead of waiting for their queued jobs.
+    Job ``i`` goes to worker ``i % num_workers`` (the jobs are of about one size). Whatever ends
+    the loop early (an error, Ctrl-C, the consumer closing the generator) kills the workers at
+    once. Each worker has a pipe of its own, so a worker killed mid-message holds no lock that
+    anyone else waits on: ``multiprocessing.Pool.terminate`` could hang for good when a worker
+    was sending a result larger than the pipe's buffer, since it puts its sentinel through the
+    shared result queue (whose lock that worker holds) before it kills the workers.
     """
     if num_workers == 1 or len(jobs) == 1:
         _init_worker(tokenizer)
         yield from map(_encode_range, jobs)
         return
-    pool = multiprocessing.Pool(
-        min(num_workers, len(jobs)), initializer=_init_worker, initargs=(tokenizer,)
-    )
+    workers = [_Worker(tokenizer) for _ in range(min(num_workers, len(jobs)))]
     try:
-        queue = iter(jobs)
-        pending = deque(
-            pool.apply_async(_encode_range, (job,)) for job in islice(queue, 2 * num_workers)
-        )
-        while pending:
-            ids = pending.popleft().get()
-            pending.extend(pool.apply_async(_encode_range, (job,)) for job in islice(queue, 1))
-            yield ids
+        sent = 0
+        for i in range(len(jobs)):
+            while sent < min(len(jobs), i + 2 * len(workers)):
+                workers[sent % len(workers)].send(jobs[sent])
+                sent += 1
+            yield workers[i % len(workers)].receive()
     finally:
-        pool.terminate()
-        pool.join()
+        for worker in workers:
+            worker.stop()
+
+
+class _Worker:
+    """One encoding process and the pipe to it: jobs go in, ids (or the job's error) come back in
+    the order the jobs were sent."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.connection, child_end = multiprocessing.Pipe()
+        self.process = multiprocessing.Process(
+            target=_serve, args=(child_end, tokenizer), daemon=True
+        )
+        self.process.start()
+        child_end.close()  # the child's end lives in the child: its death then reads as EOF
+
+    def send(self, job: tuple) -> None:
+        try:
+            self.connection.send(job)
+        except OSError:
+            self._died()
+
+    def receive(self) -> np.ndarray:
+        # A worker that dies (the out-of-memory killer, a signal) never replies, but its end of
+        # the pipe closes with it, which ends the wait as EOF, even in the middle of a reply.
+        try:
+            ok, value = self.connection.recv()
+        except (EOFError, OSError):
+            self._died()
+        if not ok:
+            raise value
+        return value
+
+    def stop(self) -> None:
+        self.process.kill()  # a worker owns nothing another process needs, so it may die anywhere
+        self.process.join()
+        self.connection.close()
+
+    def _died(self) -> NoReturn:
+        self.process.join()
+        code = self.process.exitcode
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        raise RunFailedError(
+            f"an encoding worker process {how}; if the system ran out of memory "
+            "(the kernel's out-of-memory killer sends SIGKILL, signal 9), use fewer workers"
+        )
+
+
+def _serve(connection: Connection, tokenizer: Tokenizer) -> None:
+    """Worker process: encode each job received until the parent closes the pipe."""
+    _init_worker(tokenizer)
+    while True:
+        try:
+            job = connection.recv()
+        except EOFError:
+            return
+        try:
+            reply = (True, _encode_range(job))
+        except Exception as error:  # noqa: BLE001  (the parent re-raises it as the job's error)
+            reply = (False, error)
+        connection.send(reply)
 
 
 _worker_tokenizer: Tokenizer | None = None

@@ -24,6 +24,7 @@ reference's and tiktoken's; the readable ``Tokenizer`` remains the definition.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Iterator
 from itertools import chain
@@ -31,10 +32,14 @@ from itertools import chain
 import numpy as np
 
 from cs336_basics.fast_tokenizer_kernels import (
+    ALONE,
     WordTable,
+    ascii_pretoken_starts,
     find_words,
+    joined_words,
     merge_pretokens,
     pair_table,
+    word_kinds,
 )
 from cs336_basics.pretokenization import WHITESPACE, pretokenize, split_on_special_tokens
 from cs336_basics.tokenizer import Tokenizer
@@ -68,8 +73,8 @@ class FastTokenizer(Tokenizer):
         self._merged_ids = np.array(self.merged_ids, dtype=np.int64)
         self._byte_id_array = np.array(self.byte_ids, dtype=np.int64)
         # Load (or compile) the kernels now rather than in the first call of ``encode``.
-        self._merge_texts([2], [" a"])
-        self.encode(" ".join(["warm"] * _SMALL_BATCH))
+        self.encode(" ".join(f"warm{i}" for i in range(_SMALL_BATCH)))  # the compiled path
+        self.encode(" ".join(["warm"] * _SMALL_BATCH))  # and the Python one
         self._new_cache()
 
     def encode(self, text: str) -> list[int]:
@@ -133,62 +138,57 @@ class FastTokenizer(Tokenizer):
     def _learn(self, new_entries: np.ndarray) -> None:
         """Store the ids of the table's ``new_entries`` (words not seen before)."""
         table = self._cache
-        lengths = table.word_lengths[new_entries].tolist()
-        # New entries' bytes are stored one after the other: decode them from one copy.
-        blob = table.word_bytes[table.word_starts[new_entries[0]] :][: sum(lengths)].tobytes()
-        words, at = [], 0
-        for length in lengths:
-            words.append(blob[at : at + length].decode("utf-8"))
-            at += length
-        # Words led by a space and ending in non-whitespace end where a pre-token ends: they are
-        # pre-tokenized joined together, in one pass (the ASCII ones with the faster pattern).
-        # The others (a piece's first and last words) are pre-tokenized alone.
-        ascii_words, other_words, alone = [], [], []
-        for index, word in enumerate(words):
-            if word[0] != " " or word[-1] in _WHITESPACE:
-                alone.append(index)
-            else:
-                (ascii_words if word.isascii() else other_words).append(index)
-        order = ascii_words + other_words + alone
-        texts = [words[i] for i in order]
-        if len(texts) < _SMALL_BATCH:
+        columns = table.word_bytes, table.word_starts, table.word_lengths
+        # Words that end where a pre-token ends are pre-tokenized joined together, in one pass
+        # per kind (the ASCII ones with the faster pattern); the others (a piece's first and
+        # last words) alone. Their bytes are gathered in that order, to be decoded in slices.
+        kinds = word_kinds(*columns, new_entries)
+        entries = new_entries[np.argsort(kinds, kind="stable")]
+        lengths = table.word_lengths[entries]
+        blob = joined_words(*columns, entries).tobytes()
+        bounds = np.concatenate(([0], np.cumsum(lengths))).tolist()
+        ascii_count, joined_count, _ = np.bincount(kinds, minlength=ALONE + 1).tolist()
+        joined = ascii_count + joined_count
+        if len(entries) < _SMALL_BATCH:
+            texts = [blob[a:b].decode("utf-8") for a, b in itertools.pairwise(bounds)]
             word_ids = [self._encode_each(text) for text in texts]
             ids = np.fromiter(chain.from_iterable(word_ids), np.int64)
             id_ends = np.cumsum([len(x) for x in word_ids], dtype=np.int64)
         else:
-            joined = len(ascii_words) + len(other_words)
-            pretokens = pretokenize("".join(texts[: len(ascii_words)]))
-            pretokens += pretokenize("".join(texts[len(ascii_words) : joined]))
-            pretokens += chain.from_iterable(map(pretokenize, texts[joined:]))
-            ids, id_ends = self._merge_texts([lengths[i] for i in order], pretokens)
-        table.store_ids(new_entries[np.array(order, dtype=np.int64)], ids, id_ends)
+            # ASCII words are pre-tokenized by compiled code, the others by the pattern.
+            data = np.frombuffer(blob, dtype=np.uint8)
+            starts = [ascii_pretoken_starts(data[: bounds[ascii_count]])[:-1]]
+            others = [(bounds[ascii_count], bounds[joined]), *itertools.pairwise(bounds[joined:])]
+            for a, b in others:
+                starts.append(a + _pretoken_starts(blob[a:b].decode("utf-8")))
+            starts.append(np.array([len(blob)]))
+            ids, id_ends = self._merge_bytes(data, np.concatenate(starts), lengths)
+        table.store_ids(entries, ids, id_ends)
 
     def _encode_each(self, text: str) -> list[int]:
         """The ids of ``text`` by the reference's Python merge loop."""
         return list(chain.from_iterable(map(self._encode_pretoken, pretokenize(text))))
 
-    def _merge_texts(
-        self, text_byte_lengths: list[int], pretokens: list[str]
+    def _merge_bytes(
+        self, data: np.ndarray, starts: np.ndarray, text_byte_lengths: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The ids of consecutive texts of the given UTF-8 lengths (none empty), given the
-        pre-tokens of their concatenation: all ids, and where each text's ids end."""
-        joined = "".join(pretokens)
-        if joined.isascii():
-            byte_lengths = np.fromiter(map(len, pretokens), np.int64, len(pretokens))
-        else:
-            byte_lengths = np.fromiter(
-                map(len, map(str.encode, pretokens)), np.int64, len(pretokens)
-            )
-        starts = np.zeros(len(pretokens) + 1, dtype=np.int64)
-        np.cumsum(byte_lengths, out=starts[1:])
-        ids = self._byte_id_array[np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)]
+        """The ids of the consecutive texts of ``data`` (UTF-8, of the given byte lengths, none
+        empty) whose pre-tokens start at ``starts`` (then ``len(data)``): all ids, and where
+        each text's ids end."""
+        ids = self._byte_id_array[data]
         ends = merge_pretokens(
             ids, starts, self._rank_keys, self._rank_values, self._merged_ids, self._width
         )
         # Each text ends where one of its pre-tokens ends: find which, by byte offsets.
-        text_ends = np.cumsum(np.array(text_byte_lengths, dtype=np.int64))
-        id_ends = ends[np.searchsorted(starts[1:], text_ends)]
+        id_ends = ends[np.searchsorted(starts[1:], np.cumsum(text_byte_lengths))]
         return ids[: id_ends[-1] if len(id_ends) else 0].copy(), id_ends
+
+
+def _pretoken_starts(text: str) -> np.ndarray:
+    """Where the pre-tokens of ``text`` start, as offsets into its UTF-8 bytes."""
+    pretokens = pretokenize(text)
+    lengths = np.fromiter(map(len, map(str.encode, pretokens)), np.int64, len(pretokens))
+    return np.cumsum(lengths) - lengths
 
 
 def _cut(piece: str, size: int) -> Iterator[str]:
@@ -220,12 +220,5 @@ def _coalesced(chunks: Iterable[str], size: int) -> Iterator[str]:
         yield "".join(buffer)
 
 
-def _whitespace_characters() -> frozenset[str]:
-    """The characters of the ``WHITESPACE`` class (``\\u2000-\\u200a`` is a range there)."""
-    whitespace = re.compile(f"[{WHITESPACE}]")
-    return frozenset(filter(whitespace.fullmatch, map(chr, range(0x3001))))
-
-
-_WHITESPACE = _whitespace_characters()
 # A space after a non-whitespace character: the first character of a word (see ``find_words``).
 _WORD_START = re.compile(f"(?<=[^{WHITESPACE}]) ")

@@ -261,6 +261,102 @@ def find_words(data, piece_ends):
     return ends[:count]
 
 
+# How a new word is pre-tokenized (see ``word_kinds``).
+JOINED_ASCII, JOINED, ALONE = 0, 1, 2
+
+
+@numba.njit(cache=True)
+def word_kinds(word_bytes, word_starts, word_lengths, entries):
+    """How each word ``entries[i]`` of a ``WordTable`` is pre-tokenized: led by a space and
+    ending in non-whitespace, it ends where a pre-token ends, so it may be pre-tokenized joined
+    to others (``JOINED_ASCII`` if all its bytes are ASCII, else ``JOINED``); any other word (a
+    piece's first or last) is pre-tokenized ``ALONE``."""
+    kinds = np.empty(len(entries), dtype=np.int64)
+    for i in range(len(entries)):
+        start = word_starts[entries[i]]
+        end = start + word_lengths[entries[i]]
+        if word_bytes[start] != 0x20 or ends_in_whitespace(word_bytes, start, end):
+            kinds[i] = ALONE
+            continue
+        kinds[i] = JOINED_ASCII
+        for j in range(start, end):
+            if word_bytes[j] >= 0x80:
+                kinds[i] = JOINED
+                break
+    return kinds
+
+
+@numba.njit(cache=True)
+def joined_words(word_bytes, word_starts, word_lengths, entries):
+    """The bytes of the words ``entries`` of a ``WordTable``, one after the other."""
+    total = 0
+    for entry in entries:
+        total += word_lengths[entry]
+    out = np.empty(total, dtype=np.uint8)
+    at = 0
+    for entry in entries:
+        start, length = word_starts[entry], word_lengths[entry]
+        out[at : at + length] = word_bytes[start : start + length]
+        at += length
+    return out
+
+
+# --- GPT-2's pre-tokenizer on ASCII text -------------------------------------------------------
+
+# Classes of ASCII bytes in the pattern: \p{L} is [A-Za-z], \p{N} [0-9], \s [\t\n\v\f\r ].
+_LETTER, _DIGIT, _SPACE, _OTHER = 0, 1, 2, 3
+
+
+@numba.njit(cache=True, inline="always")
+def _ascii_class(byte):
+    if 0x61 <= byte <= 0x7A or 0x41 <= byte <= 0x5A:
+        return _LETTER
+    if 0x30 <= byte <= 0x39:
+        return _DIGIT
+    if byte == 0x20 or 0x09 <= byte <= 0x0D:
+        return _SPACE
+    return _OTHER
+
+
+@numba.njit(cache=True)
+def ascii_pretoken_starts(data):
+    """Where the pre-tokens of the ASCII text ``data`` start, then ``len(data)``: the matches of
+    ``GPT2_PRETOKENIZER_PATTERN``, whose alternatives are tried in order at each start."""
+    n = len(data)
+    starts = np.empty(n + 1, dtype=np.int64)
+    count = 0
+    i = 0
+    while i < n:
+        starts[count] = i
+        count += 1
+        i = _ascii_pretoken_end(data, i, n)
+    starts[count] = n
+    return starts[: count + 1]
+
+
+@numba.njit(cache=True, inline="always")
+def _ascii_pretoken_end(data, i, n):
+    """Where the pre-token starting at ``data[i]`` ends."""
+    if data[i] == 0x27 and i + 1 < n:  # '(?:[sdmt]|ll|ve|re)
+        after = data[i + 1]
+        if after == 0x73 or after == 0x64 or after == 0x6D or after == 0x74:
+            return i + 2
+        if i + 2 < n:
+            pair = (after, data[i + 2])
+            if pair == (0x6C, 0x6C) or pair == (0x76, 0x65) or pair == (0x72, 0x65):
+                return i + 3
+    kind = _ascii_class(data[i])
+    if data[i] == 0x20 and i + 1 < n and _ascii_class(data[i + 1]) != _SPACE:
+        i += 1  # " ?" before letters, digits or other symbols
+        kind = _ascii_class(data[i])
+    j = i + 1
+    while j < n and _ascii_class(data[j]) == kind:
+        j += 1
+    if kind != _SPACE or j == n or j - i == 1:
+        return j  # \p{L}+, \p{N}+, [^\s\p{L}\p{N}]+; or \s+ at the end, or a single \s
+    return j - 1  # \s+(?!\S): the last whitespace character goes with what follows
+
+
 # --- the table of known words ------------------------------------------------------------------
 
 

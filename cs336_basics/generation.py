@@ -90,9 +90,16 @@ def decoding_window(
     model: TransformerLM, prompt_ids: list[int], max_new_tokens: int
 ) -> tuple[list[int], int]:
     """The prompt cut to fit ``model.context_length`` with room for one new token, and how many
-    tokens may follow it."""
+    tokens may follow it. Ids outside the model's vocabulary are an error, caught here on the
+    host: the forward checks ids only on the CPU."""
     if not prompt_ids:
         raise ValueError("the prompt must hold at least one token (e.g. the end-of-text token)")
+    vocab_size = model.token_embeddings.weight.shape[0]
+    if not 0 <= min(prompt_ids) <= max(prompt_ids) < vocab_size:
+        bad = min(prompt_ids) if min(prompt_ids) < 0 else max(prompt_ids)
+        raise ValueError(
+            f"prompt token id {bad} is outside the model's vocabulary [0, {vocab_size})"
+        )
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be non-negative; got {max_new_tokens}")
     context_length = model.context_length

@@ -69,9 +69,15 @@ class RotaryPositionalEmbedding(nn.Module):
 
 
 def check_positions(token_positions: Tensor, max_seq_len: int) -> None:
-    """Raise a clear error unless every position is in ``[0, max_seq_len)``."""
-    if token_positions.numel() == 0 or torch.compiler.is_compiling():
-        return  # (a data-dependent check would split a torch.compile graph)
+    """Raise a clear error unless every position is in ``[0, max_seq_len)``: on the CPU only,
+    as ``embedding.check_token_ids`` (positions made by this package are in range by
+    construction: ``default_positions`` of a sequence no longer than the context)."""
+    if (
+        token_positions.device.type != "cpu"
+        or token_positions.numel() == 0
+        or torch.compiler.is_compiling()
+    ):
+        return
     low, high = int(token_positions.min()), int(token_positions.max())
     if low < 0 or high >= max_seq_len:
         bad = low if low < 0 else high

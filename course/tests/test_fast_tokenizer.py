@@ -25,8 +25,13 @@ from hypothesis import strategies as st
 from benchmarks.english import generate_english
 from cs336_basics.encode_file import encode_file, with_compiled_merges
 from cs336_basics.fast_tokenizer import FastTokenizer
-from cs336_basics.fast_tokenizer_kernels import HEAP_ABOVE, WordTable, ends_in_whitespace
-from cs336_basics.pretokenization import WHITESPACE
+from cs336_basics.fast_tokenizer_kernels import (
+    HEAP_ABOVE,
+    WordTable,
+    ascii_pretoken_starts,
+    ends_in_whitespace,
+)
+from cs336_basics.pretokenization import GPT2_PRETOKENIZER, WHITESPACE
 from cs336_basics.tokenizer import Tokenizer
 from cs336_basics.tokenizer_files import load_merges, load_vocab
 from tests.cases.tokenizers import tiktoken_of
@@ -394,6 +399,17 @@ def test_the_compiled_whitespace_test_is_the_patterns_whitespace() -> None:
         assert not ends_in_whitespace(data, len(data), len(data)), hex(code)  # nothing
         followed = np.frombuffer(("abc" + chr(code) + "z").encode("utf-8"), dtype=np.uint8)
         assert ends_in_whitespace(followed, 0, len(followed) - 1) == expected, hex(code)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(st.sampled_from(list("  \t\n\r\x0b\x0c\x1cabZ'sdmtlver09.,!-")), max_size=40))
+def test_the_compiled_ascii_pretokenizer_is_the_pattern(text: str) -> None:
+    # Contractions and near misses ('l, 'v, ''s), " ?" before each class, runs of whitespace
+    # before a word or at the end, and \x1c (a symbol to the pattern): against the ``regex``
+    # module's general pattern, not the ASCII copy the Python path uses.
+    starts = ascii_pretoken_starts(np.frombuffer(text.encode("ascii"), dtype=np.uint8))
+    pieces = [text[a:b] for a, b in zip(starts.tolist(), starts[1:].tolist(), strict=False)]
+    assert pieces == GPT2_PRETOKENIZER.findall(text)
 
 
 @pytest.mark.parametrize("merges_by_heap", [False, True], ids=["scans", "heap"])
