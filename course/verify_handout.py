@@ -2,9 +2,11 @@
 
 Builds the handout in a temporary folder, then checks that
 
-1. no solution marker or instructor-only folder is left in it, every Python file parses, and no
+1. no solution marker or instructor-only folder is left in it, every Python file parses, no
    shipped test imports ``course`` or ``cs336_basics`` (tests reach student code only through
-   ``tests/adapters.py``);
+   ``tests/adapters.py``), and nothing under ``tests/`` (the variants' tests aside) could stand
+   in for a graded part: no import of a package that implements one (tiktoken, tokenizers,
+   transformers), no loop over adjacent pairs (what a BPE trainer or encoder is built on);
 2. every function and method of a graded module is a skeleton: its body is an optional
    docstring and ``raise NotImplementedError``, and no lambda or other code computes anything;
 3. no module that ships complete implements a graded quantity: none defines a public name of a
@@ -59,6 +61,9 @@ for module in pkgutil.walk_packages(cs336_basics.__path__, "cs336_basics."):
 import tests.adapters
 """
 FORBIDDEN_IN_TESTS = ("course", PACKAGE)
+# Packages that implement a graded part (a BPE tokenizer): the instructor's references use them
+# (course/oracles), the shipped tests compare with the values they produced instead.
+ORACLE_PACKAGES = ("tiktoken", "tokenizers", "transformers", "sentencepiece")
 MARKERS = (BEGIN_MARKER, END_MARKER, BEGIN_EXTENSION, END_EXTENSION)
 
 
@@ -120,6 +125,8 @@ def static_problems(handout: Path) -> list[str]:
             continue
         if rel.parts[0] == "tests" and rel.name != "adapters.py":  # adapters reach student code
             problems += forbidden_imports(rel, tree)
+        if rel.parts[0] == "tests" and rel.parts[1] != "variants":
+            problems += oracle_problems(rel, tree)
         elif rel.parts[0] != "tests":
             problems += [p for p in forbidden_imports(rel, tree) if "imports course" in p]
     return problems
@@ -157,6 +164,48 @@ def forbidden_imports(rel: Path, tree: ast.Module) -> list[str]:
                     + (" (not shipped)" if top == "course" else " (use tests/adapters.py)")
                 )
     return problems
+
+
+def oracle_problems(rel: Path, tree: ast.Module) -> list[str]:
+    """What in a shipped test file could compute a graded quantity for a student: imports of
+    ``ORACLE_PACKAGES``, and ``zip(x, x[1:])``-style loops over adjacent pairs, the core of a
+    BPE trainer or encoder."""
+    problems = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            modules = [node.module or ""]
+        else:
+            modules = []
+        problems += [
+            f"{rel}:{node.lineno}: imports {m} (implements a graded part; ship its outputs)"
+            for m in modules
+            if m.split(".")[0] in ORACLE_PACKAGES
+        ]
+        if is_adjacent_pairs(node):
+            problems.append(
+                f"{rel}:{node.lineno}: loops over adjacent pairs (a BPE trainer or encoder "
+                "belongs in course/oracles)"
+            )
+    return problems
+
+
+def is_adjacent_pairs(node: ast.AST) -> bool:
+    """``zip(x, x[1:])`` or ``zip(x[:-1], x[1:])``, any extra arguments aside."""
+    if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "zip"):
+        return False
+    if len(node.args) < 2 or not isinstance(node.args[1], ast.Subscript):
+        return False
+    first, second = node.args[0], node.args[1]
+    base = first.value if isinstance(first, ast.Subscript) else first
+    cut = second.slice
+    return (
+        ast.dump(base) == ast.dump(second.value)
+        and isinstance(cut, ast.Slice)
+        and isinstance(cut.lower, ast.Constant)
+        and cut.lower.value == 1
+    )
 
 
 def is_skeleton_body(body: list[ast.stmt]) -> bool:

@@ -22,9 +22,9 @@ import tiktoken
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from .adapters import get_tokenizer
-from .cases.shipped import Shipped
-from .cases.tokenizers import tiktoken_of
+from course.oracles.tokenizers import tiktoken_of
+from tests.adapters import get_tokenizer
+from tests.cases.shipped import Shipped
 
 SHIPPED = Shipped()
 EOT = "<|endoftext|>"
