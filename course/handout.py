@@ -38,6 +38,7 @@ import tempfile
 import tomllib
 import zipfile
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from course.manifest import write_manifest
@@ -46,6 +47,7 @@ from course.skeleton import STUB, SkeletonError, make_skeleton
 REPO_ROOT = Path(__file__).resolve().parent.parent
 COURSE_DIR = REPO_ROOT / "course"
 MANIFEST_FILE = Path("course") / "handout_manifest.toml"
+RUBRIC = Path("course") / "rubric.toml"
 PACKAGE = "cs336_basics"
 BEGIN_MARKER = "# BEGIN SOLUTION"
 END_MARKER = "# END SOLUTION"
@@ -294,8 +296,25 @@ def plan(root: Path = REPO_ROOT, kind: str = "base") -> dict[Path, str]:
     """What ships in handout ``kind`` and how: ``{path: treatment}``, where a treatment is
 
     ``skeleton`` (a graded module), ``strip`` (solution regions become stubs), ``fill``
-    (solution regions stay, markers go) or ``copy`` (bytes as they are).
+    (solution regions stay, markers go) or ``copy`` (bytes as they are). A graded module whose
+    skeleton would define nothing (none of its names is used by the shipped code) does not ship:
+    how a student organises that part is theirs.
     """
+    return {
+        rel: treatment
+        for rel, treatment in full_plan(root, kind).items()
+        if treatment != "skeleton" or rel.suffix != ".py" or skeleton_defines(root, rel, kind)
+    }
+
+
+def skeleton_defines(root: Path, rel: Path, kind: str) -> bool:
+    skeleton = render(root, rel, "skeleton", kind)[0].decode("utf-8")
+    body = ast.parse(skeleton).body
+    return any(not isinstance(node, (ast.Expr, ast.Import, ast.ImportFrom)) for node in body)
+
+
+def full_plan(root: Path, kind: str) -> dict[Path, str]:
+    """``plan`` before graded modules with empty skeletons are left out."""
     files = source_files(root)
     chosen = select(root, kind, set(files))
     treatments: dict[Path, str] = {}
@@ -373,6 +392,18 @@ def student_pyproject(text: str) -> str:
     return re.sub(r"packages\s*=\s*\[[^\]]*\]", 'packages = ["cs336_basics"]', text)
 
 
+def student_rubric(path: Path) -> str:
+    """The points of each graded component, as ``tests/conftest.py`` reads them in a handout."""
+    with path.open("rb") as file:
+        rubric = tomllib.load(file)
+    lines = ["# Points of each graded component (the end of `uv run pytest` shows them).\n"]
+    for component in rubric.get("component", []):
+        lines.append(
+            f'\n[[component]]\nname = "{component["name"]}"\npoints = {component["points"]}\n'
+        )
+    return "".join(lines)
+
+
 @dataclass
 class Handout:
     kind: str
@@ -403,6 +434,24 @@ LAYOUT = {
 }
 
 
+@cache
+def names_used_outside(root: Path, kind: str) -> frozenset[str]:
+    """Every name (and attribute) the shipped code that is not a graded skeleton mentions: the
+    constants of a graded module it refers to must stay in the skeleton."""
+    found: set[str] = set()
+    for rel, treatment in full_plan(root, kind).items():
+        if rel.suffix != ".py" or treatment == "skeleton":
+            continue
+        for node in ast.walk(ast.parse((root / rel).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Name):
+                found.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                found.add(node.attr)
+            elif isinstance(node, ast.alias):
+                found.add(node.asname or node.name)
+    return frozenset(found)
+
+
 def render(root: Path, rel: Path, treatment: str, kind: str = "base") -> tuple[bytes, int]:
     """The shipped bytes of ``rel`` under ``treatment``, and the solution regions it had."""
     source = root / rel
@@ -412,7 +461,7 @@ def render(root: Path, rel: Path, treatment: str, kind: str = "base") -> tuple[b
         return source.read_bytes(), 0
     text = source.read_text(encoding="utf-8")
     if treatment == "skeleton":
-        return make_skeleton(text, str(rel)).encode(), 0
+        return make_skeleton(text, str(rel), names_used_outside(root, kind)).encode(), 0
     text, regions = apply_markers(text, str(rel), kind, fill=treatment == "fill")
     check_stub_syntax(text, str(rel))
     return text.encode(), regions
@@ -439,6 +488,8 @@ def build(
             (staging / rel).parent.mkdir(parents=True, exist_ok=True)
             (staging / rel).write_bytes(data)
         shutil.copyfile(COURSE_DIR / "submission.py", staging / "make_submission.py")
+        if (root / RUBRIC).is_file():
+            (staging / "tests" / "rubric.toml").write_text(student_rubric(root / RUBRIC))
         write_manifest(staging)  # the handout's own tests and fixtures
         stamp = f"{version} (commit {commit}, {date})"
         (staging / "HANDOUT_VERSION").write_text(stamp + "\n")
