@@ -376,11 +376,15 @@ def git_stamp(root: Path = REPO_ROOT) -> tuple[str, str]:
 
 
 def changelog(root: Path = REPO_ROOT) -> str:
-    """The body of ``course/CHANGELOG.md`` (its first heading dropped)."""
+    """The body of ``course/CHANGELOG.md``: its first heading and its ``## Unreleased`` section
+    dropped."""
     path = root / "course" / "CHANGELOG.md"
     if not path.is_file():
         return "No changes yet.\n"
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    text = path.read_text(encoding="utf-8")
+    # Released versions only: notes on the next release are still the instructors'.
+    text = re.sub(r"^## Unreleased.*?(?=^## |\Z)", "", text, flags=re.MULTILINE | re.DOTALL)
+    lines = text.splitlines(keepends=True)
     if lines and lines[0].startswith("# "):
         lines = lines[1:]
     return "".join(lines).strip() + "\n"
