@@ -438,22 +438,40 @@ LAYOUT = {
 }
 
 
+def mentioned_names(source: str) -> set[str]:
+    """Every name, attribute and imported name ``source`` mentions."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.alias):
+            found.add(node.asname or node.name)
+    return found
+
+
 @cache
 def names_used_outside(root: Path, kind: str) -> frozenset[str]:
-    """Every name (and attribute) the shipped code that is not a graded skeleton mentions: the
-    constants of a graded module it refers to must stay in the skeleton."""
-    found: set[str] = set()
-    for rel, treatment in full_plan(root, kind).items():
-        if rel.suffix != ".py" or treatment == "skeleton":
-            continue
-        for node in ast.walk(ast.parse((root / rel).read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Name):
-                found.add(node.id)
-            elif isinstance(node, ast.Attribute):
-                found.add(node.attr)
-            elif isinstance(node, ast.alias):
-                found.add(node.asname or node.name)
-    return frozenset(found)
+    """The names a graded module's skeleton must keep: those the shipped code that is not a
+    skeleton mentions, and those the other skeletons still mention (a signature's type, an
+    import they keep), found by growing the set until the skeletons stop asking for more."""
+    treatments = full_plan(root, kind)
+    sources = {
+        rel: (root / rel).read_text(encoding="utf-8") for rel in treatments if rel.suffix == ".py"
+    }
+    used: set[str] = set()
+    for rel, source in sources.items():
+        if treatments[rel] != "skeleton":
+            used |= mentioned_names(source)
+    while True:
+        grown = set(used)
+        for rel, source in sources.items():
+            if treatments[rel] == "skeleton":
+                grown |= mentioned_names(make_skeleton(source, str(rel), frozenset(used)))
+        if grown == used:
+            return frozenset(used)
+        used = grown
 
 
 def render(root: Path, rel: Path, treatment: str, kind: str = "base") -> tuple[bytes, int]:
