@@ -1,7 +1,7 @@
 """Cases for the optimizer side: AdamW trajectories, the cosine schedule, gradient clipping.
 
-AdamW passes with its decoupled decay applied before or after the update (both orders are the
-handout's); a failing schedule or AdamW names the known mistake its outputs match."""
+AdamW passes with its decoupled decay applied after the update (the handout's order) or before
+it (torch.optim.AdamW's); a failing schedule or AdamW names the known mistake it matches."""
 
 from __future__ import annotations
 
