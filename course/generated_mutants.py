@@ -79,7 +79,6 @@ REFERENCE_TEST_IMPORTS = (
 # tiktoken: course/oracles), which do not ship, join the runs of the modules they judge.
 TOKENIZER_ORACLE_TESTS = [
     "course/tests/test_tokenizer_tiktoken.py",
-    "course/tests/test_tokenizer_properties.py",
     "course/tests/test_tokenizer_fast_paths.py",
 ]
 ORACLE_TESTS: dict[str, list[str]] = {

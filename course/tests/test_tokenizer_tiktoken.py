@@ -1,17 +1,22 @@
 """The tokenizer against tiktoken, built offline from the shipped vocabulary (the graded cases'
-expected values come from the same reference; here on more text, and on random text)."""
+expected values come from the same reference; here on more text, on random text, and on runs
+of repeated characters, where the order of equal-rank merges matters)."""
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+import tiktoken
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from course.oracles.tokenizers import tiktoken_of
 from tests.adapters import get_tokenizer
 from tests.cases.shipped import Shipped
+from tests.test_tokenizer_properties import SHIPPED, runs
+from tests.test_tokenizer_properties import tokenizer as special_tokenizer
 
 FIXTURES = Path(__file__).resolve().parent.parent.parent / "fixtures"
 CORPUS = FIXTURES / "corpora" / "stories-400k.txt"
@@ -66,3 +71,23 @@ def test_tokenizer_round_trips_any_text(tokenizer, reference, text):
     ids = tokenizer.encode(text)
     assert tokenizer.decode(ids) == text
     assert ids == reference.encode(text, allowed_special="all")
+
+
+@cache
+def tiktoken_reference() -> tiktoken.Encoding:
+    """tiktoken with the fixture vocab as ranks; its BPE merges the lowest rank, leftmost first."""
+    return tiktoken_of(SHIPPED.vocab_and_merges[0], [EOT])
+
+
+@given(text=runs)
+@example(text="ooo")
+@example(text=" ppp lll bbb fff")
+def test_tokenizer_encode_matches_tiktoken_on_runs(text: str) -> None:
+    ids = special_tokenizer(EOT).encode(text)
+    expected = tiktoken_reference().encode(text, allowed_special="all")
+    assert ids == expected, f"encode({text!r}) = {ids}, tiktoken gives {expected}" + (
+        "\nhint: inside a pre-token, merge the lowest-rank pair at its leftmost occurrence "
+        "first ('ooo' is [oo, o], not [o, oo])"
+        if sorted(ids) == sorted(expected)
+        else ""
+    )
