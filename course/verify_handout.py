@@ -77,6 +77,7 @@ INSTRUCTOR_VOCABULARY = {
     r"\bunreleased\b": "release notes in progress",
     r"\bnumba\b|\bfast_?tokenizer\b|\bcompiled merges\b": "the reference's compiled tokenizer",
     r"\bextension handout\b|\bmoved as a unit\b": "how the handouts are assembled",
+    r"\bcs336_basics\.variants\b|\btests/variants\b": "the extension's modules",
     r"\bmutants?\b|\bmutation testing\b": "the suite's mutation testing",
 }
 
