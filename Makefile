@@ -57,12 +57,13 @@ mutants-smoke:
 test-thorough:
 	HYPOTHESIS_PROFILE=thorough uv run pytest -m ""
 
-# The shipped suite on the independent solutions in course/solutions/ (graded tests must pass).
+# The shipped suite on the independent solutions in course/solutions/ (graded cases must pass, and
+# for the two that wire every adapter, every test not marked robustness).
 check-solutions:
 	uv run python -m course.check_solutions
 
 # CI check of the course toolchain: verify both handouts, then grade (in the sandbox) the reference
-# and the two independent solutions of course/solutions/ (full marks) and the bare handout (zero).
+# and the three independent solutions of course/solutions/ (full marks) and the bare handout (zero).
 ci-course:
 	uv run python -m course.verify_handout
 	uv run python -m course.verify_handout --extensions
@@ -71,9 +72,11 @@ ci-course:
 	uv run python -m course.submission --root dist/handout --out dist/bare-handout.zip
 	uv run python -m course.submission --root course/solutions/single_module --out dist/single-module.zip
 	uv run python -m course.submission --root course/solutions/own_names --out dist/own-names.zip
+	uv run python -m course.submission --root course/solutions/upstream_style --out dist/upstream-style.zip
 	uv run cs336-grade dist/reference.zip --out dist/grading/reference --expect full
 	uv run cs336-grade dist/single-module.zip --out dist/grading/single-module --expect full
 	uv run cs336-grade dist/own-names.zip --out dist/grading/own-names --expect full
+	uv run cs336-grade dist/upstream-style.zip --out dist/grading/upstream-style --expect full
 	uv run cs336-grade dist/bare-handout.zip --out dist/grading/bare-handout --expect zero
 
 # The Gradescope autograder zip (setup.sh, run_autograder, grader, hidden cases; no solution).

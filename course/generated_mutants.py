@@ -75,6 +75,26 @@ REFERENCE_TEST_IMPORTS = (
     "benchmarks/english.py",
     *FAST_TOKENIZER_TESTS,
 )
+# The instructor's tests of the tokenizer and trainer against their references (a naive trainer,
+# tiktoken: course/oracles), which do not ship, join the runs of the modules they judge.
+TOKENIZER_ORACLE_TESTS = [
+    "course/tests/test_tokenizer_tiktoken.py",
+    "course/tests/test_tokenizer_fast_paths.py",
+]
+ORACLE_TESTS: dict[str, list[str]] = {
+    "pretokenization.py": ["course/tests/test_train_bpe_naive.py", *TOKENIZER_ORACLE_TESTS],
+    "bpe.py": ["course/tests/test_train_bpe_naive.py"],
+    "tokenizer.py": TOKENIZER_ORACLE_TESTS,
+}
+ORACLE_IMPORTS = (
+    "course/__init__.py",
+    "course/tests/__init__.py",
+    *(
+        f"course/oracles/{name}.py"
+        for name in ("__init__", "layers", "optim", "tokenizers", "training")
+    ),
+    *sorted({path for paths in ORACLE_TESTS.values() for path in paths}),
+)
 # A CI-sized sample: small modules whose tests run in seconds.
 SMOKE_MODULES = ["gradient_clipping.py", "data.py", "schedule.py"]
 
@@ -105,7 +125,7 @@ def selection(module: str) -> str:
 def test_files(module: str, nodeids: tuple[str, ...]) -> list[str]:
     if module in REFERENCE_MODULE_TESTS:
         return REFERENCE_MODULE_TESTS[module]
-    return test_files_for(selection(module), nodeids)
+    return test_files_for(selection(module), nodeids) + ORACLE_TESTS.get(module, [])
 
 
 def load_equivalents() -> dict[tuple[str, str], str]:
@@ -223,7 +243,9 @@ def run(
     preload_test_dependencies(compiled)
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="cs336-generated-mutants-") as tmp:
-        extra = REFERENCE_TEST_IMPORTS if compiled else ()
+        extra = tuple(
+            dict.fromkeys((*(REFERENCE_TEST_IMPORTS if compiled else ()), *ORACLE_IMPORTS))
+        )
         pool = Pool([make_copy(root, Path(tmp) / f"copy{i}", extra) for i in range(jobs)])
         durations = baselines(pool, modules, nodeids, timeout=600)
         print(

@@ -68,7 +68,13 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 RUBRIC = REPO_ROOT / "course" / "rubric.toml"
 OUTPUT_LIMIT = 6000
 # The pristine files the driver imports (GRADING_INTERFACE.md): the case definitions only.
-CASE_FILES = ("tests/__init__.py", "tests/cases", "tests/snapshots.py", "tests/hints.py")
+CASE_FILES = (
+    "tests/__init__.py",
+    "tests/cases",
+    "tests/common.py",
+    "tests/snapshots.py",
+    "tests/hints.py",
+)
 # [limits] keys of the rubric -> SandboxLimits fields (and the unit they are given in).
 LIMIT_KEYS = {
     "wall_s": ("wall_s", 1),

@@ -38,6 +38,7 @@ import tempfile
 import tomllib
 import zipfile
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from course.manifest import write_manifest
@@ -46,6 +47,7 @@ from course.skeleton import STUB, SkeletonError, make_skeleton
 REPO_ROOT = Path(__file__).resolve().parent.parent
 COURSE_DIR = REPO_ROOT / "course"
 MANIFEST_FILE = Path("course") / "handout_manifest.toml"
+RUBRIC = Path("course") / "rubric.toml"
 PACKAGE = "cs336_basics"
 BEGIN_MARKER = "# BEGIN SOLUTION"
 END_MARKER = "# END SOLUTION"
@@ -294,8 +296,25 @@ def plan(root: Path = REPO_ROOT, kind: str = "base") -> dict[Path, str]:
     """What ships in handout ``kind`` and how: ``{path: treatment}``, where a treatment is
 
     ``skeleton`` (a graded module), ``strip`` (solution regions become stubs), ``fill``
-    (solution regions stay, markers go) or ``copy`` (bytes as they are).
+    (solution regions stay, markers go) or ``copy`` (bytes as they are). A graded module whose
+    skeleton would define nothing (none of its names is used by the shipped code) does not ship:
+    how a student organises that part is theirs.
     """
+    return {
+        rel: treatment
+        for rel, treatment in full_plan(root, kind).items()
+        if treatment != "skeleton" or rel.suffix != ".py" or skeleton_defines(root, rel, kind)
+    }
+
+
+def skeleton_defines(root: Path, rel: Path, kind: str) -> bool:
+    skeleton = render(root, rel, "skeleton", kind)[0].decode("utf-8")
+    body = ast.parse(skeleton).body
+    return any(not isinstance(node, (ast.Expr, ast.Import, ast.ImportFrom)) for node in body)
+
+
+def full_plan(root: Path, kind: str) -> dict[Path, str]:
+    """``plan`` before graded modules with empty skeletons are left out."""
     files = source_files(root)
     chosen = select(root, kind, set(files))
     treatments: dict[Path, str] = {}
@@ -357,11 +376,15 @@ def git_stamp(root: Path = REPO_ROOT) -> tuple[str, str]:
 
 
 def changelog(root: Path = REPO_ROOT) -> str:
-    """The body of ``course/CHANGELOG.md`` (its first heading dropped)."""
+    """The body of ``course/CHANGELOG.md``: its first heading and its ``## Unreleased`` section
+    dropped."""
     path = root / "course" / "CHANGELOG.md"
     if not path.is_file():
         return "No changes yet.\n"
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    text = path.read_text(encoding="utf-8")
+    # Released versions only: notes on the next release are still the instructors'.
+    text = re.sub(r"^## Unreleased.*?(?=^## |\Z)", "", text, flags=re.MULTILINE | re.DOTALL)
+    lines = text.splitlines(keepends=True)
     if lines and lines[0].startswith("# "):
         lines = lines[1:]
     return "".join(lines).strip() + "\n"
@@ -371,6 +394,18 @@ def student_pyproject(text: str) -> str:
     """The reference ``pyproject.toml`` minus what only makes sense with ``course/`` present."""
     text = re.sub(r"^cs336-grade\s*=.*\n", "", text, flags=re.MULTILINE)
     return re.sub(r"packages\s*=\s*\[[^\]]*\]", 'packages = ["cs336_basics"]', text)
+
+
+def student_rubric(path: Path) -> str:
+    """The points of each graded component, as ``tests/conftest.py`` reads them in a handout."""
+    with path.open("rb") as file:
+        rubric = tomllib.load(file)
+    lines = ["# Points of each graded component (the end of `uv run pytest` shows them).\n"]
+    for component in rubric.get("component", []):
+        lines.append(
+            f'\n[[component]]\nname = "{component["name"]}"\npoints = {component["points"]}\n'
+        )
+    return "".join(lines)
 
 
 @dataclass
@@ -403,6 +438,42 @@ LAYOUT = {
 }
 
 
+def mentioned_names(source: str) -> set[str]:
+    """Every name, attribute and imported name ``source`` mentions."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.alias):
+            found.add(node.asname or node.name)
+    return found
+
+
+@cache
+def names_used_outside(root: Path, kind: str) -> frozenset[str]:
+    """The names a graded module's skeleton must keep: those the shipped code that is not a
+    skeleton mentions, and those the other skeletons still mention (a signature's type, an
+    import they keep), found by growing the set until the skeletons stop asking for more."""
+    treatments = full_plan(root, kind)
+    sources = {
+        rel: (root / rel).read_text(encoding="utf-8") for rel in treatments if rel.suffix == ".py"
+    }
+    used: set[str] = set()
+    for rel, source in sources.items():
+        if treatments[rel] != "skeleton":
+            used |= mentioned_names(source)
+    while True:
+        grown = set(used)
+        for rel, source in sources.items():
+            if treatments[rel] == "skeleton":
+                grown |= mentioned_names(make_skeleton(source, str(rel), frozenset(used)))
+        if grown == used:
+            return frozenset(used)
+        used = grown
+
+
 def render(root: Path, rel: Path, treatment: str, kind: str = "base") -> tuple[bytes, int]:
     """The shipped bytes of ``rel`` under ``treatment``, and the solution regions it had."""
     source = root / rel
@@ -412,7 +483,7 @@ def render(root: Path, rel: Path, treatment: str, kind: str = "base") -> tuple[b
         return source.read_bytes(), 0
     text = source.read_text(encoding="utf-8")
     if treatment == "skeleton":
-        return make_skeleton(text, str(rel)).encode(), 0
+        return make_skeleton(text, str(rel), names_used_outside(root, kind)).encode(), 0
     text, regions = apply_markers(text, str(rel), kind, fill=treatment == "fill")
     check_stub_syntax(text, str(rel))
     return text.encode(), regions
@@ -439,6 +510,8 @@ def build(
             (staging / rel).parent.mkdir(parents=True, exist_ok=True)
             (staging / rel).write_bytes(data)
         shutil.copyfile(COURSE_DIR / "submission.py", staging / "make_submission.py")
+        if (root / RUBRIC).is_file():
+            (staging / "tests" / "rubric.toml").write_text(student_rubric(root / RUBRIC))
         write_manifest(staging)  # the handout's own tests and fixtures
         stamp = f"{version} (commit {commit}, {date})"
         (staging / "HANDOUT_VERSION").write_text(stamp + "\n")

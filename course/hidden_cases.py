@@ -2,12 +2,15 @@
 
 ``course/hidden/inputs/<component>/<case id>.*`` holds every case's inputs, public and hidden
 (the driver reads them inside the sandbox); ``course/hidden/expected/<component>/<case id>.*``
-holds their expected values (only the judge reads them). Hidden instances use other seeds,
+holds their expected values (only the judge reads them). The public cases without a snapshot
+also get their expected values copied to ``fixtures/expected/`` (they ship: the students' local
+tests compare with them, since the computations that made them must not ship). Hidden instances use other seeds,
 shapes and hyperparameters than the shipped fixtures, so a submission cannot look answers up;
 ``course/`` never ships, and the sandbox never mounts ``expected/``.
 
-Expected values come from independent computations (``torch.nn.functional`` in float64, the
-float64 naive model of ``course/cases_model.py``, tiktoken, a naive BPE trainer); each case is
+Expected values come from independent computations (``course/oracles``: ``torch.nn.functional``
+in float64, tiktoken, a naive BPE trainer; here, the float64 naive model of
+``course/cases_model.py`` for the cases with snapshots); each case is
 then run on the reference solution and must pass before anything is written. Float tolerances
 are derived as the snapshots' are: ``atol = 10 * max|reference_f32 - truth| + 8 eps_f32 max|truth|``.
 Deterministic: rerunning rewrites identical files.
@@ -28,12 +31,15 @@ import torch.nn.functional as F
 import tests.adapters as reference_adapters
 from course.cases_model import complex_rope, naive_attention, naive_block, naive_lm
 from course.hidden_inputs import HIDDEN
+from course.manifest import write_manifest
+from course.oracles import ORACLES
 from course.snapshot_case import FixtureData
 from cs336_basics.config import ModelConfig
 from tests.cases import CASES, Case, judge_case, run_case
-from tests.cases.compare import expect_close
+from tests.cases.compare import expect_close, expect_snapshot
 from tests.cases.core import Bundle
-from tests.cases.public import public_expected, public_inputs
+from tests.cases.public import EXPECTED as FIXTURES_EXPECTED
+from tests.cases.public import public_inputs
 from tests.cases.shipped import Shipped
 from tests.cases.wire import read_bundle, write_bundle
 
@@ -128,11 +134,16 @@ def derived_expected(case: Case, inputs: Bundle) -> Bundle:
     return expect_close("out", truth, 10 * error + 8 * float(np.finfo(np.float32).eps) * scale)
 
 
-def hidden_expected(case: Case, inputs: Bundle) -> Bundle:
-    expected = (
-        case.expected(inputs) if case.expected is not None else derived_expected(case, inputs)
-    )
-    return expected | {"reveal": False}
+def computed_expected(case: Case, inputs: Bundle) -> Bundle:
+    oracle = ORACLES.get((case.component, case.name))
+    return oracle(inputs) if oracle is not None else derived_expected(case, inputs)
+
+
+def public_expected(case: Case, inputs: Bundle) -> Bundle:
+    """A snapshot's values (tolerance and hints included) where the case has one."""
+    if case.snapshot is not None:
+        return expect_snapshot("out", case.snapshot) | {"reveal": True}
+    return computed_expected(case, inputs) | {"reveal": True}
 
 
 def instances() -> list[tuple[Case, str, Bundle, Bundle]]:
@@ -147,7 +158,8 @@ def instances() -> list[tuple[Case, str, Bundle, Bundle]]:
             raise RuntimeError(f"case {key[0]}/{key[1]} has no hidden variants")
         for variant, make in sorted(variants.items()):
             inputs = make()
-            found.append((case, case.hidden_id(variant), inputs, hidden_expected(case, inputs)))
+            expected = computed_expected(case, inputs) | {"reveal": False}
+            found.append((case, case.hidden_id(variant), inputs, expected))
     return found
 
 
@@ -221,12 +233,35 @@ def write_hidden_cases(target: Path = HIDDEN_DIR) -> int:
         scratch.rename(target)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    publish_public_expected([c for c, case_id, _, _ in found if case_id == c.public_id], target)
     return len(found)
+
+
+def publish_public_expected(
+    cases: list[Case], source: Path, shipped: Path = FIXTURES_EXPECTED
+) -> None:
+    """Copy the written expected bundles of the public cases without a snapshot to the shipped
+    fixtures, replacing what was there."""
+    scratch = Path(tempfile.mkdtemp(prefix=".expected-", dir=shipped.parent))
+    try:
+        for case in cases:
+            if case.snapshot is not None:
+                continue
+            (scratch / case.component).mkdir(exist_ok=True)
+            for path in (source / "expected" / case.component).glob(f"{case.public_id}.*"):
+                shutil.copyfile(path, scratch / case.component / path.name)
+        if shipped.exists():
+            shutil.rmtree(shipped)
+        scratch.rename(shipped)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def main() -> int:
     count = write_hidden_cases()
+    write_manifest()  # fixtures/expected changed with them
     print(f"wrote {count} cases (inputs and expected values) to {HIDDEN_DIR}")
+    print(f"and the public cases' expected values to {FIXTURES_EXPECTED}")
     return 0
 
 

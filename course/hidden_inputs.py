@@ -222,14 +222,19 @@ def training() -> dict[str, Callable[[], Bundle]]:
         "cosine_schedule/no_warmup/sparse": lambda: schedule(
             0.5, 0.05, 3, 30, [0, 1, 2, 3, 4, 15, 29, 30, 31, 100]
         ),
-        "gradient_clipping/large_norm/two": lambda: clipping_problem(
-            s + 7, 20.0, [3.0], [], shapes=((6,), (4, 3))
+        "gradient_clipping/large_norm/two": lambda: (
+            clipping_problem(s + 7, 20.0, [3.0], [], shapes=((6,), (4, 3))) | {"container": "list"}
         ),
-        "gradient_clipping/small_norm/loose": lambda: clipping_problem(
-            s + 8, 1e-2, [5.0, 0.01], []
+        "gradient_clipping/small_norm/loose": lambda: (
+            clipping_problem(s + 8, 1e-2, [5.0, 0.01], []) | {"container": "tuple"}
         ),
-        "gradient_clipping/missing_grad/two_missing": lambda: clipping_problem(
-            s + 9, 4.0, [0.5], [0, 2], shapes=((2, 3), (4,), (3,), (5, 1))
+        "gradient_clipping/missing_grad/two_missing": lambda: (
+            clipping_problem(s + 9, 4.0, [0.5], [0, 2], shapes=((2, 3), (4,), (3,), (5, 1)))
+            | {"container": "list"}
+        ),
+        "gradient_clipping/generator/three": lambda: (
+            clipping_problem(s + 14, 6.0, [2.5], [1], shapes=((3, 2), (5,), (2,)))
+            | {"container": "generator"}
         ),
         "get_batch/windows/longer": lambda: batch_problem(s + 10, 55, 8, 9, 150),
         "get_batch/one_window/nine": lambda: batch_problem(s + 11, 9, 4, 8, 3),
@@ -308,9 +313,8 @@ def tokenizers() -> dict[str, Callable[[], Bundle]]:
         "tokenizer/no_special_tokens/hidden": lambda: tokenizer_inputs(
             {"mixed": HIDDEN_TEXT}, None
         ),
-        "tokenizer/encode_iterable/hidden": lambda: (
-            tokenizer_inputs({"mixed": HIDDEN_TEXT, "story": stories[:2000]})
-            | {"chunk_sizes": [2, 5, 11, 100]}
+        "tokenizer/encode_iterable/hidden": lambda: tokenizer_inputs(
+            {"mixed": HIDDEN_TEXT, "story": stories[:2000]}
         ),
         "tokenizer/overlapping_specials/short": lambda: tokenizer_inputs(
             {"mixed": "a<s><s><s>b<s>"}, ["<s>", "<s><s>"]

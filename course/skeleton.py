@@ -5,8 +5,12 @@
 - the module docstring and the imports the skeleton still uses (``from __future__`` always);
 - every public class and function, with its comments, decorators, signature and docstring; each
   function or method body becomes ``raise NotImplementedError``;
-- class-level fields and constants (dataclass fields, buffers' annotations, ``CACHE_SIZE = ...``)
-  and public module-level constants, since signatures, decorators and support code refer to them.
+- class-level fields (dataclass fields, buffers' annotations).
+
+Given ``used_elsewhere`` (the names the shipped code around the module mentions: adapters,
+support modules, tests), a top-level definition or constant, and a class-level ALL-CAPS
+constant, ships only where that code or the kept code refers to it: the reference's own helpers
+and internal tuning (cache sizes, chunk sizes, sentinel ranks) are not the contract.
 
 Private (underscore) helpers are left out, so how a student organises their internals is their
 own choice; a private name the kept code still refers to (a default value, a base class) stays.
@@ -90,7 +94,7 @@ def bound_names(node: ast.stmt) -> list[str]:
     return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
 
 
-def interface_nodes(node: ast.stmt) -> Iterator[ast.AST]:
+def interface_nodes(node: ast.stmt, used: frozenset[str] | None = None) -> Iterator[ast.AST]:
     """The parts of a kept statement that survive in the skeleton (bodies do not)."""
     if isinstance(node, FUNCTIONS):
         yield from node.decorator_list
@@ -101,8 +105,8 @@ def interface_nodes(node: ast.stmt) -> Iterator[ast.AST]:
         yield from node.decorator_list
         yield from node.bases
         yield from node.keywords
-        for member in kept_members(node):
-            yield from interface_nodes(member)
+        for member in kept_members(node, used):
+            yield from interface_nodes(member, used)
     else:
         yield node
 
@@ -121,8 +125,13 @@ def names_in(nodes: Iterator[ast.AST]) -> set[str]:
     return found
 
 
-def kept_members(cls: ast.ClassDef) -> list[ast.stmt]:
-    """Class members the skeleton keeps: public (and dunder) methods, nested classes and fields."""
+def is_constant(name: str) -> bool:
+    return name.isupper()
+
+
+def kept_members(cls: ast.ClassDef, used: frozenset[str] | None = None) -> list[ast.stmt]:
+    """Class members the skeleton keeps: public (and dunder) methods, nested classes, fields,
+    and the constants code outside the module refers to."""
     kept = []
     for member in cls.body:
         if is_docstring(member) or isinstance(member, ast.Pass):
@@ -131,7 +140,9 @@ def kept_members(cls: ast.ClassDef) -> list[ast.stmt]:
             if not is_private(member.name):
                 kept.append(member)
         elif isinstance(member, ASSIGNMENTS):
-            if not all(is_private(name) for name in bound_names(member)):
+            names = bound_names(member)
+            internal = used is not None and all(is_constant(n) and n not in used for n in names)
+            if not internal and not all(is_private(name) for name in names):
                 kept.append(member)
         elif isinstance(member, ast.Expr) and isinstance(member.value, ast.Constant):
             continue  # a bare `...`
@@ -208,26 +219,26 @@ def _render_function(source: _Source, node: ast.FunctionDef | ast.AsyncFunctionD
     return source.header(node) + source.docstring(node, indent) + f"{indent}{STUB}\n"
 
 
-def _render_class(source: _Source, node: ast.ClassDef) -> str:
+def _render_class(source: _Source, node: ast.ClassDef, used: frozenset[str] | None) -> str:
     indent = source.body_indent(node)
     parts = [source.header(node) + source.docstring(node, indent)]
-    members = kept_members(node)
+    members = kept_members(node, used)
     previous: ast.stmt | None = node.body[0] if is_docstring(node.body[0]) else None
     for member in members:
         if previous is not None:
             parts.append("\n" * _blank_lines(source, previous, member, top_level=False))
-        parts.append(_render(source, member))
+        parts.append(_render(source, member, used))
         previous = member
     if previous is None:
         parts.append(f"{indent}pass\n")
     return "".join(parts)
 
 
-def _render(source: _Source, node: ast.stmt) -> str:
+def _render(source: _Source, node: ast.stmt, used: frozenset[str] | None) -> str:
     if isinstance(node, FUNCTIONS):
         return _render_function(source, node)
     if isinstance(node, ast.ClassDef):
-        return _render_class(source, node)
+        return _render_class(source, node, used)
     return source.text(source.start(node), node.end_lineno)
 
 
@@ -307,12 +318,19 @@ def _split_module(tree: ast.Module) -> tuple[list[ast.stmt], dict[str, ast.stmt]
     return imports, by_name, ordered
 
 
-def _kept_definitions(by_name: dict[str, ast.stmt], ordered: list[ast.stmt]) -> list[ast.stmt]:
-    """Public definitions, plus the private ones that kept code still refers to."""
-    kept = {id(n) for n in ordered if not all(is_private(name) for name in bound_names(n))}
+def _kept_definitions(
+    by_name: dict[str, ast.stmt], ordered: list[ast.stmt], used: frozenset[str] | None
+) -> list[ast.stmt]:
+    """Public definitions (where ``used`` is given, only those it names), plus the private
+    ones and constants that kept code still refers to."""
+
+    def wanted(name: str) -> bool:
+        return not is_private(name) and (used is None or name in used)
+
+    kept = {id(n) for n in ordered if any(wanted(name) for name in bound_names(n))}
     pending = [n for n in ordered if id(n) in kept]
     while pending:
-        for name in names_in(interface_nodes(pending.pop())):
+        for name in names_in(interface_nodes(pending.pop(), used)):
             node = by_name.get(name)
             if node is not None and id(node) not in kept:
                 kept.add(id(node))
@@ -320,19 +338,22 @@ def _kept_definitions(by_name: dict[str, ast.stmt], ordered: list[ast.stmt]) -> 
     return [n for n in ordered if id(n) in kept]
 
 
-def make_skeleton(source: str, path: str = "<source>") -> str:
-    """The skeleton of the graded module ``source`` (see the module docstring)."""
+def make_skeleton(
+    source: str, path: str = "<source>", used_elsewhere: frozenset[str] | None = None
+) -> str:
+    """The skeleton of the graded module ``source`` (see the module docstring);
+    ``used_elsewhere``: the names shipped code outside the module refers to."""
     try:
         tree = ast.parse(source, filename=path)
         text = _Source(source)
         imports, by_name, ordered = _split_module(tree)
-        definitions = _kept_definitions(by_name, ordered)
+        definitions = _kept_definitions(by_name, ordered, used_elsewhere)
         parts: list[str] = []
         previous: ast.stmt | None = None
         for node in definitions:
             if previous is not None:
                 parts.append("\n" * _blank_lines(text, previous, node, top_level=True))
-            parts.append(_render(text, node))
+            parts.append(_render(text, node, used_elsewhere))
             previous = node
     except SkeletonError as error:
         raise SkeletonError(f"{path}: {error}") from None

@@ -2,9 +2,14 @@
 
 Builds the handout in a temporary folder, then checks that
 
-1. no solution marker or instructor-only folder is left in it, every Python file parses, and no
+1. no solution marker or instructor-only folder is left in it, every Python file parses, no
    shipped test imports ``course`` or ``cs336_basics`` (tests reach student code only through
-   ``tests/adapters.py``);
+   ``tests/adapters.py``), and nothing under ``tests/`` (the variants' tests aside) could stand
+   in for a graded part: no import of a package that implements one (tiktoken, tokenizers,
+   transformers), no loop over adjacent pairs (what a BPE trainer or encoder is built on);
+   The shipped prose (the README, the Makefile, Python comments and strings) uses no instructor
+   vocabulary (``INSTRUCTOR_VOCABULARY``: issue numbers, release notes in progress, the
+   reference's compiled or extension internals, mutation testing);
 2. every function and method of a graded module is a skeleton: its body is an optional
    docstring and ``raise NotImplementedError``, and no lambda or other code computes anything;
 3. no module that ships complete implements a graded quantity: none defines a public name of a
@@ -25,11 +30,13 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import tokenize
 from pathlib import Path
 
 from course.handout import (
@@ -59,7 +66,20 @@ for module in pkgutil.walk_packages(cs336_basics.__path__, "cs336_basics."):
 import tests.adapters
 """
 FORBIDDEN_IN_TESTS = ("course", PACKAGE)
+# Packages that implement a graded part (a BPE tokenizer): the instructor's references use them
+# (course/oracles), the shipped tests compare with the values they produced instead.
+ORACLE_PACKAGES = ("tiktoken", "tokenizers", "transformers", "sentencepiece")
 MARKERS = (BEGIN_MARKER, END_MARKER, BEGIN_EXTENSION, END_EXTENSION)
+# Words that belong to this repository's work, not to the assignment: the handout must read as
+# an assignment. Each pattern (case-insensitive) with what it gives away.
+INSTRUCTOR_VOCABULARY = {
+    r"\bissues? #?\d+": "an issue number",
+    r"\bunreleased\b": "release notes in progress",
+    r"\bnumba\b|\bfast_?tokenizer\b|\bcompiled merges\b": "the reference's compiled tokenizer",
+    r"\bextension handout\b|\bmoved as a unit\b": "how the handouts are assembled",
+    r"\bcs336_basics\.variants\b|\btests/variants\b": "the extension's modules",
+    r"\bmutants?\b|\bmutation testing\b": "the suite's mutation testing",
+}
 
 
 def run_suite(cwd: Path, test_files: list[str], scratch: Path, label: str) -> dict[str, dict]:
@@ -120,8 +140,44 @@ def static_problems(handout: Path) -> list[str]:
             continue
         if rel.parts[0] == "tests" and rel.name != "adapters.py":  # adapters reach student code
             problems += forbidden_imports(rel, tree)
+        if rel.parts[0] == "tests" and rel.parts[1] != "variants":
+            problems += oracle_problems(rel, tree)
         elif rel.parts[0] != "tests":
             problems += [p for p in forbidden_imports(rel, tree) if "imports course" in p]
+    return problems
+
+
+def prose(path: Path) -> list[tuple[int, str]]:
+    """``(line, text)`` of what a student reads in ``path``: a Python file's comments and
+    strings, any other text file whole."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix != ".py":
+        return list(enumerate(text.splitlines(), start=1))
+    lines = iter(text.splitlines(keepends=True))
+    return [
+        (token.start[0], token.string)
+        for token in tokenize.generate_tokens(lambda: next(lines, ""))
+        if token.type in (tokenize.COMMENT, tokenize.STRING)
+    ]
+
+
+def vocabulary_problems(handout: Path, kind: str) -> list[str]:
+    """Instructor vocabulary in the base handout's prose (the extension handout is about the
+    extension, so it may name it)."""
+    if kind != "base":
+        return []
+    files = [handout / "README.md", handout / "Makefile", *sorted(handout.rglob("*.py"))]
+    problems = []
+    for path in files:
+        if not path.is_file():
+            continue
+        for line, text in prose(path):
+            for pattern, meaning in INSTRUCTOR_VOCABULARY.items():
+                found = re.search(pattern, text, re.IGNORECASE)
+                if found:
+                    problems.append(
+                        f"{path.relative_to(handout)}:{line}: {found.group(0)!r} names {meaning}"
+                    )
     return problems
 
 
@@ -157,6 +213,48 @@ def forbidden_imports(rel: Path, tree: ast.Module) -> list[str]:
                     + (" (not shipped)" if top == "course" else " (use tests/adapters.py)")
                 )
     return problems
+
+
+def oracle_problems(rel: Path, tree: ast.Module) -> list[str]:
+    """What in a shipped test file could compute a graded quantity for a student: imports of
+    ``ORACLE_PACKAGES``, and ``zip(x, x[1:])``-style loops over adjacent pairs, the core of a
+    BPE trainer or encoder."""
+    problems = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            modules = [node.module or ""]
+        else:
+            modules = []
+        problems += [
+            f"{rel}:{node.lineno}: imports {m} (implements a graded part; ship its outputs)"
+            for m in modules
+            if m.split(".")[0] in ORACLE_PACKAGES
+        ]
+        if is_adjacent_pairs(node):
+            problems.append(
+                f"{rel}:{node.lineno}: loops over adjacent pairs (a BPE trainer or encoder "
+                "belongs in course/oracles)"
+            )
+    return problems
+
+
+def is_adjacent_pairs(node: ast.AST) -> bool:
+    """``zip(x, x[1:])`` or ``zip(x[:-1], x[1:])``, any extra arguments aside."""
+    if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "zip"):
+        return False
+    if len(node.args) < 2 or not isinstance(node.args[1], ast.Subscript):
+        return False
+    first, second = node.args[0], node.args[1]
+    base = first.value if isinstance(first, ast.Subscript) else first
+    cut = second.slice
+    return (
+        ast.dump(base) == ast.dump(second.value)
+        and isinstance(cut, ast.Slice)
+        and isinstance(cut.lower, ast.Constant)
+        and cut.lower.value == 1
+    )
 
 
 def is_skeleton_body(body: list[ast.stmt]) -> bool:
@@ -309,6 +407,7 @@ def verify(root: Path = REPO_ROOT, kind: str = "base", check_reference: bool = T
         scratch = Path(tmp)
         handout = build(scratch / "dist", root=root, kind=kind).directory
         problems = static_problems(handout) + graded_code_problems(root, handout, kind)
+        problems += vocabulary_problems(handout, kind)
         imported = subprocess.run(
             [sys.executable, "-c", IMPORT_CHECK],
             cwd=handout,

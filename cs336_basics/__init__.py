@@ -1,1 +1,1 @@
-"""Reference solution of the transformer-LM-from-scratch assignment."""
+"""A transformer language model from scratch: tokenizer, model, training and decoding."""

@@ -4,15 +4,14 @@ Conventions:
 
 - FLOPs count matrix multiplies only (``2 m n k`` for an ``(m, k) @ (k, n)`` product); norms,
   activations, softmax and RoPE are lower order. Attention scores are counted over the full
-  ``T x T`` matrix, as the reference implementation computes them (masking wastes half).
+  ``T x T`` matrix, as plain causal attention computes them (masking wastes half).
 - Training costs three forward passes' worth: the backward pass computes gradients with
   respect to both activations and weights, two matmuls for every forward one.
 - Memory is in bytes for ``bytes_per_value``-byte values (4 for float32). Activations follow
   the handout's itemisation of what the backward pass needs per layer; a real autograd graph
   saves somewhat different tensors, so treat it as an estimate.
 
-The functions account for the handout's architecture. A ``VariantConfig`` (GQA, MoE, MLA, ...)
-is accounted for by ``cs336_basics.variants.accounting``, to which they hand it.
+The functions account for the handout's architecture.
 """
 
 from __future__ import annotations

@@ -7,22 +7,6 @@ vocabulary has ``vocab_size`` entries. Ties go to the lexicographically greater 
 
 Ids: ``0..255`` are the single bytes (id ``b`` is ``bytes([b])``), then the special tokens in
 the order given, then one id per merge in the order the merges were made.
-
-Two phases, each fast in its own way:
-
-1. **Pre-tokenization** (see :mod:`cs336_basics.pretokenization`) turns the corpus into a
-   table of distinct pre-tokens and their counts. The file is cut at safe boundaries into
-   chunks; worker processes each open the file, read their own byte range and count it, so a
-   multi-GB file never passes through one process's memory. Counts are independent of how
-   the file was cut, so every worker count gives the same result.
-2. **Merging** works on the distinct pre-tokens only (a few thousand to a few hundred
-   thousand), keeping the count of every adjacent pair and, for each pair, the pre-tokens it
-   occurs in. A merge rewrites only the pre-tokens containing the pair and updates the counts
-   of the pairs that changed (for one occurrence, just the pairs on either side of it, once for
-   all the pre-tokens sharing that neighbour); a heap with lazy deletion yields the next best
-   pair. A pre-token is held as a string with one character per token, so finding and replacing
-   a pair is the standard library's string search (vocabularies of up to 1,114,112 tokens, the
-   number of Unicode code points).
 """
 
 from __future__ import annotations
@@ -65,8 +49,8 @@ def train_bpe(
             tokens. Training stops early if no pair is left to merge.
         special_tokens: strings never split or merged across (e.g. ``"<|endoftext|>"``);
             each gets its own id and is not counted as text.
-        num_workers: pre-tokenization processes (default: all CPU cores, or just this process
-            for files under ``MIN_PARALLEL_BYTES``).
+        num_workers: pre-tokenization processes (default: as many as suit the file's size and
+            the machine).
         progress: show a progress bar for each phase.
         timings: if given, filled with seconds per phase (``pretokenize``, ``merge``, ``total``).
 
@@ -184,6 +168,22 @@ def merge_pairs(
     """Make up to ``num_merges`` merges over the pre-token table, adding each new token to ``vocab``.
 
     The most frequent adjacent pair (ties: the greater pair of bytes) is merged each step.
+
+    How training is fast, in two phases:
+
+    1. **Pre-tokenization** (see :mod:`cs336_basics.pretokenization`) turns the corpus into a
+       table of distinct pre-tokens and their counts. The file is cut at safe boundaries into
+       chunks; worker processes each open the file, read their own byte range and count it, so a
+       multi-GB file never passes through one process's memory. Counts are independent of how
+       the file was cut, so every worker count gives the same result.
+    2. **Merging** works on the distinct pre-tokens only (a few thousand to a few hundred
+       thousand), keeping the count of every adjacent pair and, for each pair, the pre-tokens it
+       occurs in. A merge rewrites only the pre-tokens containing the pair and updates the counts
+       of the pairs that changed (for one occurrence, just the pairs on either side of it, once for
+       all the pre-tokens sharing that neighbour); a heap with lazy deletion yields the next best
+       pair. A pre-token is held as a string with one character per token, so finding and replacing
+       a pair is the standard library's string search (vocabularies of up to 1,114,112 tokens, the
+       number of Unicode code points).
     """
     # BEGIN SOLUTION
     # Pre-tokens as strings with one character per token, chr(token id): the standard library's

@@ -1,8 +1,8 @@
 """``build_model``: the one place a config becomes a model, for training, the pipeline and the CLI.
 
 A plain ``ModelConfig`` builds the handout's ``TransformerLM`` (``transformer_lm``); a
-``VariantConfig`` builds the variant it describes (``cs336_basics.variants``, which the base
-handout does not ship). ``generate_function`` picks the decoding loop the same way.
+``VariantConfig`` builds the variant it describes, where the architecture variants are
+installed. ``generate_function`` picks the decoding loop the same way.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def generate_function(
     except ImportError:  # the base handout: no variants, no caches
         if static_cache or compile:
             raise ValueError(
-                "a static KV cache and a compiled step need cs336_basics.variants"
+                "a static KV cache and a compiled step need the architecture variants"
             ) from None
         return generate
     if static_cache or compile:

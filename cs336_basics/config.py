@@ -1,8 +1,8 @@
 """``ModelConfig``: the hyperparameters of the handout's ``TransformerLM``, JSON round-trippable.
 
 This is the one place a model configuration is validated. Architecture variants (GQA, MoE,
-MLA, ...) add their fields in ``cs336_basics.variants.config.VariantConfig``, a subclass;
-``ModelConfig.from_dict`` reads those fields too when the variants package is installed.
+MLA, ...), where installed, add their fields in a subclass, ``VariantConfig``;
+``ModelConfig.from_dict`` reads those fields too then.
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
-        """The config ``data`` describes; with variant fields (when ``cs336_basics.variants`` is
-        installed) a ``VariantConfig``. Unknown and missing fields are errors."""
+        """The config ``data`` describes; with variant fields (where the variants are installed)
+        a ``VariantConfig``. Unknown and missing fields are errors."""
         fields = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - set(fields))
         if unknown and cls is ModelConfig and model_config_class() is not ModelConfig:
@@ -104,8 +104,8 @@ def check_positive(name: str, value: object) -> None:
 
 
 def model_config_class() -> type[ModelConfig]:
-    """The config class with every model field this install knows: ``VariantConfig`` when the
-    variants package ships (it does not in the base handout), else ``ModelConfig``."""
+    """The config class with every model field this install knows: ``VariantConfig`` where the
+    variants are installed, else ``ModelConfig``."""
     try:
         from cs336_basics.variants.config import VariantConfig
     except ImportError:

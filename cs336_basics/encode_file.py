@@ -44,12 +44,8 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 
 def with_compiled_merges(tokenizer: Tokenizer) -> Tokenizer:
-    """``tokenizer`` as a ``FastTokenizer`` (same ids, merges compiled with numba) where this
-    checkout has one, else ``tokenizer`` itself.
-
-    ``cs336_basics.fast_tokenizer`` is part of the reference repository only; the handout's
-    commands therefore encode with the student's own ``Tokenizer``.
-    """
+    """``tokenizer`` with its merges compiled (same ids) where this checkout has a compiled
+    encoder, else ``tokenizer`` itself, so a student's commands encode with their own class."""
     try:
         from cs336_basics.fast_tokenizer import FastTokenizer
     except ImportError:

@@ -1,8 +1,7 @@
 """Decoding: sample a continuation from a language model, one token at a time.
 
 Each step turns the last position's logits into a distribution (temperature, then nucleus /
-top-p truncation) and samples from it; temperature 0 means greedy ``argmax``. (Decoding with
-a KV cache, one position per step, is a variant: ``cs336_basics.variants.generation``.)
+top-p truncation) and samples from it; temperature 0 means greedy ``argmax``.
 """
 
 from __future__ import annotations

@@ -235,7 +235,7 @@ def run_softmax(in_features: Float[Tensor, " ..."], dim: int) -> Float[Tensor, "
     # END SOLUTION
 
 
-# --- Training (issue 4 fills these in) -------------------------------------------------------
+# --- Training: batches, loss, optimizer, schedule, clipping, checkpoints -----------------------
 
 
 def run_get_batch(
@@ -309,7 +309,7 @@ def run_load_checkpoint(
     # END SOLUTION
 
 
-# --- Tokenizer (issue 3 fills these in) ------------------------------------------------------
+# --- Tokenizer -------------------------------------------------------------------------------
 
 
 def get_tokenizer(
@@ -335,10 +335,10 @@ def run_train_bpe(
     # END SOLUTION
 
 
-# --- Beyond the upstream adapters: the rest of the assignment (issue 11) ---------------------
-# Decoding, the training loop and resource accounting are deliverables too; these adapters let
-# the tests reach them without knowing your module names. Imported here so the section can be
-# read (and dropped) as a unit.
+# --- Beyond the course's adapters: decoding, the training loop, accounting ------------------
+# These parts of the assignment are not graded by the tests (your experiments and write-up
+# show them); these adapters let the advice tests reach them without knowing your module names.
+# Their imports sit here, next to the adapters that use them.
 
 from pathlib import Path  # noqa: E402
 
@@ -479,10 +479,9 @@ def run_forward_flops(
     # END SOLUTION
 
 
-# --- Fresh modules, decoding boundaries, the training step (issue 14) ------------------------
+# --- Fresh modules, decoding boundaries, the training step ----------------------------------
 # Initialisation, sampling, gradient accumulation and evaluation are specified by the handout
-# but never reached by loading weights or by ``run_train``.
-# Imported here rather than at the top so this section can be merged and moved as a unit.
+# but never reached by loading weights or by ``run_train`` (advice, not graded).
 
 from types import SimpleNamespace  # noqa: E402
 
@@ -581,7 +580,7 @@ def run_evaluate(
 
 
 # BEGIN EXTENSION
-# --- Architecture variants (issue 6): beyond the assignment ----------------------------------
+# --- Architecture variants: beyond the assignment ---------------------------------------------
 # Imported here rather than at the top so this section can be dropped as a unit.
 
 from cs336_basics.accounting import forward_flops, kv_cache_bytes, parameter_counts  # noqa: E402
@@ -1001,7 +1000,7 @@ def get_hf_tokenizer(path: str | os.PathLike, add_special_tokens: bool = False) 
     # END SOLUTION
 
 
-# --- Static KV cache and compiled decoding (issue 16) -------------------------------------------
+# --- Static KV cache and compiled decoding ------------------------------------------------------
 
 
 def run_transformer_lm_variant_static_cached(

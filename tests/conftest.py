@@ -1,9 +1,11 @@
-"""Test-suite setup: shape checks at the adapter boundary, shared fixtures, the snapshot options
-and the robustness report."""
+"""Test-suite setup: shape checks at the adapter boundary, shared fixtures, the snapshot options,
+and the summary that ends a run: graded cases per component with their points, then advice."""
 
 from __future__ import annotations
 
 import json
+import tomllib
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +26,11 @@ if adapters is not None:
     # signature (shapes, dtypes, types), whatever annotations adapters.py carries.
     check_adapter_boundary(adapters, adapter_signatures)
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+TESTS = Path(__file__).resolve().parent
+FIXTURES = TESTS.parent / "fixtures"
+# The grader's rubric: course/rubric.toml here, shipped to students as tests/rubric.toml.
+RUBRICS = (TESTS / "rubric.toml", TESTS.parent / "course" / "rubric.toml")
+GRADED = "tests/test_cases.py::test_case["
 
 # The tests' tensors are tiny: one intra-op thread avoids thread start-up and contention that
 # otherwise dominate (the suite runs several times faster on 2 cores), and results do not
@@ -83,15 +89,67 @@ def inputs(_inputs: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
     return {name: torch.from_numpy(array.copy()) for name, array in _inputs.items()}
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
-    """List failed ``robustness`` tests apart: they are advice (clear errors, dtype handling,
-    defaults), not part of the grade."""
-    failed = [
-        report
-        for report in terminalreporter.stats.get("failed", [])
-        if "robustness" in report.keywords
-    ]
-    if failed:
-        terminalreporter.section("robustness advice (not graded)")
-        for report in failed:
-            terminalreporter.write_line(f"ADVICE {report.nodeid}")
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test under tests/ is a graded case (``test_case[...]``) or advice."""
+    for item in items:
+        if item.path.is_relative_to(TESTS) and not item.nodeid.startswith(GRADED):
+            item.add_marker(pytest.mark.advice)
+
+
+def rubric_points() -> dict[str, float]:
+    path = next((p for p in RUBRICS if p.is_file()), None)
+    if path is None:
+        return {}
+    with path.open("rb") as file:
+        return {c["name"]: c["points"] for c in tomllib.load(file).get("component", [])}
+
+
+def outcomes(terminalreporter) -> dict[str, str]:
+    """Each test's outcome: "passed", "failed" (in any phase) or "skipped"."""
+    found: dict[str, str] = {}
+    for kind in ("passed", "failed", "error", "skipped"):
+        for report in terminalreporter.stats.get(kind, []):
+            if not hasattr(report, "nodeid") or not report.nodeid.startswith("tests/"):
+                continue
+            if kind in ("failed", "error"):
+                found[report.nodeid] = "failed"
+            elif kind == "skipped":
+                found.setdefault(report.nodeid, "skipped")
+            elif report.when == "call":
+                found.setdefault(report.nodeid, "passed")
+    return found
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
+    """After pytest's own summary: what counts. Graded cases per component (public ones; the
+    grader runs them and hidden ones on other inputs), then the advice, which is never graded."""
+    yield
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    found = outcomes(reporter) if reporter is not None else {}
+    if not found:
+        return
+    graded = {n: o for n, o in found.items() if n.startswith(GRADED)}
+    advice = {n: o for n, o in found.items() if not n.startswith(GRADED)}
+    reporter.write_sep("=", "what counts")
+    if graded:
+        points, passed, total = rubric_points(), Counter(), Counter()
+        for nodeid, outcome in graded.items():
+            component = nodeid[len(GRADED) :].split("-public-")[0]
+            total[component] += 1
+            passed[component] += outcome == "passed"
+        reporter.write_line(
+            "graded cases (public; hidden cases of the same kinds decide most points):"
+        )
+        for component in sorted(total):
+            worth = points.get(component)
+            reporter.write_line(
+                f"  {component:<30} {passed[component]:>2}/{total[component]:<2} passed"
+                + (f"   {worth:g} point{'s' * (worth != 1)}" if worth is not None else "")
+            )
+    failed = sorted(n for n, o in advice.items() if o == "failed")
+    reporter.write_line(
+        f"advice (not graded): {len(advice)} tests, {len(failed)} failed" + (":" if failed else "")
+    )
+    for nodeid in failed:
+        reporter.write_line(f"  ADVICE {nodeid}")

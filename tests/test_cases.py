@@ -25,5 +25,5 @@ def test_case(case):
     inputs = public_inputs(case, SHIPPED)
     # Exceptions propagate, so a failing case shows its traceback (NotImplementedError, ...).
     outputs = Outputs(normalize(case.call(adapters, inputs)))
-    message = judge_case(case, outputs, public_expected(case, inputs), inputs)
+    message = judge_case(case, outputs, public_expected(case), inputs)
     assert message is None, message

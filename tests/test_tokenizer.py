@@ -1,4 +1,4 @@
-"""The BPE tokenizer: agreement with tiktoken, round trips, streaming, files, bad input."""
+"""The BPE tokenizer beyond the graded cases: round trips, streaming, files, bad input."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from .adapters import get_tokenizer
 from .cases.shipped import Shipped
-from .cases.tokenizers import tiktoken_of
 from .expect import raises_an_error
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,40 +37,6 @@ def vocab_and_merges():
 def tokenizer(vocab_and_merges):
     vocab, merges = vocab_and_merges
     return get_tokenizer(dict(vocab), list(merges), [EOT])
-
-
-@pytest.fixture(scope="module")
-def reference(vocab_and_merges):
-    return tiktoken_of(vocab_and_merges[0], [EOT])
-
-
-@pytest.mark.parametrize("path", SAMPLES, ids=[p.name for p in SAMPLES])
-def test_tokenizer_matches_tiktoken_on_samples(tokenizer, reference, path):
-    text = read_text(path)
-    ids = tokenizer.encode(text)
-    assert ids == reference.encode(text, allowed_special="all")
-    assert tokenizer.decode(ids) == text
-
-
-def test_tokenizer_matches_tiktoken_on_stories(tokenizer, reference):
-    text = read_text(CORPUS)[:50_000]
-    assert tokenizer.encode(text) == reference.encode(text, allowed_special="all")
-
-
-def test_tokenizer_without_special_tokens_treats_them_as_text(vocab_and_merges, reference):
-    vocab, merges = vocab_and_merges
-    plain = get_tokenizer(dict(vocab), list(merges))
-    text = read_text(FIXTURES / "samples" / "special_tokens.txt")
-    assert plain.encode(text) == reference.encode(text, disallowed_special=())
-    assert plain.decode(plain.encode(text)) == text
-
-
-@settings(max_examples=50, deadline=None)
-@given(text=st.text(max_size=80))
-def test_tokenizer_round_trips_any_text(tokenizer, reference, text):
-    ids = tokenizer.encode(text)
-    assert tokenizer.decode(ids) == text
-    assert ids == reference.encode(text, allowed_special="all")
 
 
 def test_tokenizer_empty_string(tokenizer):

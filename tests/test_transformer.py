@@ -1,5 +1,5 @@
 """The Transformer block and LM: snapshots, truncated inputs, prefix consistency; dtype and
-error handling are advice. The handout's ablations are in ``tests/variants/test_ablations.py``."""
+error handling are advice."""
 
 from __future__ import annotations
 

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.english import generate_english
+from course.oracles.tokenizers import tiktoken_of
 from cs336_basics.encode_file import encode_file, with_compiled_merges
 from cs336_basics.fast_tokenizer import FastTokenizer
 from cs336_basics.fast_tokenizer_kernels import (
@@ -34,7 +35,6 @@ from cs336_basics.fast_tokenizer_kernels import (
 from cs336_basics.pretokenization import GPT2_PRETOKENIZER, WHITESPACE
 from cs336_basics.tokenizer import Tokenizer
 from cs336_basics.tokenizer_files import load_merges, load_vocab
-from tests.cases.tokenizers import tiktoken_of
 from tests.conftest import FIXTURES
 
 EOT = "<|endoftext|>"

@@ -206,3 +206,19 @@ def test_marker_comments_never_travel_with_the_next_member() -> None:
     assert make_skeleton(source) == (
         "class A:\n    # Why forward exists.\n    def forward(self):\n        raise NotImplementedError\n"
     )
+
+
+def test_only_what_the_shipped_code_uses_ships_when_told() -> None:
+    source = (
+        '"""Doc."""\n\nLIMIT = 3\nSHARED = 4\n\n\n'
+        "def called(x: int = SHARED) -> int:\n    return x\n\n\n"
+        "def helper() -> int:\n    return LIMIT\n\n\n"
+        "class Thing:\n    SIZE = 7\n    name: str = 'a'\n\n"
+        "    def run(self) -> int:\n        return self.SIZE\n"
+    )
+    everything = make_skeleton(source)
+    assert all(n in everything for n in ("LIMIT", "helper", "SIZE"))
+    told = make_skeleton(source, used_elsewhere=frozenset({"called", "Thing"}))
+    assert "def called(x: int = SHARED)" in told and "SHARED = 4" in told  # the default needs it
+    assert "class Thing" in told and "name: str" in told and "def run" in told
+    assert not any(n in told for n in ("LIMIT", "helper", "SIZE"))

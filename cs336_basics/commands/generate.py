@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         decode = generate_function(not args.no_kv_cache, args.static_cache, args.compile)
     except ValueError as error:
-        raise InputError(f"{error} (the extension handout's code)") from error
+        raise InputError(f"{error} (the architecture variants' code)") from error
     prompts = prompts or [""]
     # Only the variants' decoding loops report tokens as they come (the handout's does not).
     streaming = not args.no_stream and "on_token" in inspect.signature(decode).parameters

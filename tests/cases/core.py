@@ -2,10 +2,10 @@
 
 A *case* is one adapter call (or a short script of calls) on inputs fixed by the instructor,
 turned into named *outputs*: tensors, and JSON values (numbers, strings, lists). A *check*
-compares outputs with *expected* values computed independently of the code under test (the
-snapshots, ``torch.nn.functional``, tiktoken, a naive trainer), or checks a property over
-several outputs of one case (causality, prefix logits = full logits, a resumed run = a
-continued run).
+compares outputs with *expected* values, or checks a property over several outputs of one case
+(causality, prefix logits = full logits, a resumed run = a continued run). The expected values
+are the instructor's, computed independently of the code under test and shipped as data (the
+snapshots, ``fixtures/expected``): nothing here computes a graded quantity.
 
 The same case runs in two places, so the two never drift:
 
@@ -46,10 +46,9 @@ class Case:
     outputs; ``check(outputs, expected, inputs)`` returns ``None`` when they pass, else a
     message (it runs on the judge's side, which holds the inputs too).
     ``public_inputs(shipped)`` builds the public instance's inputs from the shipped fixtures;
-    ``expected(inputs)`` computes expected values independently of the code under test (when
-    that may ship to students), and ``snapshot`` names the snapshot holding the public
-    instance's expected values otherwise. Hidden instances' inputs and, where ``expected``
-    is ``None``, their expected values come from the instructor's ``course/hidden_cases.py``.
+    ``snapshot`` names the snapshot holding the public instance's expected values, else they
+    are the shipped bundle ``fixtures/expected/<component>/<public id>``. Hidden instances'
+    inputs and expected values are the instructor's and never ship.
     """
 
     component: str
@@ -57,7 +56,6 @@ class Case:
     call: Callable[[ModuleType, Bundle], Bundle]
     check: Callable[[Bundle, Bundle, Bundle], str | None]
     public_inputs: Callable[[Any], Bundle] | None = None
-    expected: Callable[[Bundle], Bundle] | None = None
     snapshot: str | None = None
     doc: str = field(default="", compare=False)
 
@@ -78,7 +76,6 @@ def case(
     *,
     check: Callable[[Bundle, Bundle, Bundle], str | None],
     public: Callable[[Any], Bundle] | None = None,
-    expected: Callable[[Bundle], Bundle] | None = None,
     snapshot: str | None = None,
 ) -> Callable[[Callable[[ModuleType, Bundle], Bundle]], Case]:
     """Register the decorated ``call(adapters, inputs) -> outputs`` as a case."""
@@ -87,9 +84,7 @@ def case(
         key = (component, name)
         if key in CASES:
             raise ValueError(f"case {component}/{name} is registered twice")
-        CASES[key] = Case(
-            component, name, call, check, public, expected, snapshot, call.__doc__ or ""
-        )
+        CASES[key] = Case(component, name, call, check, public, snapshot, call.__doc__ or "")
         return CASES[key]
 
     return register

@@ -1,70 +1,15 @@
 """Cases for the optimizer side: AdamW trajectories, the cosine schedule, gradient clipping.
 
-Expected values come from plain float64 transcriptions of the handout's formulas (AdamW with
-its decay before or after the update: both orders pass) and the handout's worked schedule."""
+AdamW passes with its decoupled decay applied after the update (the handout's order) or before
+it (torch.optim.AdamW's); a failing schedule or AdamW names the known mistake it matches."""
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from tests.cases.compare import close_mismatch, equal_mismatch, expect_close, first_failure
+from tests.cases.compare import close_mismatch, equal_mismatch, first_failure
 from tests.cases.core import Bundle, case
 from tests.cases.draws import generator, normal
-from tests.cases.layers import float32_atol
-
-ADAMW_ATOL = 1e-6
-
-
-def adamw_reference(
-    inputs: Bundle, *, decay_first: bool = False, mistake: str | None = None
-) -> torch.Tensor:
-    """The parameters after each step, flattened: the handout's algorithm in float64."""
-    defaults, groups = inputs["defaults"], inputs["groups"]
-    beta1, beta2 = defaults["betas"]
-    params = [inputs[f"p{i}"].double().clone() for i in range(len(inputs["group_of"]))]
-    m = [torch.zeros_like(p) for p in params]
-    v = [torch.zeros_like(p) for p in params]
-    history = []
-    for t in range(1, inputs["steps"] + 1):
-        for i, p in enumerate(params):
-            group = {**defaults, **groups[inputs["group_of"][i]]}
-            lr, decay, eps = group["lr"], group["weight_decay"], defaults["eps"]
-            g = inputs[f"g{i}"][t - 1].double()
-            if mistake == "coupled_l2":
-                g = g + decay * p
-            if decay_first and mistake != "coupled_l2":
-                p -= lr * decay * p
-            m[i] = beta1 * m[i] + (1 - beta1) * g
-            v[i] = beta2 * v[i] + (1 - beta2) * g * g
-            alpha = (
-                lr
-                if mistake == "no_bias_correction"
-                else lr * math.sqrt(1 - beta2**t) / (1 - beta1**t)
-            )
-            p -= alpha * m[i] / (v[i].sqrt() + eps)
-            if not decay_first and mistake != "coupled_l2":
-                p -= (alpha if mistake == "decay_with_step_size" else lr) * decay * p
-        history.append(torch.cat([p.flatten() for p in params]))
-    return torch.stack(history)
-
-
-ADAMW_MISTAKES = {
-    "no_bias_correction": "no bias correction: the step size is lr * sqrt(1 - beta2^t) / (1 - beta1^t)",
-    "coupled_l2": "weight decay is added to the gradient (L2, coupled); AdamW decays the parameters directly: theta -= lr * lambda * theta",
-    "decay_with_step_size": "the decay uses the bias-corrected step size; it is theta -= lr * lambda * theta with the plain lr",
-}
-
-
-def adamw_expected(inputs: Bundle) -> Bundle:
-    hints = {
-        slug: (hint, adamw_reference(inputs, mistake=slug)) for slug, hint in ADAMW_MISTAKES.items()
-    }
-    return {
-        **expect_close("out", adamw_reference(inputs), ADAMW_ATOL, hints),
-        **expect_close("decay_first", adamw_reference(inputs, decay_first=True), ADAMW_ATOL),
-    }
 
 
 def check_adamw(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
@@ -95,7 +40,6 @@ def two_groups(seed: int) -> Bundle:
     "adamw",
     "formula",
     check=check_adamw,
-    expected=adamw_expected,
     public=lambda s: adamw_problem(0, [(3,), (2, 2)], 20),
 )
 def adamw_formula(adapters, inputs: Bundle) -> Bundle:
@@ -129,33 +73,8 @@ case(
     "adamw",
     "param_groups",
     check=check_adamw,
-    expected=adamw_expected,
     public=lambda s: two_groups(1),
 )(adamw_formula.call)
-
-
-def cosine_reference(
-    inputs: Bundle, *, warmup_shift: int = 0, cosine_from_zero: bool = False
-) -> list[float]:
-    high, low, warmup, cycle = (inputs[k] for k in ("max", "min", "warmup", "cycle"))
-    rates = []
-    for it in inputs["its"]:
-        if it < warmup:
-            rates.append((it + warmup_shift) / warmup * high)
-        elif it > cycle:
-            rates.append(low)
-        else:
-            progress = it / cycle if cosine_from_zero else (it - warmup) / (cycle - warmup)
-            rates.append(low + (1 + math.cos(math.pi * progress)) / 2 * (high - low))
-    return rates
-
-
-def cosine_expected(inputs: Bundle) -> Bundle:
-    return {
-        "lrs": cosine_reference(inputs),
-        "warmup_shift": cosine_reference(inputs, warmup_shift=1),
-        "cosine_from_zero": cosine_reference(inputs, cosine_from_zero=True),
-    }
 
 
 def check_cosine(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
@@ -186,7 +105,6 @@ def schedule(high: float, low: float, warmup: int, cycle: int, its: list[int]) -
     "cosine_schedule",
     "handout",
     check=check_cosine,
-    expected=cosine_expected,
     public=lambda s: schedule(1.0, 0.1, 7, 21, list(range(25))),
 )
 def cosine(adapters, inputs: Bundle) -> Bundle:
@@ -199,25 +117,8 @@ case(
     "cosine_schedule",
     "no_warmup",
     check=check_cosine,
-    expected=cosine_expected,
     public=lambda s: schedule(2.0, 1.0, 0, 10, list(range(13))),
 )(cosine.call)
-
-
-def clipping_expected(inputs: Bundle) -> Bundle:
-    """One global norm over the gradients present; each round clips fresh copies."""
-    present = [i for i in range(inputs["count"]) if i not in inputs["missing"]]
-    grads = {i: inputs[f"g{i}"].double() for i in present}
-    norm = math.sqrt(sum(float(g.pow(2).sum()) for g in grads.values()))
-    hint = "each parameter was clipped by its own norm; use one global L2 norm over all gradients"
-    expected: Bundle = {}
-    for k, max_norm in enumerate(inputs["max_norms"]):
-        scale = max_norm / (norm + 1e-6) if norm > max_norm else 1.0
-        for i, g in grads.items():
-            per_parameter = g / max(1.0, float(g.norm()) / max_norm)
-            wrong = {"per_parameter": (hint, per_parameter)}
-            expected |= expect_close(f"round{k}.g{i}", g * scale, float32_atol(g), wrong)
-    return expected
 
 
 def check_clipping(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
@@ -249,15 +150,20 @@ def clipping_problem(
     return inputs
 
 
+# The containers of parameters the assignment's code passes: a list, a tuple, and (its own
+# case) a one-shot generator, as a training loop passing model.parameters() does.
+CONTAINERS = {"list": list, "tuple": tuple, "generator": lambda params: (p for p in params)}
+
+
 @case(
     "gradient_clipping",
     "large_norm",
     check=check_clipping,
-    expected=clipping_expected,
-    public=lambda s: clipping_problem(0, 10.0, [1.0], []),
+    public=lambda s: clipping_problem(0, 10.0, [1.0], []) | {"container": "tuple"},
 )
 def clipping(adapters, inputs: Bundle) -> Bundle:
-    """Clip fresh copies of the gradients once per maximum norm (parameters as an iterator)."""
+    """Clip fresh copies of the gradients once per maximum norm, the parameters passed in a
+    list, a tuple or a generator."""
     outputs = {}
     for k, max_norm in enumerate(inputs["max_norms"]):
         params = []
@@ -265,7 +171,7 @@ def clipping(adapters, inputs: Bundle) -> Bundle:
             p = torch.nn.Parameter(torch.zeros_like(inputs[f"g{i}"]))
             p.grad = None if i in inputs["missing"] else inputs[f"g{i}"].clone()
             params.append(p)
-        adapters.run_gradient_clipping(iter(params), max_norm)
+        adapters.run_gradient_clipping(CONTAINERS[inputs["container"]](params), max_norm)
         outputs |= {f"round{k}.g{i}": p.grad for i, p in enumerate(params)}
     return outputs
 
@@ -274,13 +180,20 @@ case(
     "gradient_clipping",
     "small_norm",
     check=check_clipping,
-    expected=clipping_expected,
-    public=lambda s: clipping_problem(0, 1e-3, [1.0, 1e-3], []),  # unchanged, then clipped
+    # unchanged, then clipped
+    public=lambda s: clipping_problem(0, 1e-3, [1.0, 1e-3], []) | {"container": "list"},
 )(clipping.call)
 case(
     "gradient_clipping",
     "missing_grad",
     check=check_clipping,
-    expected=clipping_expected,
-    public=lambda s: clipping_problem(3, 5.0, [2.0], [1]),
+    public=lambda s: clipping_problem(3, 5.0, [2.0], [1]) | {"container": "tuple"},
+)(clipping.call)
+case(
+    "gradient_clipping",
+    "generator",
+    check=check_clipping,
+    public=lambda s: (
+        clipping_problem(4, 3.0, [1.5], [], shapes=((4,), (2, 3))) | {"container": "generator"}
+    ),
 )(clipping.call)

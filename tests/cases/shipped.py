@@ -10,15 +10,10 @@ import numpy as np
 import torch
 from safetensors.torch import load_file
 
-FIXTURES = Path(__file__).resolve().parent.parent.parent / "fixtures"
+from tests.common import FIXTURES_PATH, gpt2_bytes_to_unicode
+
+FIXTURES = FIXTURES_PATH
 END_OF_TEXT = "<|endoftext|>"
-
-
-def gpt2_bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte-to-character table (how ``vocab.json`` and ``merges.txt`` spell bytes)."""
-    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-    extra = [b for b in range(256) if b not in keep]
-    return {**{b: chr(b) for b in keep}, **{b: chr(256 + i) for i, b in enumerate(extra)}}
 
 
 class Shipped:

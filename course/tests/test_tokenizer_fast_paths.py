@@ -17,8 +17,8 @@ import tiktoken
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from .adapters import get_tokenizer, run_train_bpe
-from .cases.tokenizers import naive_train_bpe, tiktoken_of
+from course.oracles.tokenizers import naive_train_bpe, tiktoken_of
+from tests.adapters import get_tokenizer, run_train_bpe
 
 EOT = "<|endoftext|>"
 # Letters that make repeated and overlapping pairs, whitespace of every kind (\x1c is whitespace
