@@ -277,3 +277,10 @@ def test_generate_hf_model_with_a_sentencepiece_tokenizer_is_one_line_error(
     assert result.returncode == 2
     assert "tokenizer.json" in result.stderr and "byte_fallback" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_export_lists_the_families_the_converter_knows() -> None:
+    from cs336_basics.commands import export_hf
+    from cs336_basics.variants import hf_convert
+
+    assert export_hf.FAMILIES == hf_convert.FAMILIES

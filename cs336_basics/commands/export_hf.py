@@ -22,6 +22,8 @@ from cs336_basics.commands.inputs import (
 )
 from cs336_basics.errors import InputError
 
+# The families hf_convert knows, named here so that `--help` does not import transformers (seconds);
+# course/tests/test_cli_hf.py checks the two lists agree.
 FAMILIES = (
     "llama",
     "qwen2",
