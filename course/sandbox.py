@@ -753,11 +753,27 @@ def kill_uid(uid: int) -> None:
         time.sleep(0.02)
 
 
-def _end(process: subprocess.Popen, uid: int | None) -> None:
+def _end(process: subprocess.Popen, uid: int | None, box: Path | None) -> None:
     if uid is not None:
         kill_uid(uid)
+    if uid is not None and box is not None:
+        remove_shared_files(uid)
     if process.returncode is None:  # never signal a reaped pid: it may be reused
         kill_tree(process)
+
+
+def remove_shared_files(uid: int) -> None:
+    """Delete what ``uid`` left in ``/dev/shm``, the one place outside its box a container-mode
+    run may write: it is memory, and the next run of the same uid would be charged for it."""
+    with suppress(OSError):
+        for entry in os.scandir("/dev/shm"):
+            with suppress(OSError):
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
 
 
 def run_sandboxed(
@@ -821,7 +837,7 @@ def _run(
         try:
             timed_out, killed_for = _watch(process, limits, meter)
         finally:
-            _end(process, uid)
+            _end(process, uid, launch.box)
         outputs.join(timeout=30)
         log.join(timeout=30)
     result = SandboxResult(

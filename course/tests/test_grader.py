@@ -43,6 +43,9 @@ RUBRIC = '[[component]]\nname = "softmax"\npoints = 1\n\n[[component]]\nname = "
 
 
 def needs_sandbox(mode: str | None = None) -> None:
+    insisted = os.environ.get("CS336_ISOLATION", "")
+    if mode and insisted and insisted != mode:
+        pytest.skip(f"this run tests the {insisted} level (CS336_ISOLATION)")
     try:
         probe(mode) if mode else isolation()
     except SandboxUnavailable as error:

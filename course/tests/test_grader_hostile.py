@@ -687,6 +687,13 @@ def test_attack(
     assert scores["reference"] <= FULL
     host.assert_untouched()
     assert host.leftover_processes() == []
+    assert leftover_shared_files() == []
+
+
+def leftover_shared_files() -> list[str]:
+    """Files a sandbox uid of this grader left in /dev/shm (memory nobody would free)."""
+    ours = range(SANDBOX_UID_BASE, SANDBOX_UID_BASE + 256)
+    return [e.name for e in os.scandir("/dev/shm") if e.stat(follow_symlinks=False).st_uid in ours]
 
 
 @pytest.mark.parametrize("probe", list(READING_PROBES))
