@@ -4,6 +4,7 @@ and the summary that ends a run: graded cases per component with their points, t
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from collections import Counter
 from pathlib import Path
@@ -12,6 +13,10 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
+
+# HF tokenizers (used by some tests) starts a thread pool on first use; a process forked after
+# that (the encoder's workers) can inherit a lock held by one of its threads and hang.
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from tests import adapter_signatures
 from tests.snapshots import SnapshotChecker
