@@ -432,6 +432,14 @@ BUGS: list[Bug] = [
         "split the text on special tokens before pre-tokenizing, so no merge crosses them",
     ),
     bug(
+        "bpe_chunk_boundary_inside_special",
+        "train_bpe",
+        "chunking.py",
+        "            if not any(s < candidate < e for s, e in spans):",
+        "            if True:",
+        "cut the file into chunks only where no special token spans the cut",
+    ),
+    bug(
         "special_tokens_shortest_first",
         "tokenizer",
         "pretokenization.py",

@@ -76,6 +76,37 @@ def test_train_bpe_matches_naive_trainer(tmp_path, pieces, extra):
     assert_same_vocab(vocab, expected_vocab)
 
 
+# Special tokens that are easy to cut: "<|y|>" also sits inside "<|x|><|y|>" (at offset 5), and
+# the others hold a space or a newline. (tests/cases/special_tokens.py trains on a file of
+# several MB of them, which trainers that pre-tokenize in parallel cut into chunks.)
+_TRICKY_SPECIALS = ["<|y|>", "<|x|><|y|>", "<| a b |>", "<|s\nt|>"]
+_TRICKY = st.sampled_from(["a", "b", " ", "\n", "ab", "<|", "|>", "x", *_TRICKY_SPECIALS])
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(pieces=st.lists(_TRICKY, max_size=40), extra=st.integers(0, 30))
+@example(pieces=["<|x|><|y|>", "a", "<| a b |>", "<|s\nt|>"] * 3, extra=30)
+def test_train_bpe_keeps_tricky_special_tokens_whole(tmp_path, pieces, extra):
+    text = "".join(pieces)
+    assume(regex.sub("|".join(map(regex.escape, _TRICKY_SPECIALS[::-1])), "", text))
+    expected_vocab, expected_merges = naive_train_bpe(text, 261 + extra, _TRICKY_SPECIALS)
+    vocab, merges = run_train_bpe(write(tmp_path, text), 261 + extra, _TRICKY_SPECIALS)
+    assert merges == expected_merges, (
+        f"merges {merges}, the naive trainer's {expected_merges}"
+        + matching_hints(
+            merges,
+            {
+                "special tokens were pre-tokenized as text: split on every special token "
+                "(longest first) before pre-tokenizing": "no_special_split"
+            },
+            lambda ours, m: ours == naive_train_bpe(text, 261 + extra, _TRICKY_SPECIALS, m)[1],
+        )
+    )
+    assert_same_vocab(vocab, expected_vocab)
+
+
 def test_train_bpe_matches_naive_trainer_on_stories(tmp_path):
     text = CORPUS.read_bytes()[:6000].decode("utf-8", errors="ignore")
     path = write(tmp_path, text)
