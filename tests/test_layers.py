@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from .adapters import run_embedding, run_linear, run_rmsnorm, run_silu, run_softmax, run_swiglu
 from .expect import raises_an_error
+from .hints import close, matching_hints, softmax_mistakes
 
 
 def test_linear(snapshot, inputs, state_dict):
@@ -87,9 +88,12 @@ def test_softmax(snapshot, inputs):
 def test_softmax_is_stable_for_large_inputs(dim):
     x = torch.tensor([[1000.0, 1001.0, 1002.0], [-1000.0, 0.0, 1000.0], [88.0, 89.0, 90.0]])
     out = run_softmax(x, dim=dim)
-    assert torch.isfinite(out).all(), "softmax overflowed: subtract the max before exp"
+    hints = matching_hints(out, softmax_mistakes(x, dim), close)
+    assert torch.isfinite(out).all(), "softmax gave NaN or inf" + hints
     # Any float32 route loses about |x| * eps relative precision at |x| = 1000 (e.g. through
     # exp(x - logsumexp(x))), so the tolerance scales with the inputs.
     rtol = 4 * torch.finfo(torch.float32).eps * x.abs().max().item()
-    torch.testing.assert_close(out, F.softmax(x, dim=dim), rtol=rtol, atol=1e-5)
+    torch.testing.assert_close(
+        out, F.softmax(x, dim=dim), rtol=rtol, atol=1e-5, msg=lambda text: text + hints
+    )
     torch.testing.assert_close(run_softmax(x + 100.0, dim=dim), out, rtol=rtol, atol=1e-5)
