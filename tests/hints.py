@@ -60,3 +60,18 @@ def assert_close_or_hint(
             f"got {actual}, expected {expected}"
             + matching_hints(actual, mistakes, lambda a, b: close(a, b, tolerance))
         )
+
+
+def dtype_kept(out: torch.Tensor, given: torch.dtype) -> str:
+    """``""`` when ``out`` has the input's dtype ``given``; else the failure, with a hint that
+    says what the dtype shows (a float32 result from bfloat16 inputs: a missing cast back)."""
+    if out.dtype == given:
+        return ""
+    message = f"the output is {out.dtype} for {given} inputs, expected {given}"
+    if out.dtype in (torch.float32, torch.float64) and given in (torch.bfloat16, torch.float16):
+        return message + (
+            f"\nhint: computing in float32 is right, but cast the result back to the input's "
+            f"dtype at the end (.to(x.dtype)); {out.dtype} leaks out of an upcast or a float32 "
+            "constant"
+        )
+    return message

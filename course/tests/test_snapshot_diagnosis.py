@@ -14,7 +14,7 @@ from tests.cases import special_tokens
 from tests.cases.shipped import Shipped
 from tests.cases.special_tokens import merges_from_special_text
 from tests.cases.tokenizers import merges_to_wire, naive_train_bpe
-from tests.hints import close, softmax_mistakes
+from tests.hints import close, dtype_kept, softmax_mistakes
 from tests.snapshots import (
     Snapshot,
     axes_hint,
@@ -304,3 +304,10 @@ def test_tricky_special_token_hints_name_only_the_mistake_they_reproduce() -> No
     assert hint in special_tokens.check_tricky(wrong, expected, inputs)
     reversed_ids = right | {"encode": right["encode"] | {name: expected["ids"][name][::-1]}}
     assert "hint:" not in special_tokens.check_tricky(reversed_ids, expected, inputs)
+
+
+def test_dtype_hint_only_for_an_upcast_that_was_not_cast_back() -> None:
+    bf16 = torch.zeros(2, dtype=torch.bfloat16)
+    assert dtype_kept(bf16, torch.bfloat16) == ""
+    assert "cast the result back" in dtype_kept(bf16.float(), torch.bfloat16)
+    assert "hint" not in dtype_kept(bf16.half(), torch.bfloat16)  # another mistake: no hint
