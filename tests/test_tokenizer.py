@@ -10,12 +10,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from .adapters import get_tokenizer
 from .cases.shipped import Shipped
-from .cases.tokenizers import tiktoken_of
+from .cases.tokenizers import GPT2_PATTERN, tiktoken_of
 from .expect import raises_an_error
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,17 +46,67 @@ def reference(vocab_and_merges):
     return tiktoken_of(vocab_and_merges[0], [EOT])
 
 
+def naive_encode(text: str, vocab, merges, special_tokens: list[str]) -> list[int]:
+    """BPE as the handout states it, slowly: split off special tokens, pre-tokenize, then in each
+    pre-token merge the pair earliest in ``merges`` (leftmost first) until none applies."""
+    id_of = {token: i for i, token in vocab.items()}
+    rank = {pair: r for r, pair in reversed(list(enumerate(merges)))}
+    pattern = "|".join(regex.escape(t) for t in sorted(special_tokens, key=len, reverse=True))
+    ids = []
+    for piece in regex.split(f"({pattern})", text) if pattern else [text]:
+        if piece in special_tokens:
+            ids.append(id_of[piece.encode("utf-8")])
+            continue
+        for pretoken in regex.findall(GPT2_PATTERN, piece):
+            parts = [bytes([b]) for b in pretoken.encode("utf-8")]
+            while True:
+                pairs = enumerate(zip(parts, parts[1:], strict=False))
+                candidates = [(rank[pair], i) for i, pair in pairs if pair in rank]
+                if not candidates:
+                    break
+                _, i = min(candidates)
+                parts[i : i + 2] = [parts[i] + parts[i + 1]]
+            ids += [id_of[p] for p in parts]
+    return ids
+
+
+@pytest.fixture(scope="module")
+def mistakes(vocab_and_merges):
+    """Two common mistakes, each computed on the text: ``{hint: text -> ids}``."""
+    vocab, merges = vocab_and_merges
+    as_text = tiktoken_of(vocab, [])
+    return {
+        "merges are applied latest first: apply the earliest-learned (lowest-rank) merge "
+        "first": lambda text: naive_encode(text, vocab, merges[::-1], [EOT]),
+        "special tokens are encoded as ordinary text: split the text on them first and give "
+        "each its own id": lambda text: as_text.encode(text, disallowed_special=()),
+    }
+
+
+def assert_encodes_like(ids: list[int], expected: list[int], text: str, mistakes) -> None:
+    """``ids == expected``, or a failure naming the mistakes whose ids equal ``ids``."""
+    if ids == expected:
+        return
+    first = next((i for i, (a, b) in enumerate(zip(ids, expected, strict=False)) if a != b), None)
+    hints = "".join(f"\nhint: {hint}" for hint, encode in mistakes.items() if encode(text) == ids)
+    raise AssertionError(
+        f"encode gave {len(ids)} ids, tiktoken {len(expected)}; first difference at index "
+        f"{first if first is not None else min(len(ids), len(expected))}{hints}"
+    )
+
+
 @pytest.mark.parametrize("path", SAMPLES, ids=[p.name for p in SAMPLES])
-def test_tokenizer_matches_tiktoken_on_samples(tokenizer, reference, path):
+def test_tokenizer_matches_tiktoken_on_samples(tokenizer, reference, mistakes, path):
     text = read_text(path)
     ids = tokenizer.encode(text)
-    assert ids == reference.encode(text, allowed_special="all")
+    assert_encodes_like(ids, reference.encode(text, allowed_special="all"), text, mistakes)
     assert tokenizer.decode(ids) == text
 
 
-def test_tokenizer_matches_tiktoken_on_stories(tokenizer, reference):
+def test_tokenizer_matches_tiktoken_on_stories(tokenizer, reference, mistakes):
     text = read_text(CORPUS)[:50_000]
-    assert tokenizer.encode(text) == reference.encode(text, allowed_special="all")
+    expected = reference.encode(text, allowed_special="all")
+    assert_encodes_like(tokenizer.encode(text), expected, text, mistakes)
 
 
 def test_tokenizer_without_special_tokens_treats_them_as_text(vocab_and_merges, reference):

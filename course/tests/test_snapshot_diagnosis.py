@@ -13,7 +13,7 @@ import torch
 from tests.cases import special_tokens
 from tests.cases.shipped import Shipped
 from tests.cases.special_tokens import merges_from_special_text
-from tests.cases.tokenizers import merges_to_wire, naive_train_bpe
+from tests.cases.tokenizers import merges_to_wire, naive_train_bpe, tiktoken_of
 from tests.hints import close, dtype_kept, softmax_mistakes
 from tests.snapshots import (
     Snapshot,
@@ -27,6 +27,7 @@ from tests.snapshots import (
     shift_hint,
     sign_pattern_hint,
 )
+from tests.test_tokenizer import naive_encode
 
 pytestmark = pytest.mark.instructor
 
@@ -311,3 +312,13 @@ def test_dtype_hint_only_for_an_upcast_that_was_not_cast_back() -> None:
     assert dtype_kept(bf16, torch.bfloat16) == ""
     assert "cast the result back" in dtype_kept(bf16.float(), torch.bfloat16)
     assert "hint" not in dtype_kept(bf16.half(), torch.bfloat16)  # another mistake: no hint
+
+
+def test_the_merge_order_hint_rests_on_a_naive_encoder_that_agrees_with_tiktoken() -> None:
+    # The tokenizer tests name "merges applied latest first" when your ids equal the naive
+    # encoder's with the merges reversed; in the right order it must give tiktoken's ids.
+    vocab, merges = Shipped().vocab_and_merges
+    text = Shipped().corpus(5000) + "<|endoftext|> ooo  \n\n"
+    right = naive_encode(text, vocab, merges, ["<|endoftext|>"])
+    assert right == tiktoken_of(vocab, ["<|endoftext|>"]).encode(text, allowed_special="all")
+    assert naive_encode(text, vocab, merges[::-1], ["<|endoftext|>"]) != right
