@@ -403,24 +403,32 @@ BUGS: list[Bug] = [
         "bpe_ties_to_smaller_pair",
         "train_bpe",
         "bpe.py",
-        "return self.pair_bytes > other.pair_bytes",
-        "return self.pair_bytes < other.pair_bytes",
+        'return "".join(chr(255 - b) for b in token) + _KEY_END',
+        'return "".join(chr(1 + b) for b in token) + "\\x00"',
         "break frequency ties toward the lexicographically greater pair of bytes",
     ),
-    bug(
+    Bug(
         "bpe_ties_by_token_ids",
         "train_bpe",
-        "bpe.py",
-        "return self.pair_bytes > other.pair_bytes",
-        "return self.pair > other.pair",
+        "cs336_basics/bpe.py",
+        (
+            (
+                "keys = {chr(token_id): _descending_key(token) for token_id, token in vocab.items()}",
+                "keys = {chr(i): chr(0x10FFFF - i) + _KEY_END for i in vocab}",
+            ),
+            (
+                "keys[new_token] = keys[pair[0]][:-1] + keys[pair[1]]",
+                "keys[new_token] = chr(0x10FFFF - ord(new_token)) + _KEY_END",
+            ),
+        ),
         "compare tied pairs by their bytes, not by their token ids",
     ),
     bug(
         "bpe_counts_each_word_once",
         "train_bpe",
         "bpe.py",
-        "            pair_counts[pair] += count\n",
-        "            pair_counts[pair] += 1\n",
+        'counts = [word_counts[word.encode("latin-1")] for word in words]',
+        "counts = [1 for word in words]",
         "weight each pair by how often its pre-token occurs in the corpus",
     ),
     bug(

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from .adapters import get_tokenizer, run_train_bpe
-from .cases.tokenizers import naive_train_bpe
+from .cases.tokenizers import GPT2_PATTERN, naive_train_bpe
 from .expect import raises_an_error
 from .hints import matching_hints
 
@@ -123,6 +123,14 @@ def test_train_bpe_matches_naive_trainer_on_stories(tmp_path):
         hints = matching_hints(
             merges, mistakes, lambda ours, m: ours == naive_train_bpe(text, 400, [EOT], m)[1]
         )
+        # Each distinct pre-token once (each alone between special tokens): what a trainer
+        # that counts a pair once per pre-token, not once per occurrence, learns from the text.
+        distinct = EOT.join(sorted(set(regex.findall(GPT2_PATTERN, text.replace(EOT, "\n")))))
+        if merges == naive_train_bpe(distinct, 400, [EOT])[1]:
+            hints += (
+                "\nhint: your merges are what counting each distinct pre-token once gives: "
+                "weight each pair by how often its pre-token occurs in the corpus"
+            )
         raise AssertionError(
             f"merge {first} is {merges[first]}, the naive trainer's is {expected_merges[first]}{hints}"
         )
