@@ -131,7 +131,8 @@ def test_files_for(select: str, nodeids: tuple[str, ...]) -> list[str]:
 
 
 # A hint or diagnosis line of a failure message (pytest prefixes assertion lines with "E").
-HINT_LINE = re.compile(r"^(?:E\s+)?\s*(?:hint|diagnosis):\s*(.+)$", re.MULTILINE | re.IGNORECASE)
+# Only "E" lines: the source lines pytest also shows may hold hints that were never triggered.
+HINT_LINE = re.compile(r"^E\s.*?\b(?:hint|diagnosis):\s*(.+)$", re.MULTILINE | re.IGNORECASE)
 
 
 def hint_lines(message: str) -> list[str]:

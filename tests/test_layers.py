@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from .adapters import run_embedding, run_linear, run_rmsnorm, run_silu, run_softmax, run_swiglu
 from .expect import raises_an_error
-from .hints import close, dtype_kept, matching_hints, softmax_mistakes
+from .hints import assert_close_or_hint, close, dtype_kept, matching_hints, softmax_mistakes
 
 
 def test_linear(snapshot, inputs, state_dict):
@@ -23,6 +23,18 @@ def test_linear_any_leading_dims(state_dict):
     x = torch.randn(2, 3, 5, weight.shape[1])
     out = run_linear(weight.shape[1], weight.shape[0], weight, x)
     torch.testing.assert_close(out, F.linear(x, weight))
+
+
+def test_linear_square_weight(state_dict):
+    # With d_in == d_out, x @ W (the weight not transposed) runs: compare with what it gives.
+    weight = state_dict["layers.0.attn.q_proj.weight"].double()
+    x = torch.randn(3, weight.shape[1], dtype=torch.float64)
+    out = run_linear(weight.shape[1], weight.shape[0], weight, x)
+    assert_close_or_hint(
+        out,
+        F.linear(x, weight),
+        {"the weight is (d_out, d_in): compute x @ W.T, not x @ W": x @ weight},
+    )
 
 
 @pytest.mark.robustness
