@@ -303,7 +303,7 @@ def report(results: list[MutantResult], broken: list[str]) -> str:
     for r in results:
         first = r.caught_by[0].split("::", 1)[-1] if r.caught_by else (r.note or "-")
         count = str(len(r.caught_by)) if r.caught_by else ("yes" if r.caught else "NONE")
-        hint = "right" if r.explained else ("other" if r.hinted else "no")
+        hint = "right" if r.explained else ("other" if r.hints else "no")
         lines.append(
             f"{r.bug.name:<{width}}  {r.bug.component:<28}  {count:<9}  {hint:<5}  {first}"
         )
