@@ -198,6 +198,10 @@ def rmsnorm(data: FixtureData) -> CaseResult:
                 "divide by the root of the mean square, sqrt(mean(x^2) + eps), not by the mean square itself.",
                 x64 / (x64.pow(2).mean(-1, keepdim=True) + eps) * g64,
             ),
+            "eps_outside_sqrt": (
+                "add eps inside the square root: x / sqrt(mean(x^2) + eps), not x / (sqrt(mean(x^2)) + eps).",
+                x64 / (x64.pow(2).mean(-1, keepdim=True).sqrt() + eps) * g64,
+            ),
         },
     )
 

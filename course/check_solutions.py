@@ -15,6 +15,11 @@ reported, not required. The solutions are written in styles unlike the reference
 without annotations; its own module names, exceptions and vocabulary ids; the course's own
 layout and habits), so a pass shows that the suite grades the assignment's contract and not our
 implementation's choices.
+
+A *variant* (``course/solutions/<name>/variant.toml``) is another solution with choices the
+handout leaves open made the other way: ``base`` names the solution it starts from, and each
+``[[edit]]`` replaces the one occurrence of ``before`` in ``path`` by ``after`` (``why`` says
+which choice it makes), so the suite is checked on that choice too.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,8 +76,33 @@ def build_tree(solution: Path, root: Path, ignore: set[str]) -> None:
         shutil.copyfile(REPO_ROOT / relative, root / relative)
     shutil.copytree(REPO_ROOT / "fixtures", root / "fixtures")
     shutil.copyfile(REPO_ROOT / "pyproject.toml", root / "pyproject.toml")
-    shutil.copytree(solution / "cs336_basics", root / "cs336_basics")
-    shutil.copyfile(solution / "tests" / "adapters.py", root / "tests" / "adapters.py")
+    variant = solution / "variant.toml"
+    source = SOLUTIONS / read_variant(variant)["base"] if variant.is_file() else solution
+    shutil.copytree(source / "cs336_basics", root / "cs336_basics")
+    shutil.copyfile(source / "tests" / "adapters.py", root / "tests" / "adapters.py")
+    if variant.is_file():
+        apply_variant(read_variant(variant), root)
+
+
+def read_variant(path: Path) -> dict:
+    with path.open("rb") as file:
+        variant = tomllib.load(file)
+    if not (SOLUTIONS / str(variant.get("base")) / "cs336_basics").is_dir():
+        raise ValueError(f"{path}: base {variant.get('base')!r} is not a solution")
+    return variant
+
+
+def apply_variant(variant: dict, root: Path) -> None:
+    """Make each edit of a variant in the tree at ``root``; its ``before`` must occur once."""
+    for edit in variant.get("edit", []):
+        file = root / edit["path"]
+        text = file.read_text(encoding="utf-8")
+        if text.count(edit["before"]) != 1:
+            raise ValueError(
+                f"variant edit ({edit['why']}): {edit['before']!r} occurs "
+                f"{text.count(edit['before'])} times in {edit['path']}, expected once"
+            )
+        file.write_text(text.replace(edit["before"], edit["after"]), encoding="utf-8")
 
 
 def isolated_env(root: Path) -> dict[str, str]:

@@ -27,7 +27,8 @@ from pathlib import Path
 from course.ast_mutants import Mutant, generate
 from course.bugs import DECODING_TESTS
 from course.handout import REPO_ROOT
-from course.mutants import SELECT, collected_nodeids, make_copy, test_files_for
+from course.mutants import SELECT, collected_nodeids, hint_lines, make_copy, test_files_for
+from course.pytest_outcomes import summarize
 
 EQUIVALENTS = Path(__file__).with_name("equivalent_mutants.toml")
 MANIFEST = Path(__file__).with_name("handout_manifest.toml")
@@ -104,6 +105,7 @@ class Outcome:
     mutant: Mutant
     status: str  # "killed", "survived", "equivalent", "equivalent-killed"
     how: str = ""
+    hinted: bool = False  # the failing test printed a hint: or diagnosis: line
 
 
 def graded_modules() -> list[str]:
@@ -155,12 +157,28 @@ def run_child(copy: Path, mutant: Mutant | None, path: str, select: str, files: 
 
         torch.set_num_threads(1)
         basetemp = copy / ".mutants" / "tmp"
+        # The failing test's message, for the hinted share (course/pytest_outcomes.py).
+        sys.path.insert(0, str(copy / ".mutants"))
+        os.environ["CS336_OUTCOMES"] = str(outcomes_file(copy))
         code = pytest.main(
-            ["-x", "-q", "-p", "no:cacheprovider", "-k", select, f"--basetemp={basetemp}", *files]
+            [
+                *("-x", "-q", "-p", "no:cacheprovider", "-p", "pytest_outcomes"),
+                *("-k", select, f"--basetemp={basetemp}", *files),
+            ]
         )
         os._exit(int(code))
     except BaseException:
         os._exit(99)
+
+
+def outcomes_file(copy: Path) -> Path:
+    return copy / ".mutants" / "outcomes.jsonl"
+
+
+def printed_a_hint(copy: Path) -> bool:
+    """Whether a failing test of the last run in ``copy`` printed a hint or diagnosis line."""
+    results = summarize(outcomes_file(copy)).values()
+    return any(hint_lines(r["message"]) for r in results if r["outcome"] in ("failed", "error"))
 
 
 class Pool:
@@ -169,10 +187,12 @@ class Pool:
     def __init__(self, copies: list[Path]) -> None:
         self.free = list(copies)
         self.running: dict[int, tuple[Path, object, float, float]] = {}
+        self.hinted: dict[int, bool] = {}  # by id(job): the run's failure printed a hint
 
     def start(self, job: object, mutant: Mutant | None, path: str, select: str, files, timeout):
         copy = self.free.pop()
         original = (copy / path).read_text(encoding="utf-8")
+        outcomes_file(copy).unlink(missing_ok=True)
         pid = os.fork()
         if pid == 0:
             run_child(copy, mutant, path, select, files)
@@ -197,6 +217,7 @@ class Pool:
                 (copy / path).write_text(original, encoding="utf-8")
                 del self.running[pid]
                 self.free.append(copy)
+                self.hinted[id(job)] = printed_a_hint(copy)
                 done.append((job, how))
             if done:
                 return done
@@ -220,6 +241,7 @@ def baselines(pool: Pool, modules: list[str], nodeids, timeout: float) -> dict[s
             files = test_files(module, nodeids)
             pool.start(module, None, path, selection(module), files, timeout)
         for module, how in pool.wait():
+            pool.hinted.pop(id(module), None)
             if how != "pytest exit 0":
                 raise SystemExit(f"the tests of {module} do not pass unmutated ({how})")
             durations[module] = time.monotonic() - started[module]
@@ -266,7 +288,7 @@ def run(
                     status = "killed" if killed(how) else "survived"
                     if equivalent:
                         status = "equivalent-killed" if status == "killed" else "equivalent"
-                    outcomes.append(Outcome(mutant, status, how))
+                    outcomes.append(Outcome(mutant, status, how, pool.hinted.pop(id(mutant))))
                     if status == "survived":
                         bar.write(f"survived: {mutant}")
                     survivors = sum(o.status == "survived" for o in outcomes)
@@ -296,19 +318,29 @@ def report(
 ) -> tuple[str, bool]:
     """The kill-rate table and the survivors; ``complete`` when every mutant of each module ran
     (then equivalents no longer generated are reported as stale)."""
-    lines = [f"{'module':<22} {'mutants':>7} {'equiv.':>6} {'killed':>6} {'kill rate':>9}"]
+    lines = [
+        f"{'module':<22} {'mutants':>7} {'equiv.':>6} {'killed':>6} {'kill rate':>9} {'hinted':>6}"
+    ]
     modules = sorted({Path(o.mutant.path).name for o in outcomes})
-    totals = [0, 0, 0]
+    totals = [0, 0, 0, 0]
     for module in modules:
         mine = [o for o in outcomes if Path(o.mutant.path).name == module]
         equivalent = sum(o.status.startswith("equivalent") for o in mine)
         dead = sum(o.status == "killed" for o in mine)
+        hinted = sum(o.status == "killed" and o.hinted for o in mine)
         rate = dead / (len(mine) - equivalent) if len(mine) > equivalent else 1.0
-        lines.append(f"{module:<22} {len(mine):>7} {equivalent:>6} {dead:>6} {rate:>9.1%}")
-        totals = [totals[0] + len(mine), totals[1] + equivalent, totals[2] + dead]
-    total, equivalent, dead = totals
+        lines.append(
+            f"{module:<22} {len(mine):>7} {equivalent:>6} {dead:>6} {rate:>9.1%} {hinted:>6}"
+        )
+        totals = [a + b for a, b in zip(totals, (len(mine), equivalent, dead, hinted), strict=True)]
+    total, equivalent, dead, hinted = totals
     rate = dead / (total - equivalent) if total > equivalent else 1.0
-    lines.append(f"{'all':<22} {total:>7} {equivalent:>6} {dead:>6} {rate:>9.1%}")
+    lines.append(f"{'all':<22} {total:>7} {equivalent:>6} {dead:>6} {rate:>9.1%} {hinted:>6}")
+    if dead:
+        lines.append(
+            f"hinted share: {hinted}/{dead} = {hinted / dead:.0%} of killed mutants fail with a "
+            "hint or diagnosis line (whether it names the mutant is not judged automatically)"
+        )
     survivors = [o for o in outcomes if o.status == "survived"]
     lines += ["", f"{len(survivors)} survivors (neither killed nor listed as equivalent):"]
     lines += [f"  {o.mutant}" for o in survivors]

@@ -20,6 +20,7 @@ from tests.cases.core import Bundle
 from tests.cases.draws import generator, integers, normal, permutation, uniform
 from tests.cases.optim import adamw_problem, clipping_problem, schedule
 from tests.cases.shipped import Shipped
+from tests.cases.special_tokens import with_specials
 from tests.cases.tokenizers import merges_to_wire, vocab_to_wire
 from tests.cases.training import batch_problem, checkpoint_problem, loss_problem
 
@@ -323,9 +324,39 @@ def tokenizers() -> dict[str, Callable[[], Bundle]]:
     }
 
 
+def special_tokens() -> dict[str, Callable[[], Bundle]]:
+    """Other hard-to-keep special tokens: nested at another offset, holding tabs and newlines."""
+    spaced = "<<< one two\tthree four five six seven eight nine ten >>>"
+    nested = ["[B]", "[A][B]", "[C][A][B]"]
+    unit = "pq" + spaced + "pq[C][A][B]rs[A][B]\n<\n\n>"
+    specials = [*nested, spaced, "<\n\n>"]
+    texts = {
+        "nested": "z[C][A][B][A][B] [B][A] [C][A][B][B]\n[C][A]",
+        "spaced": f"word {spaced}{spaced} <<< one two >>>\nend",
+        "lines": "x\n<\n\n>y<\n\n>\n<\n>\n\n>",
+    }
+    return {
+        "train_bpe/specials_in_chunks/other": lambda: {
+            "unit": unit,
+            "repeat": 4_400_000 // len(unit) + 13,
+            "vocab_size": 280,
+            "special_tokens": specials,
+        },
+        "tokenizer/tricky_special_tokens/other": lambda: (
+            with_specials(tokenizer_inputs(texts, specials)) | {"chunk_sizes": [1, 2, 4, 9, 17]}
+        ),
+    }
+
+
 def collect() -> dict[tuple[str, str], dict[str, Callable[[], Bundle]]]:
     table: dict[tuple[str, str], dict[str, Callable[[], Bundle]]] = {}
-    for key, make in {**layers(100), **model(200), **training(), **tokenizers()}.items():
+    for key, make in {
+        **layers(100),
+        **model(200),
+        **training(),
+        **tokenizers(),
+        **special_tokens(),
+    }.items():
         component, name, variant = key.split("/")
         table.setdefault((component, name), {})[variant] = make
     return table

@@ -3,8 +3,10 @@
 For each bug in ``course/bugs.py`` the reference is copied, the bug applied, and the tests of
 the bug's rubric component (its ``-k`` expression) run in a subprocess. A bug is *caught* when at
 least one test that passes on the unmutated copy fails (or the run hangs or crashes). The
-report lists, per bug, the tests that caught it and whether a failure printed a hint; the last
-line is the kill rate. Exits 1 unless every bug is caught.
+report lists, per bug, the tests that caught it and whether a failure printed a hint that names
+the bug (a ``hint:``/``diagnosis:`` line matching its ``EXPECTED_HINTS`` pattern: "right"), a hint
+that does not ("other"), or none; the last lines are the kill rate and the hinted share.
+Exits 1 unless every bug is caught.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from course.bugs import BUGS, Bug
+from course.bugs import BUGS, EXPECTED_HINTS, Bug
 from course.handout import REPO_ROOT, is_instructor_test, source_files
 from course.pytest_outcomes import summarize
 
@@ -128,6 +130,15 @@ def test_files_for(select: str, nodeids: tuple[str, ...]) -> list[str]:
     return files or ["tests"]
 
 
+# A hint or diagnosis line of a failure message (pytest prefixes assertion lines with "E").
+# Only "E" lines: the source lines pytest also shows may hold hints that were never triggered.
+HINT_LINE = re.compile(r"^E\s.*?\b(?:hint|diagnosis):\s*(.+)$", re.MULTILINE | re.IGNORECASE)
+
+
+def hint_lines(message: str) -> list[str]:
+    return [m.group(1).strip() for m in HINT_LINE.finditer(message)]
+
+
 @dataclass
 class MutantResult:
     bug: Bug
@@ -135,10 +146,17 @@ class MutantResult:
     hinted: bool = False
     note: str = ""
     seconds: float = 0.0
+    hints: list[str] = field(default_factory=list)
 
     @property
     def caught(self) -> bool:
         return bool(self.caught_by) or self.note.startswith("caught")
+
+    @property
+    def explained(self) -> bool:
+        """Some failure printed a hint that says what this bug is (``EXPECTED_HINTS``)."""
+        expected = EXPECTED_HINTS.get(self.bug.name)
+        return bool(expected) and any(re.search(expected, h, re.IGNORECASE) for h in self.hints)
 
 
 def make_copy(root: Path, destination: Path, extra: tuple[str, ...] = ()) -> Path:
@@ -226,7 +244,8 @@ def mutate_and_test(
         for nodeid in caught_by
         for word in ("hint", "diagnosis:")
     )
-    return MutantResult(bug, caught_by, hinted, note, time.monotonic() - started)
+    hints = sorted({h for nodeid in caught_by for h in hint_lines(outcomes[nodeid]["message"])})
+    return MutantResult(bug, caught_by, hinted, note, time.monotonic() - started, hints)
 
 
 def run_all(
@@ -279,19 +298,29 @@ def report(results: list[MutantResult], broken: list[str]) -> str:
         lines.append("tests failing on the unmutated reference (ignored): " + ", ".join(broken))
     width = max(len(r.bug.name) for r in results)
     lines.append(
-        f"{'bug':<{width}}  {'component':<28}  {'caught by':<9}  hint  first catching test"
+        f"{'bug':<{width}}  {'component':<28}  {'caught by':<9}  hint   first catching test"
     )
     for r in results:
         first = r.caught_by[0].split("::", 1)[-1] if r.caught_by else (r.note or "-")
         count = str(len(r.caught_by)) if r.caught_by else ("yes" if r.caught else "NONE")
+        hint = "right" if r.explained else ("other" if r.hints else "no")
         lines.append(
-            f"{r.bug.name:<{width}}  {r.bug.component:<28}  {count:<9}  {'yes' if r.hinted else 'no ':<4}  {first}"
+            f"{r.bug.name:<{width}}  {r.bug.component:<28}  {count:<9}  {hint:<5}  {first}"
         )
+    unexplained = [r for r in results if r.caught and not r.explained and r.hints]
+    if unexplained:
+        lines.append("hints printed for bugs they do not name (first line of each):")
+        lines += [f"  {r.bug.name}: {r.hints[0][:150]}" for r in unexplained]
     killed = sum(r.caught for r in results)
     hinted = sum(r.hinted for r in results)
+    explained = sum(r.caught and r.explained for r in results)
     lines.append(
         f"kill rate: {killed}/{len(results)} = {killed / len(results):.0%} of catalogued bugs caught; "
         f"{hinted} with a hint in the failure"
+    )
+    lines.append(
+        f"hinted share: {explained}/{len(results)} = {explained / len(results):.0%} fail with a "
+        "hint that names the bug (course/bugs.py EXPECTED_HINTS)"
     )
     return "\n".join(lines)
 

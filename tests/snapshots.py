@@ -14,8 +14,11 @@ Before the catalogue's hints, a failure is diagnosed generically (:func:`relatio
 as ``diagnosis:`` lines): is the output
 the expected one times a constant (which one: ``sqrt(d_k)``, ``d_k``, 2, -1, ...), transposed or
 with permuted axes, with the last dimension permuted, shifted by one position, right except at
-some masked or trailing positions, right up to float16/bfloat16 rounding; and where a NaN or inf
-comes from.
+some masked or trailing positions, right up to float16/bfloat16 rounding, close but for a small
+term (each row off by its own factor: a per-row normalizer); and where a NaN or inf comes from.
+Each diagnosis says what it measured and prints only when that measurement holds; a catalogued
+mistake's hint prints only when the output is within the match tolerance of that mistake's output
+and four times closer to it than to the right answer.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ import numpy as np
 import torch
 
 SNAPSHOT_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "snapshots"
-# A student's output "matches" a catalogued mistake within this tolerance; course/fixtures.py
-# only stores mistakes that sit at least ten times farther than this from the right answer.
+# A student's output "matches" a catalogued mistake within this tolerance (and when it is
+# MATCH_CLOSER times closer to it than to the right answer); course/fixtures.py stores mistakes
+# at least ten times farther than this from the right answer, or a few atol for near ones.
 MATCH_ATOL_FACTOR, MATCH_REL_FLOOR = 100.0, 1e-4
 
 
@@ -103,13 +107,25 @@ def match_tolerance(atol: float, expected: np.ndarray) -> float:
     return max(MATCH_ATOL_FACTOR * atol, MATCH_REL_FLOOR * float(np.abs(expected).max(initial=0.0)))
 
 
+# A catalogued mistake matches only an output this many times closer to it than to the right
+# answer. Far mistakes (most of the catalogue) satisfy this whenever they match at all; near ones
+# (an eps outside a square root: a few tolerances from the truth) are told apart by it.
+MATCH_CLOSER = 4.0
+
+
 def matching_hints(actual: np.ndarray, snap: Snapshot) -> list[str]:
     tolerance = match_tolerance(snap.atol, snap.expected)
-    return [
-        hint
-        for hint, wrong in snap.hints.values()
-        if wrong.shape == actual.shape and np.abs(actual - wrong).max() <= tolerance
-    ]
+    if actual.shape != snap.expected.shape:
+        return []
+    to_truth = float(np.abs(actual - snap.expected).max(initial=0.0))
+    hints = []
+    for hint, wrong in snap.hints.values():
+        if wrong.shape != actual.shape:
+            continue
+        to_wrong = float(np.abs(actual - wrong).max(initial=0.0))
+        if to_wrong <= tolerance and MATCH_CLOSER * to_wrong <= to_truth:
+            hints.append(hint)
+    return hints
 
 
 # --- Generic diagnosis: how does a wrong output relate to the right one? -----------------------
@@ -129,6 +145,10 @@ def relation_hints(actual: np.ndarray, expected: np.ndarray, atol: float) -> lis
     """Plain sentences naming each simple relation between a wrong ``actual`` and ``expected``
     (same shape, both finite); the first that explains the whole output wins."""
     tolerance = relation_tolerance(atol, expected)
+    if np.abs(actual - expected).max(initial=0.0) <= tolerance:
+        # Every relation below holds up to ``tolerance``, so none would say anything.
+        hint = low_precision_hint(actual, expected, tolerance)
+        return [hint or near_miss_hint(actual, expected, tolerance, atol)]
     for diagnose in (
         constant_factor_hint,
         low_precision_hint,
@@ -142,6 +162,34 @@ def relation_hints(actual: np.ndarray, expected: np.ndarray, atol: float) -> lis
         if hint:
             return [hint]
     return []
+
+
+def near_miss_hint(actual: np.ndarray, expected: np.ndarray, tolerance: float, atol: float) -> str:
+    """An output within ``tolerance`` (a thousandth of its scale) of the expected one but outside
+    ``atol``: say so, and whether each row along the last axis is off by its own factor (what a
+    per-row normalizer computed differently gives, e.g. eps outside a square root)."""
+    error = float(np.abs(actual - expected).max())
+    scale = float(np.abs(expected).max(initial=0.0))
+    text = (
+        f"your output is close to the expected one (max abs error {error:.2e}, "
+        f"{error / max(scale, 1e-300):.1e} of its largest value) but outside the tolerance "
+        f"{atol:.2e}: not a structural bug but a small term computed differently"
+    )
+    if expected.ndim == 0 or expected.shape[-1] < 2:
+        return text + " (an eps, a float64 vs float32 step)"
+    rows, got = expected.reshape(-1, expected.shape[-1]), actual.reshape(-1, expected.shape[-1])
+    norms = np.einsum("ij,ij->i", rows, rows)
+    usable = norms > 0
+    factors = np.einsum("ij,ij->i", rows[usable], got[usable]) / norms[usable]
+    residual = np.abs(got[usable] - factors[:, None] * rows[usable]).max(initial=0.0)
+    spread = float(factors.max() - factors.min()) if factors.size else 0.0
+    if factors.size > 1 and residual <= atol and spread > atol / max(scale, 1e-300):
+        return text + (
+            f": each row along the last axis is the expected row times its own factor "
+            f"(between {factors.min():.7g} and {factors.max():.7g}), so a per-row normalizer "
+            "differs (e.g. eps added outside the square root, sqrt(mean(x^2)) + eps)"
+        )
+    return text + " (an eps, a float64 vs float32 step)"
 
 
 def named_constant(factor: float, shape: tuple[int, ...]) -> str:
@@ -287,6 +335,8 @@ def sign_pattern_hint(actual: np.ndarray, expected: np.ndarray, tolerance: float
     flipped = np.abs(actual + expected) <= tolerance
     flipped &= np.abs(expected) > tolerance
     where = np.argwhere(flipped)
+    if len(where) == 0:
+        return ""
     pattern = ""
     columns = sorted(set(where[:, -1].tolist())) if expected.ndim else []
     if columns and len(columns) < expected.shape[-1]:
@@ -294,9 +344,9 @@ def sign_pattern_hint(actual: np.ndarray, expected: np.ndarray, tolerance: float
         if len(columns) > 8:
             pattern = pattern[:-1] + ", ...]"
     return (
-        f"your output has the right magnitudes but the wrong sign at {len(where)} of "
-        f"{expected.size} elements{pattern}: look for a sign error (e.g. a rotation's direction, "
-        "a subtraction reversed)"
+        f"your output has the right magnitudes everywhere (within {tolerance:.1e}) but the wrong "
+        f"sign at {len(where)} of {expected.size} elements{pattern}: look for a sign error (e.g. "
+        "a rotation's direction, a subtraction reversed)"
     )
 
 
@@ -315,7 +365,8 @@ def partial_agreement_hint(actual: np.ndarray, expected: np.ndarray, tolerance: 
     for axis in range(expected.ndim):
         others = tuple(a for a in range(expected.ndim) if a != axis)
         bad = np.flatnonzero(wrong.any(axis=others))
-        if len(bad) < expected.shape[axis]:
+        # Evidence only when most indices along the axis are right.
+        if len(bad) <= expected.shape[axis] // 2:
             tail = bad.tolist() == list(range(int(bad[0]), expected.shape[axis]))
             what = (
                 f"the trailing indices {int(bad[0])}..{expected.shape[axis] - 1}"
@@ -323,8 +374,9 @@ def partial_agreement_hint(actual: np.ndarray, expected: np.ndarray, tolerance: 
                 else f"indices {bad.tolist()[:8]}"
             )
             return (
-                f"your output is right except at {what} along axis {axis}: compare what is "
-                "special there (masked or padded positions, the first or last position)"
+                f"your output is right (within {tolerance:.1e}) except at {what} along axis "
+                f"{axis}: compare what is special there (masked or padded positions, the first "
+                "or last position)"
             )
     return ""
 
@@ -344,9 +396,12 @@ def non_finite_hint(actual: np.ndarray, expected: np.ndarray) -> str:
     if actual.ndim >= 1 and bad.any(axis=-1).sum() and (bad.any(axis=-1) == bad.all(axis=-1)).all():
         rows = int(bad.all(axis=-1).sum())
         return (
-            f"{kinds} of {actual.size} values, filling {rows} whole rows of the last axis: a row "
-            "that is entirely NaN usually comes from a softmax over a fully masked row (all "
-            "-inf, so 0/0; is the diagonal allowed?) or from exp() overflowing (subtract the max)"
+            f"{kinds} of {actual.size} values, filling {rows} whole rows of the last axis, where "
+            "the expected rows are finite: a row that is entirely NaN is a normalization of 0/0 "
+            "or inf/inf, as from a softmax over a fully masked row (all -inf; is the diagonal "
+            "allowed?), exp() overflowing (no max subtracted), or exp() underflowing to 0 in the "
+            "whole row (a max subtracted that is not the row's own: the global max, or the max "
+            "along another dim)"
         )
     if np.abs(expected[bad]).max(initial=0) > 1e4 or np.isinf(actual).any():
         return (

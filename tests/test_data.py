@@ -51,6 +51,39 @@ def test_get_batch_from_memmap(tmp_path):
         assert tokens[start + 1 : start + 17].tolist() == row_y
 
 
+def batch_dtype_hint(got: torch.dtype, source: np.dtype) -> str:
+    """Why a batch came out as ``got`` from a dataset of ``source`` dtype."""
+    if got == torch.from_numpy(np.zeros(1, dtype=source)).dtype:
+        return (
+            f"\nhint: your batch kept the dataset's dtype ({source}): torch.from_numpy and "
+            "torch.tensor keep the array's dtype; cast the ids to int64 (.long()), the dtype "
+            "embedding lookups and cross-entropy's gather expect"
+        )
+    if got.is_floating_point:
+        return "\nhint: token ids are integers: do not convert them to float"
+    return f"\nhint: cast the ids to int64 (.long()), not {got}"
+
+
+@pytest.mark.parametrize("source", [np.uint16, np.int32, np.int64])
+def test_get_batch_gives_int64_ids_on_the_device(tmp_path, source):
+    # Token files are usually uint16 memmaps (any vocabulary under 65536 fits): the batches must
+    # still be int64 ids, on the device asked for.
+    tokens = np.arange(200, dtype=source)
+    path = tmp_path / "tokens.bin"
+    tokens.tofile(path)
+    devices = ["cpu"] + (["cuda:0"] if torch.cuda.is_available() else [])
+    for device in devices:
+        x, y = run_get_batch(np.memmap(path, dtype=source, mode="r"), 3, 5, device)
+        for name, batch in (("inputs", x), ("targets", y)):
+            assert batch.dtype == torch.int64, (
+                f"{name} are {batch.dtype} from a {np.dtype(source)} dataset, expected torch.int64"
+                + batch_dtype_hint(batch.dtype, np.dtype(source))
+            )
+            assert batch.device == torch.device(device), (
+                f"{name} are on {batch.device}, expected {device}: move them with .to(device)"
+            )
+
+
 def test_get_batch_smallest_dataset_has_one_window():
     x, y = run_get_batch(np.array([5, 6, 7]), 3, 2, "cpu")
     assert x.tolist() == [[5, 6]] * 3 and y.tolist() == [[6, 7]] * 3

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from .adapters import run_embedding, run_linear, run_rmsnorm, run_silu, run_softmax, run_swiglu
 from .expect import raises_an_error
+from .hints import assert_close_or_hint, close, dtype_kept, matching_hints, softmax_mistakes
 
 
 def test_linear(snapshot, inputs, state_dict):
@@ -24,13 +25,25 @@ def test_linear_any_leading_dims(state_dict):
     torch.testing.assert_close(out, F.linear(x, weight))
 
 
+def test_linear_square_weight(state_dict):
+    # With d_in == d_out, x @ W (the weight not transposed) runs: compare with what it gives.
+    weight = state_dict["layers.0.attn.q_proj.weight"].double()
+    x = torch.randn(3, weight.shape[1], dtype=torch.float64)
+    out = run_linear(weight.shape[1], weight.shape[0], weight, x)
+    assert_close_or_hint(
+        out,
+        F.linear(x, weight),
+        {"the weight is (d_out, d_in): compute x @ W.T, not x @ W": x @ weight},
+    )
+
+
 @pytest.mark.robustness
 def test_linear_bfloat16_in_bfloat16_out(state_dict):
     weight = state_dict["layers.0.ffn.w1.weight"]
     x = torch.randn(2, 3, 5, weight.shape[1])
     out = F.linear(x, weight)
     out_bf16 = run_linear(weight.shape[1], weight.shape[0], weight.bfloat16(), x.bfloat16())
-    assert out_bf16.dtype == torch.bfloat16
+    assert not dtype_kept(out_bf16, torch.bfloat16), dtype_kept(out_bf16, torch.bfloat16)
     torch.testing.assert_close(out_bf16.float(), out, atol=0.1, rtol=0.05)
 
 
@@ -59,7 +72,7 @@ def test_rmsnorm_bfloat16_is_computed_in_float32(state_dict):
     # The statistics are computed in float32; the result comes back in the input's dtype.
     x = (300 * torch.randn(3, 7, gain.shape[0])).bfloat16()
     out = run_rmsnorm(gain.shape[0], 1e-5, gain.bfloat16(), x)
-    assert out.dtype == torch.bfloat16
+    assert not dtype_kept(out, torch.bfloat16), dtype_kept(out, torch.bfloat16)
     expected = F.rms_norm(x.double(), (gain.shape[0],), gain.bfloat16().double(), eps=1e-5)
     torch.testing.assert_close(out.double(), expected, atol=0.05, rtol=0.02)
 
@@ -87,9 +100,12 @@ def test_softmax(snapshot, inputs):
 def test_softmax_is_stable_for_large_inputs(dim):
     x = torch.tensor([[1000.0, 1001.0, 1002.0], [-1000.0, 0.0, 1000.0], [88.0, 89.0, 90.0]])
     out = run_softmax(x, dim=dim)
-    assert torch.isfinite(out).all(), "softmax overflowed: subtract the max before exp"
+    hints = matching_hints(out, softmax_mistakes(x, dim), close)
+    assert torch.isfinite(out).all(), "softmax gave NaN or inf" + hints
     # Any float32 route loses about |x| * eps relative precision at |x| = 1000 (e.g. through
     # exp(x - logsumexp(x))), so the tolerance scales with the inputs.
     rtol = 4 * torch.finfo(torch.float32).eps * x.abs().max().item()
-    torch.testing.assert_close(out, F.softmax(x, dim=dim), rtol=rtol, atol=1e-5)
+    torch.testing.assert_close(
+        out, F.softmax(x, dim=dim), rtol=rtol, atol=1e-5, msg=lambda text: text + hints
+    )
     torch.testing.assert_close(run_softmax(x + 100.0, dim=dim), out, rtol=rtol, atol=1e-5)

@@ -4,8 +4,9 @@
   ``[oo, o]``);
 - ``encode_iterable`` equals ``encode`` for *every* way of cutting a stream into one, two or
   three pieces, and for every fixed chunk size, on texts with overlapping special tokens
-  (``<|endoftext|>`` and ``<|endoftext|><|endoftext|>``) — exhaustive, so a chunk boundary
-  inside or between specials is always tried;
+  (``<|endoftext|>`` and ``<|endoftext|><|endoftext|>``; ``<|y|>`` inside ``<|x|><|y|>``) and
+  special tokens holding a space or a newline — exhaustive, so a chunk boundary inside or
+  between specials is always tried;
 - ``decode`` of any byte-level ids is those bytes decoded as UTF-8 with U+FFFD replacement, and
   ``decode(encode(text)) == text`` for any text.
 
@@ -54,14 +55,22 @@ def every_split(text: str, pieces: int) -> list[list[str]]:
 
 
 # Special-token sets where a shorter special is a prefix of a longer one that extends far past
-# it, or a special holds a space (where an ordinary text could otherwise be cut).
-SPECIAL_SETS = [(EOT,), (EOT, DOUBLE_EOT), ("<s>", "<s>" + EOT), ("<| sep |>", EOT)]
+# it, one sits inside another at a non-zero offset ("<|y|>" in "<|x|><|y|>"), or a special
+# holds a space or a newline (where an ordinary text could otherwise be cut).
+SPECIAL_SETS = [
+    (EOT,),
+    (EOT, DOUBLE_EOT),
+    ("<s>", "<s>" + EOT),
+    ("<| sep |>", EOT),
+    ("<|y|>", "<|x|><|y|>", "<|s\nt|>"),
+]
 STREAMS = [
     f"a{EOT}{EOT}b{EOT}c{EOT}{EOT}{EOT}",
     f"{EOT}<|endoftext|{EOT}x {EOT}\n\n",
     "hello  world!\n\n  ooo lll",
     f"<s>{EOT}<s> <s>a{EOT}<s>",
     "x<| sep |>y <| sep |>\n<| sep |<| sep |>",
+    "a<|x|><|y|> <|y|><|x|>\n<|x|><|y|><|s\nt|>b <|s\n<|s\nt|>",
 ]
 
 

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from course.oracles import layers, optim, tokenizers, training
+from course.oracles import layers, optim, special_tokens, tokenizers, training
 from tests.cases.core import Bundle
 
 ORACLES: dict[tuple[str, str], Callable[[Bundle], Bundle]] = {
     **layers.ORACLES,
     **optim.ORACLES,
+    **special_tokens.ORACLES,
     **tokenizers.ORACLES,
     **training.ORACLES,
 }

@@ -80,6 +80,31 @@ def tiktoken_of(vocab: dict[int, bytes], special_tokens: list[str]) -> tiktoken.
     )
 
 
+def naive_encode(text: str, vocab, merges, special_tokens: list[str]) -> list[int]:
+    """BPE as the handout states it, slowly: split off special tokens, pre-tokenize, then in each
+    pre-token merge the pair earliest in ``merges`` (leftmost first) until none applies. With
+    the merges reversed it reproduces a common mistake, for hints."""
+    id_of = {token: i for i, token in vocab.items()}
+    rank = {pair: r for r, pair in reversed(list(enumerate(merges)))}
+    pattern = "|".join(regex.escape(t) for t in sorted(special_tokens, key=len, reverse=True))
+    ids = []
+    for piece in regex.split(f"({pattern})", text) if pattern else [text]:
+        if piece in special_tokens:
+            ids.append(id_of[piece.encode("utf-8")])
+            continue
+        for pretoken in regex.findall(GPT2_PATTERN, piece):
+            parts = [bytes([b]) for b in pretoken.encode("utf-8")]
+            while True:
+                pairs = enumerate(zip(parts, parts[1:], strict=False))
+                candidates = [(rank[pair], i) for i, pair in pairs if pair in rank]
+                if not candidates:
+                    break
+                _, i = min(candidates)
+                parts[i : i + 2] = [parts[i] + parts[i + 1]]
+            ids += [id_of[p] for p in parts]
+    return ids
+
+
 def tiktoken_encoding(inputs: Bundle) -> tiktoken.Encoding:
     """tiktoken for a case's vocab and special tokens."""
     return tiktoken_of(vocab_from_wire(inputs["vocab"]), inputs["special_tokens"] or [])

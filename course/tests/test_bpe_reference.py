@@ -46,14 +46,20 @@ def test_chunk_boundaries_preserve_pretoken_counts():
 )
 @given(
     pieces=st.lists(
-        st.sampled_from(list("ab '\n\t.é") + ["<|x|>", "<|x", "|>", "<|x|><|y|>", "<|y|>"]),
+        st.sampled_from(
+            list("ab '\n\t.é") + ["<|x|>", "<|x", "|>", "<|x|><|y|>", "<|y|>", "<| s |>", "<|\n|>"]
+        ),
         max_size=80,
     ),
     num_chunks=st.integers(2, 50),
+    specials=st.sampled_from(
+        [["<|x|>", "<|x|><|y|>"], ["<|y|>", "<|x|><|y|>"], ["<| s |>", "<|\n|>", "<|y|>"]]
+    ),
 )
-def test_chunk_boundaries_with_nested_specials(tmp_path, pieces, num_chunks):
+def test_chunk_boundaries_with_nested_specials(tmp_path, pieces, num_chunks, specials):
+    # A special that is a prefix of another, one inside another at a non-zero offset, and
+    # specials holding a space or a newline.
     text = "".join(pieces)
-    specials = ["<|x|>", "<|x|><|y|>"]
     path = tmp_path / "corpus.txt"
     path.write_bytes(text.encode("utf-8"))
     data = path.read_bytes()

@@ -10,7 +10,25 @@ import numpy as np
 import pytest
 import torch
 
-from tests.snapshots import Snapshot, describe_mismatch
+from course.oracles import special_tokens as special_token_oracles
+from course.oracles.tokenizers import naive_encode, naive_train_bpe, tiktoken_of
+from tests.cases import special_tokens
+from tests.cases.shipped import Shipped
+from tests.cases.special_tokens import merges_from_special_text
+from tests.cases.tokenizers import merges_to_wire
+from tests.hints import close, dtype_kept, softmax_mistakes
+from tests.snapshots import (
+    Snapshot,
+    axes_hint,
+    constant_factor_hint,
+    describe_mismatch,
+    last_dim_permutation_hint,
+    low_precision_hint,
+    partial_agreement_hint,
+    relation_tolerance,
+    shift_hint,
+    sign_pattern_hint,
+)
 
 pytestmark = pytest.mark.instructor
 
@@ -175,3 +193,138 @@ def test_relation_diagnosis_comes_before_the_catalogue_hint() -> None:
     lines = [line.strip() for line in message.splitlines()]
     assert lines[-2].startswith("diagnosis: your output is the expected one times a constant")
     assert lines[-1] == "hint: doubled it"
+
+
+# --- Silence: no diagnosis fires on an output it does not describe ------------------------------
+
+GENERIC = [
+    constant_factor_hint,
+    low_precision_hint,
+    axes_hint,
+    last_dim_permutation_hint,
+    shift_hint,
+    sign_pattern_hint,
+    partial_agreement_hint,
+]
+
+
+def related_outputs(expected: np.ndarray) -> dict[str, np.ndarray]:
+    """One output standing in each relation to ``expected``, keyed by the diagnosis that owns it."""
+    shifted = np.roll(expected, 1, axis=1)
+    shifted[:, 0] = RNG.normal(size=expected.shape[2])
+    flipped = expected.copy()
+    flipped[..., :5] *= -1  # (flipping a minority of columns is also "right except at" them)
+    partial = expected.copy()
+    partial[:, -2:] += 3.0
+    return {
+        "constant_factor_hint": 2 * expected,
+        "low_precision_hint": torch.from_numpy(expected).bfloat16().double().numpy(),
+        "axes_hint": expected.swapaxes(-1, -2),
+        "last_dim_permutation_hint": expected[..., ::-1],
+        "shift_hint": shifted,
+        "sign_pattern_hint": flipped,
+        "partial_agreement_hint": partial,
+        "unrelated": RNG.normal(size=expected.shape),
+        "near_miss": expected * (1 + 1e-5) + RNG.normal(size=expected.shape) * 1e-6,
+    }
+
+
+@pytest.mark.parametrize("diagnose", GENERIC, ids=lambda f: f.__name__)
+def test_each_generic_diagnosis_fires_only_on_its_own_relation(diagnose) -> None:
+    expected = RNG.normal(size=(3, 8, 8))
+    tolerance = relation_tolerance(1e-6, expected)
+    for owner, actual in related_outputs(expected).items():
+        hint = diagnose(actual, expected, tolerance)
+        if owner == diagnose.__name__:
+            assert hint, f"{owner} stayed silent on its own relation"
+        else:
+            assert not hint, f"{diagnose.__name__} fired on a {owner} output: {hint}"
+
+
+def test_no_sign_error_is_reported_without_a_flipped_element() -> None:
+    # Issue 26: RMSNorm with eps outside the square root was told "the wrong sign at 0 of 3072
+    # elements". A near miss gets the near-miss diagnosis, and no sign sentence.
+    expected = RNG.normal(size=(4, 12, 64)) * 3
+    actual = expected * (1 - 5e-6)
+    message = diagnosis(actual, expected)
+    assert "sign" not in message and "close to the expected one" in message, message
+    assert sign_pattern_hint(actual, expected, relation_tolerance(1e-6, expected)) == ""
+
+
+def test_near_catalogued_mistake_matches_only_an_output_much_closer_to_it() -> None:
+    expected = RNG.normal(size=(4, 16))
+    near = expected * (1 + 4e-5)  # a mistake a few tolerances away (e.g. eps placement)
+    snapshot = Snapshot(expected, expected.astype(np.float32), 1e-5, hints={"n": ("near", near)})
+    assert "hint: near" in describe_mismatch("c", near + 1e-7, snapshot, exact=False)
+    halfway = expected * (1 + 2e-5)  # as close to the truth as to the mistake: no evidence
+    assert "hint:" not in describe_mismatch("c", halfway, snapshot, exact=False)
+
+
+def test_softmax_mistakes_match_only_their_own_outputs() -> None:
+    x = torch.tensor([[1000.0, 1001.0, 1002.0], [-1000.0, 0.0, 1000.0], [88.0, 89.0, 90.0]])
+    mistakes = softmax_mistakes(x, -1)
+    right = torch.softmax(x.double(), dim=-1)
+    for hint, output in mistakes.items():
+        assert not close(output, right, 1e-5), f"{hint!r} gives the right answer"
+        others = [h for h, o in mistakes.items() if h != hint and close(output, o)]
+        assert not others or torch.isnan(output).all(), (hint, others)
+    # Small inputs: subtracting the global max, or none, gives the right answer: no such hint.
+    small = softmax_mistakes(torch.randn(3, 4), -1)
+    assert not any("without subtracting" in h or "whole tensor" in h for h in small), small
+
+
+# --- The special-token cases' hints (tests/cases/special_tokens.py) ------------------------------
+
+
+def test_special_text_evidence_only_for_merges_made_inside_special_tokens() -> None:
+    inputs = {
+        "unit": "xy<| a b |>ab<|x|><|y|>",
+        "special_tokens": ["<|y|>", "<|x|><|y|>", "<| a b |>"],
+    }
+    text = inputs["unit"] * 3
+    _, right = naive_train_bpe(text, 280, inputs["special_tokens"])
+    _, as_text = naive_train_bpe(text, 280, inputs["special_tokens"], "no_special_split")
+    expected = {
+        "inside_only": special_token_oracles.inside_only(inputs["unit"], inputs["special_tokens"])
+    }
+    assert merges_from_special_text(merges_to_wire(right), expected) == []
+    assert merges_from_special_text(merges_to_wire(as_text), expected)
+
+
+def test_tricky_special_token_hints_name_only_the_mistake_they_reproduce() -> None:
+    inputs = special_tokens.tricky_inputs(Shipped()) | {"chunk_sizes": [3]}
+    expected = special_token_oracles.tricky_expected(inputs) | {"reveal": True}
+    texts = inputs["texts"]
+    right = {
+        "encode": dict(expected["ids"]),
+        "decoded": dict(texts),
+        "lines": dict(expected["ids"]),
+        "chunks3": dict(expected["ids"]),
+    }
+    assert special_tokens.check_tricky(right, expected, inputs) is None
+    name = "spaced"
+    ids = expected["mistakes"][name]["per_piece"]["encode_iterable in chunks of 3"]
+    assert ids != expected["ids"][name]
+    wrong = right | {"chunks3": right["chunks3"] | {name: ids}}
+    assert special_tokens.MISTAKES["per_piece"] in special_tokens.check_tricky(
+        wrong, expected, inputs
+    )
+    reversed_ids = right | {"encode": right["encode"] | {name: expected["ids"][name][::-1]}}
+    assert "hint:" not in special_tokens.check_tricky(reversed_ids, expected, inputs)
+
+
+def test_dtype_hint_only_for_an_upcast_that_was_not_cast_back() -> None:
+    bf16 = torch.zeros(2, dtype=torch.bfloat16)
+    assert dtype_kept(bf16, torch.bfloat16) == ""
+    assert "cast the result back" in dtype_kept(bf16.float(), torch.bfloat16)
+    assert "hint" not in dtype_kept(bf16.half(), torch.bfloat16)  # another mistake: no hint
+
+
+def test_the_merge_order_hint_rests_on_a_naive_encoder_that_agrees_with_tiktoken() -> None:
+    # The tokenizer tests name "merges applied latest first" when your ids equal the naive
+    # encoder's with the merges reversed; in the right order it must give tiktoken's ids.
+    vocab, merges = Shipped().vocab_and_merges
+    text = Shipped().corpus(5000) + "<|endoftext|> ooo  \n\n"
+    right = naive_encode(text, vocab, merges, ["<|endoftext|>"])
+    assert right == tiktoken_of(vocab, ["<|endoftext|>"]).encode(text, allowed_special="all")
+    assert naive_encode(text, vocab, merges[::-1], ["<|endoftext|>"]) != right

@@ -4,8 +4,14 @@ itself runs on them with ``make check-solutions``)."""
 from __future__ import annotations
 
 import ast
+import importlib
+import shutil
+import sys
 
-from course.check_solutions import SOLUTIONS
+import numpy as np
+import torch
+
+from course.check_solutions import SOLUTIONS, apply_variant, read_variant
 from course.handout import REPO_ROOT
 
 
@@ -56,3 +62,42 @@ def test_upstream_style_lives_as_the_course_suggests():
     assert "gradient_clipping(model.parameters()" in train
     reference = {p.stem for p in (REPO_ROOT / "cs336_basics").rglob("*.py")}
     assert set(modules) - reference >= {"nn_utils", "optimizer", "utils"}
+
+
+def test_open_choices_variant_makes_the_other_choices(tmp_path):
+    # Its edits still fit its base, and the AdamW it builds is torch.optim.AdamW's own algorithm
+    # (decay before the update, eps on the bias-corrected root) while evaluation draws windows
+    # from NumPy's global generator (two calls differ).
+    variant = read_variant(SOLUTIONS / "open_choices" / "variant.toml")
+    shutil.copytree(SOLUTIONS / variant["base"] / "cs336_basics", tmp_path / "cs336_basics")
+    (tmp_path / "tests").mkdir()
+    apply_variant(variant, tmp_path)
+    saved = {k: v for k, v in sys.modules.items() if k.split(".")[0] == "cs336_basics"}
+    for name in saved:
+        del sys.modules[name]
+    sys.path.insert(0, str(tmp_path))
+    try:
+        optimization = importlib.import_module("cs336_basics.optimization")
+        runner = importlib.import_module("cs336_basics.runner")
+        ours, theirs = (
+            torch.nn.Parameter(torch.randn(5, generator=torch.Generator().manual_seed(1)))
+            for _ in range(2)
+        )
+        hyper = {"lr": 0.1, "betas": (0.9, 0.95), "eps": 1e-2, "weight_decay": 0.3}
+        mine = optimization.DecoupledAdam([ours], **hyper)
+        reference = torch.optim.AdamW([theirs], **hyper)
+        for step in range(5):
+            for p, opt in ((ours, mine), (theirs, reference)):
+                p.grad = torch.full_like(p, 0.5 - step)
+                opt.step()
+        torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-7)
+        model = torch.nn.Sequential(torch.nn.Embedding(50, 50))
+        tokens = np.arange(50) % 50
+        np.random.seed(0)
+        losses = {runner.held_out_loss(model, tokens, 2, 4, 1, "cpu") for _ in range(4)}
+        assert len(losses) > 1
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [k for k in sys.modules if k.split(".")[0] == "cs336_basics"]:
+            del sys.modules[name]
+        sys.modules.update(saved)

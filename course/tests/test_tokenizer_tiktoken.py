@@ -12,7 +12,7 @@ import tiktoken
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from course.oracles.tokenizers import tiktoken_of
+from course.oracles.tokenizers import naive_encode, tiktoken_of
 from tests.adapters import get_tokenizer
 from tests.cases.shipped import Shipped
 from tests.test_tokenizer_properties import SHIPPED, runs
@@ -44,17 +44,43 @@ def reference(vocab_and_merges):
     return tiktoken_of(vocab_and_merges[0], [EOT])
 
 
+@pytest.fixture(scope="module")
+def mistakes(vocab_and_merges):
+    """Two common mistakes, each computed on the text: ``{hint: text -> ids}``."""
+    vocab, merges = vocab_and_merges
+    as_text = tiktoken_of(vocab, [])
+    return {
+        "merges are applied latest first: apply the earliest-learned (lowest-rank) merge "
+        "first": lambda text: naive_encode(text, vocab, merges[::-1], [EOT]),
+        "special tokens are encoded as ordinary text: split the text on them first and give "
+        "each its own id": lambda text: as_text.encode(text, disallowed_special=()),
+    }
+
+
+def assert_encodes_like(ids: list[int], expected: list[int], text: str, mistakes) -> None:
+    """``ids == expected``, or a failure naming the mistakes whose ids equal ``ids``."""
+    if ids == expected:
+        return
+    first = next((i for i, (a, b) in enumerate(zip(ids, expected, strict=False)) if a != b), None)
+    hints = "".join(f"\nhint: {hint}" for hint, encode in mistakes.items() if encode(text) == ids)
+    raise AssertionError(
+        f"encode gave {len(ids)} ids, tiktoken {len(expected)}; first difference at index "
+        f"{first if first is not None else min(len(ids), len(expected))}{hints}"
+    )
+
+
 @pytest.mark.parametrize("path", SAMPLES, ids=[p.name for p in SAMPLES])
-def test_tokenizer_matches_tiktoken_on_samples(tokenizer, reference, path):
+def test_tokenizer_matches_tiktoken_on_samples(tokenizer, reference, mistakes, path):
     text = read_text(path)
     ids = tokenizer.encode(text)
-    assert ids == reference.encode(text, allowed_special="all")
+    assert_encodes_like(ids, reference.encode(text, allowed_special="all"), text, mistakes)
     assert tokenizer.decode(ids) == text
 
 
-def test_tokenizer_matches_tiktoken_on_stories(tokenizer, reference):
+def test_tokenizer_matches_tiktoken_on_stories(tokenizer, reference, mistakes):
     text = read_text(CORPUS)[:50_000]
-    assert tokenizer.encode(text) == reference.encode(text, allowed_special="all")
+    expected = reference.encode(text, allowed_special="all")
+    assert_encodes_like(tokenizer.encode(text), expected, text, mistakes)
 
 
 def test_tokenizer_without_special_tokens_treats_them_as_text(vocab_and_merges, reference):

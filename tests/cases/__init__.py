@@ -5,6 +5,7 @@ See ``tests/cases/core.py`` for what a case is. Importing this package registers
 
 from __future__ import annotations
 
+import tests.cases.special_tokens  # noqa: F401
 from tests.cases import attention, layers, model, optim, tokenizers, training  # noqa: F401
 from tests.cases.core import CASES, Case, Outputs, components, judge_case, run_case
 

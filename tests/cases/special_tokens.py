@@ -1,0 +1,190 @@
+"""Cases with special tokens that are hard to keep whole: tokens holding spaces or newlines (where
+an ordinary text could be cut), and one special token inside another at a non-zero offset
+(``<|y|>`` inside ``<|x|><|y|>``, where searching for ``<|y|>`` alone cuts the longer one).
+
+- BPE training on a file of several MB made mostly of such tokens: a trainer that cuts the file
+  into chunks for parallel pre-tokenization must never cut inside a special token, or that
+  token's bytes get counted (and merged) as text;
+- ``encode`` and ``encode_iterable`` over chunks of every size from 1 to 13 and over the lines of
+  a file (a line ends at the newline inside a special token).
+
+Failures say when the output equals what a known mistake gives: merges made of bytes found only
+inside special tokens, or the ids that special tokens encoded as text, or each chunk encoded on
+its own, give (both computed by the instructor, ``course/oracles``, and shipped with the
+expected values).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from pathlib import Path
+
+from tests.cases.compare import equal_mismatch, first_failure
+from tests.cases.core import Bundle, case
+from tests.cases.tokenizers import (
+    build_tokenizer,
+    check_train_bpe,
+    tokenizer_inputs,
+    vocab_from_wire,
+    vocab_to_wire,
+)
+
+NESTED = ["<|y|>", "<|x|><|y|>"]
+SPACED = "<| a b c d e f g h i j k l m n o p q r s t u v |>"
+LINE_BROKEN = "<|s\nt|>"
+# From 54 of this unit's 70 offsets, the next space, newline or special-token start lies inside
+# a special token: a trainer's chunk boundary placed there (if it may fall inside a special
+# token) cuts one.
+CHUNKED_UNIT = "xy" + SPACED + "xy<|x|><|y|>" + LINE_BROKEN
+# 4.2 MB: files this big are cut into chunks by the reference trainer (one per CPU), and for 2 to
+# 16 chunks the first evenly spaced target lands on one of those offsets.
+CHUNKED_REPEAT = 60_001
+
+
+def merges_from_special_text(merges: list, expected: Bundle) -> list[bytes]:
+    """Merged tokens whose bytes occur in the corpus only inside special tokens (the expected
+    values list them, ``inside_only``): evidence that special-token text was counted as text."""
+    inside_only = set(expected.get("inside_only", []))
+    tokens = ["".join(pair) for pair in merges]
+    return [bytes.fromhex(token) for token in tokens if token in inside_only]
+
+
+def check_chunked(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
+    message = check_train_bpe(outputs, expected, inputs)
+    if not message or not isinstance(outputs.get("merges"), list):
+        return message
+    evidence = merges_from_special_text(outputs["merges"], expected)
+    if evidence:
+        example = f" (e.g. {evidence[0]!r})" if expected.get("reveal", True) else ""
+        message += (
+            f"\nhint: {len(evidence)} of your merges{example} are made of bytes "
+            "that occur only inside special tokens: special-token text was counted as ordinary "
+            "text. Split on the special tokens before pre-tokenizing, and if you cut the file "
+            "into chunks, cut only where no special token spans the cut (a special token may "
+            "hold spaces or newlines, or contain another special token)"
+        )
+    return message
+
+
+@case(
+    "train_bpe",
+    "specials_in_chunks",
+    check=check_chunked,
+    public=lambda s: {
+        "unit": CHUNKED_UNIT,
+        "repeat": CHUNKED_REPEAT,
+        "vocab_size": 300,
+        "special_tokens": [*NESTED, SPACED, LINE_BROKEN],
+    },
+)
+def train_bpe_in_chunks(adapters, inputs: Bundle) -> Bundle:
+    """Train on ``unit`` repeated ``repeat`` times (a file of several MB)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "corpus.txt"
+        path.write_bytes((inputs["unit"] * inputs["repeat"]).encode("utf-8"))
+        vocab, merges = adapters.run_train_bpe(
+            os.fspath(path), inputs["vocab_size"], list(inputs["special_tokens"])
+        )
+    return {
+        "vocab": sorted(bytes(t).hex() for t in vocab.values()),
+        "merges": [[bytes(a).hex(), bytes(b).hex()] for a, b in merges],
+    }
+
+
+# --- the tokenizer --------------------------------------------------------------------------
+
+
+def with_specials(inputs: Bundle) -> Bundle:
+    """The vocab extended by the special tokens (new ids after the last one)."""
+    vocab = vocab_from_wire(inputs["vocab"])
+    for token in inputs["special_tokens"]:
+        vocab[len(vocab)] = token.encode("utf-8")
+    return inputs | {"vocab": vocab_to_wire(vocab)}
+
+
+def tricky_inputs(s) -> Bundle:
+    texts = {
+        "nested": "a<|x|><|y|>b<|y|><|x|><|x|><|y|><|y|> <|x|>< |y|>",
+        "spaced": f"one {SPACED}two{SPACED}{SPACED}\n <| a b |> end ",
+        "lines": f"first line\n{LINE_BROKEN}second{LINE_BROKEN}\n\n<|s\n|>t|>last",
+    }
+    return with_specials(tokenizer_inputs(s, texts, [*NESTED, SPACED, LINE_BROKEN]))
+
+
+def chunks_of(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+# The known mistakes whose ids ``expected["mistakes"]`` holds, by key: for the whole text, and
+# for each way ``check_tricky`` feeds it in pieces (each piece encoded on its own).
+MISTAKES = {
+    "as_text": "special tokens are encoded as ordinary text: split the text on them first and "
+    "give each its own id",
+    "per_piece": "each chunk is encoded on its own, so a pre-token or special token that spans a "
+    "chunk boundary is split: keep the undecided tail of a chunk for the next one",
+}
+
+
+def pieces_of(text: str, chunk_sizes: list[int]) -> dict[str, list[str]]:
+    """How each run feeds ``text``, by label: whole, in chunks of each size, a file's lines."""
+    runs = {"encode": [text]}
+    runs |= {f"encode_iterable in chunks of {n}": chunks_of(text, n) for n in chunk_sizes}
+    runs["encode_iterable over a file's lines"] = io.StringIO(text, newline="").readlines()
+    return runs
+
+
+def run_outputs(outputs: Bundle, name: str, chunk_sizes: list[int]) -> dict[str, object]:
+    """The ids each run gave for text ``name``, by the labels of ``pieces_of``."""
+    runs = {"encode": outputs["encode"].get(name)}
+    runs |= {f"encode_iterable in chunks of {n}": outputs[f"chunks{n}"][name] for n in chunk_sizes}
+    runs["encode_iterable over a file's lines"] = outputs["lines"].get(name)
+    return runs
+
+
+def check_tricky(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
+    reveal = expected.get("reveal", True)
+    for name in inputs["texts"]:
+        want, mistakes = expected["ids"][name], expected["mistakes"][name]
+        for label, got in run_outputs(outputs, name, inputs["chunk_sizes"]).items():
+            message = equal_mismatch(got, want, f"{label} ({name})", reveal)
+            if message:
+                wrong = {"as_text": mistakes["as_text"], "per_piece": mistakes["per_piece"][label]}
+                hints = [MISTAKES[key] for key, ids in wrong.items() if ids == got]
+                return message + "".join(f"\nhint: {h}" for h in hints[:1] if reveal)
+    return first_failure(
+        *(
+            outputs["decoded"].get(name) != text
+            and f"decode(encode({name})) does not give the text back"
+            for name, text in inputs["texts"].items()
+        )
+    )
+
+
+@case(
+    "tokenizer",
+    "tricky_special_tokens",
+    check=check_tricky,
+    public=lambda s: tricky_inputs(s) | {"chunk_sizes": list(range(1, 14))},
+)
+def encode_tricky(adapters, inputs: Bundle) -> Bundle:
+    """Encode each text, in one piece, in chunks of each size and line by line from a file."""
+    tokenizer = build_tokenizer(adapters, inputs)
+    texts = inputs["texts"]
+    outputs: Bundle = {"encode": {}, "decoded": {}, "lines": {}}
+    for name, text in texts.items():
+        ids = [int(i) for i in tokenizer.encode(text)]
+        outputs["encode"][name] = ids
+        outputs["decoded"][name] = str(tokenizer.decode(ids))
+        with tempfile.TemporaryDirectory() as scratch:
+            path = Path(scratch) / "text.txt"
+            path.write_bytes(text.encode("utf-8"))
+            with open(path, encoding="utf-8", newline="") as file:
+                outputs["lines"][name] = [int(i) for i in tokenizer.encode_iterable(file)]
+    for size in inputs["chunk_sizes"]:
+        outputs[f"chunks{size}"] = {
+            name: [int(i) for i in tokenizer.encode_iterable(iter(chunks_of(text, size)))]
+            for name, text in texts.items()
+        }
+    return outputs
