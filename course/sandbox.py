@@ -625,9 +625,7 @@ def process_tree(root: int) -> list[int]:
 
 
 def _cpu_and_memory(pids: list[int]) -> tuple[float, int]:
-    """CPU seconds (with those of reaped children) and memory of ``pids``: the proportional set
-    size, so pages shared by many processes (a forked pool after ``import torch``) count once;
-    resident size where the kernel has no ``smaps_rollup``."""
+    """CPU seconds (with those of reaped children) and memory of ``pids`` (``_memory_of``)."""
     ticks, memory = 0, 0
     for pid in pids:
         with suppress(OSError, ValueError, IndexError):
@@ -638,14 +636,21 @@ def _cpu_and_memory(pids: list[int]) -> tuple[float, int]:
 
 
 def _memory_of(pid: int) -> int:
+    """The proportional set size, so pages shared by many processes (a pool forked after
+    ``import torch``) count once. Reading it needs ptrace rights, which a container's root
+    lacks (no CAP_SYS_PTRACE): then the process's own anonymous and shared memory, which
+    any reader may see (file pages are the page cache's, not the process's)."""
     try:
         with open(f"/proc/{pid}/smaps_rollup", "rb") as stream:
             for line in stream:
                 if line.startswith(b"Pss:"):
                     return int(line.split()[1]) * 1024
-    except FileNotFoundError:
+    except OSError:
         pass
-    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return sum(int(fields.get(k, "0 kB").split()[0]) for k in ("RssAnon", "RssShmem")) * 1024
 
 
 def _shm_bytes(uid: int) -> int:
