@@ -797,4 +797,8 @@ if "--component=silu" in sys.argv:
     report = grade(zip_path, tmp_path / "out", rubric=rubric, jobs=2, quiet=True)
     scores = {t["name"]: t for t in report["tests"]}
     assert scores["softmax"]["score"] == 1.0, scores["softmax"]["output"]
-    assert "CPU-seconds" in scores["silu"]["output"], scores["silu"]["output"]
+    # Stopped by the watchdog: at its CPU limit, or, where the grader cannot read proportional
+    # memory (a container's root has no CAP_SYS_PTRACE), at the memory limit, since a hundred
+    # forks of a torch process each count their copy-on-write pages.
+    silu = scores["silu"]["output"]
+    assert "CPU-seconds" in silu or "GiB of memory" in silu, silu
