@@ -20,17 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course.bugs import BUGS, Bug
+from course.grade import CASE_FILES
 from course.judge import INPUTS_ROOT, judge_component, load_rubric
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = ROOT / "course" / "driver.py"
-CASE_FILES = (
-    "tests/__init__.py",
-    "tests/common.py",
-    "tests/cases",
-    "tests/snapshots.py",
-    "tests/hints.py",
-)
 
 
 @dataclass(frozen=True)

@@ -653,14 +653,22 @@ def _memory_of(pid: int) -> int:
     return sum(int(fields.get(k, "0 kB").split()[0]) for k in ("RssAnon", "RssShmem")) * 1024
 
 
-def _shm_bytes(uid: int) -> int:
-    """Bytes of ``/dev/shm`` files ``uid`` owns (memory, not resident in any process)."""
-    total = 0
+def _shared_files_of(uid: int) -> list[os.DirEntry]:
+    """The ``/dev/shm`` entries ``uid`` owns (memory, not resident in any process)."""
+    owned = []
     with suppress(OSError):
         for entry in os.scandir("/dev/shm"):
             with suppress(OSError):
-                info = entry.stat(follow_symlinks=False)
-                total += info.st_blocks * 512 if info.st_uid == uid else 0
+                if entry.stat(follow_symlinks=False).st_uid == uid:
+                    owned.append(entry)
+    return owned
+
+
+def _shm_bytes(uid: int) -> int:
+    total = 0
+    for entry in _shared_files_of(uid):
+        with suppress(OSError):
+            total += entry.stat(follow_symlinks=False).st_blocks * 512
     return total
 
 
@@ -770,15 +778,12 @@ def _end(process: subprocess.Popen, uid: int | None, box: Path | None) -> None:
 def remove_shared_files(uid: int) -> None:
     """Delete what ``uid`` left in ``/dev/shm``, the one place outside its box a container-mode
     run may write: it is memory, and the next run of the same uid would be charged for it."""
-    with suppress(OSError):
-        for entry in os.scandir("/dev/shm"):
-            with suppress(OSError):
-                if entry.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    os.unlink(entry.path)
+    for entry in _shared_files_of(uid):
+        with suppress(OSError):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
 
 
 def run_sandboxed(
@@ -1008,8 +1013,3 @@ def isolation(protected: tuple[Path, ...] = ()) -> Isolation:
         return replace(level, missing=(*failures, *level.missing))
     hint = _namespace_hint() if not wanted or wanted == NAMESPACES else ""
     raise SandboxUnavailable("no sandbox works here" + hint + ":\n  " + "\n  ".join(failures))
-
-
-def check_sandbox(protected: tuple[Path, ...] = ()) -> Isolation:
-    """The level grading will use here; ``SandboxUnavailable`` (with what to do) if none."""
-    return isolation(tuple(protected))

@@ -15,7 +15,7 @@ import pytest
 
 from course.grade import REPO_ROOT
 from course.gradescope import build, harden, pack_folder
-from course.sandbox import SandboxUnavailable, check_sandbox
+from course.sandbox import SandboxUnavailable, isolation
 from course.unpack import UnsafeArchive, unpack_submission
 
 pytestmark = pytest.mark.slow  # subprocesses: run by `make test-all` and CI, not by plain `pytest`
@@ -92,7 +92,7 @@ def test_bundle_grades_a_submission_folder_on_its_own(bundle: Path, tmp_path: Pa
     """Unpacked elsewhere (no checkout, no reference solution), the bundle's run command grades
     the reference's code, given as the folder Gradescope would hand it, to full marks."""
     try:
-        check_sandbox()
+        isolation()
     except SandboxUnavailable as error:
         if os.environ.get("CS336_REQUIRE_SANDBOX") == "1":
             raise
