@@ -1,5 +1,5 @@
 # Developer and instructor commands; see README.md.
-.PHONY: test test-all demo fixtures hidden-cases case-mutants check-fixtures handout handout-extensions verify-handout submission grade mutants mutants-smoke test-thorough ci-course gradescope gradescope-docker grader-attacks grader-attacks-container bench bench-smoke check-solutions
+.PHONY: test test-all demo fixtures hidden-cases case-mutants check-fixtures import-graph handout handout-extensions verify-handout submission grade mutants mutants-smoke test-thorough ci-course gradescope gradescope-docker grader-attacks grader-attacks-container bench bench-smoke check-solutions
 
 test:
 	uv run pytest
@@ -24,6 +24,11 @@ case-mutants:
 
 check-fixtures:
 	uv run python -m course.manifest
+
+# The layers point one way (core <- variants <- runner <- tooling), no import cycles, and every
+# module of cs336_basics imports alone in a fresh process.
+import-graph:
+	uv run python -m course.import_graph --import-each
 
 # --- Course toolchain (course/, see README "Instructor commands") ---
 SUBMISSION ?= submission.zip

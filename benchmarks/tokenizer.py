@@ -71,7 +71,7 @@ def hf_train(input_path: str, vocab_size: int, workers: int) -> dict:
 def _our_tokenizer(tokenizer_dir: str, compiled: bool = False):
     """The readable ``Tokenizer``, or with ``compiled`` the ``FastTokenizer`` (numba merges; its
     one-time kernel load happens here, before the clock starts, like tiktoken's set-up)."""
-    from cs336_basics.fast_tokenizer import FastTokenizer
+    from cs336_basics.runner.compiled.fast_tokenizer import FastTokenizer
     from cs336_basics.tokenizer import Tokenizer
 
     return (FastTokenizer if compiled else Tokenizer).from_files(
@@ -137,7 +137,7 @@ def hf_encode(input_path: str, tokenizer_dir: str) -> dict:
 
 
 def ours_encode_file(input_path: str, tokenizer_dir: str, workers: int, compiled: bool) -> dict:
-    from cs336_basics.encode_file import encode_file
+    from cs336_basics.runner.encode_file import encode_file
 
     tokenizer = _our_tokenizer(tokenizer_dir, compiled)
     with tempfile.TemporaryDirectory() as scratch:
@@ -147,7 +147,7 @@ def ours_encode_file(input_path: str, tokenizer_dir: str, workers: int, compiled
 
 
 def tiktoken_encode_file(input_path: str, tokenizer_dir: str, workers: int) -> dict:
-    from cs336_basics.encode_file import token_dtype
+    from cs336_basics.runner.encode_file import token_dtype
 
     encoding = _tiktoken_encoding(tokenizer_dir)
     dtype = token_dtype(encoding.n_vocab)
@@ -164,7 +164,7 @@ def tiktoken_encode_file(input_path: str, tokenizer_dir: str, workers: int) -> d
 
 
 def hf_encode_file(input_path: str, tokenizer_dir: str, workers: int) -> dict:
-    from cs336_basics.encode_file import token_dtype
+    from cs336_basics.runner.encode_file import token_dtype
 
     hf = _hf_tokenizer(tokenizer_dir, threads=workers)
     dtype = token_dtype(hf.get_vocab_size())
@@ -302,7 +302,7 @@ def write_corpus(corpus: str, path: str, size_mb: float) -> str:
     if corpus == "english":
         from benchmarks.english import write_english_corpus as write
     else:
-        from cs336_basics.stories import write_story_corpus as write
+        from cs336_basics.runner.stories import write_story_corpus as write
     write(path, int(size_mb * 1e6), seed=0)
     return f"{corpus} {size_mb:g} MB"
 

@@ -66,8 +66,8 @@ MODULE_TESTS: dict[str, list[str] | str] = {
 # is mutated) and the instructor tests that judge them, with the files those tests import.
 FAST_TOKENIZER_TESTS = ["course/tests/test_fast_tokenizer.py"]
 REFERENCE_MODULE_TESTS: dict[str, list[str]] = {
-    "fast_tokenizer.py": FAST_TOKENIZER_TESTS,
-    "fast_tokenizer_kernels.py": FAST_TOKENIZER_TESTS,
+    "runner/compiled/fast_tokenizer.py": FAST_TOKENIZER_TESTS,
+    "runner/compiled/fast_tokenizer_kernels.py": FAST_TOKENIZER_TESTS,
 }
 REFERENCE_TEST_IMPORTS = (
     "course/__init__.py",
@@ -146,7 +146,7 @@ def run_child(copy: Path, mutant: Mutant | None, path: str, select: str, files: 
             del sys.modules[name]
         if mutant is not None:
             (copy / path).write_text(mutant.source, encoding="utf-8")
-        if Path(path).name in REFERENCE_MODULE_TESTS:
+        if path.removeprefix("cs336_basics/") in REFERENCE_MODULE_TESTS:
             # Compiled kernels with bounds checks, as the suite's slow test of them runs them.
             os.environ["NUMBA_BOUNDSCHECK"] = "1"
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from cs336_basics.bpe import train_bpe
-from cs336_basics.stories import END_OF_TEXT, SEPARATOR, generate_stories
+from cs336_basics.runner.stories import END_OF_TEXT, SEPARATOR, generate_stories
 from tests.cases.core import Bundle
 from tests.cases.draws import generator, integers, normal, permutation, uniform
 from tests.cases.optim import adamw_problem, clipping_problem, schedule

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from cs336_basics.bpe import train_bpe
-from cs336_basics.stories import END_OF_TEXT, SEPARATOR, generate_stories
+from cs336_basics.runner.stories import END_OF_TEXT, SEPARATOR, generate_stories
 from cs336_basics.tokenizer import Tokenizer
 from cs336_basics.tokenizer_files import save_merges, save_vocab
 

@@ -17,9 +17,9 @@ The functions account for the handout's architecture.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import ModuleType
 
 from cs336_basics.config import ModelConfig
+from cs336_basics.registry import Accounting, family_of
 
 PRESETS: dict[str, ModelConfig] = {
     # GPT-2 shapes with the handout's architecture (SwiGLU, d_ff = 4 d_model), vocab 50,257.
@@ -32,19 +32,17 @@ PRESETS: dict[str, ModelConfig] = {
 }
 
 
-def _variant_accounting(config: ModelConfig) -> ModuleType | None:
-    """The variants' accounting module for a ``VariantConfig``; ``None`` for the handout's."""
-    if type(config) is ModelConfig:
-        return None
-    from cs336_basics.variants import accounting
-
-    return accounting
+def _extension_accounting(config: ModelConfig) -> Accounting | None:
+    """The accounting an extension registered for ``config``'s class (an architecture variant's);
+    ``None`` for the handout's ``ModelConfig``, which the functions below account for."""
+    family = family_of(config)
+    return family.accounting if family else None
 
 
 def parameter_counts(config: ModelConfig) -> dict[str, int]:
     """Trainable parameters by component; ``sum(...)`` equals ``model.num_parameters()``."""
-    if variants := _variant_accounting(config):
-        return variants.parameter_counts(config)
+    if extension := _extension_accounting(config):
+        return extension.parameter_counts(config)
     # BEGIN SOLUTION
     d, d_ff = config.d_model, config.d_ff
     return {
@@ -63,8 +61,8 @@ def forward_flops(
     """Matmul FLOPs of one forward pass over ``batch_size`` sequences of ``seq_len`` tokens,
     by component (summed over layers)."""
     T = config.context_length if seq_len is None else seq_len
-    if variants := _variant_accounting(config):
-        return variants.forward_flops(config, batch_size, T)
+    if extension := _extension_accounting(config):
+        return extension.forward_flops(config, batch_size, T)
     tokens = batch_size * T
     d, layers = config.d_model, config.num_layers
     # BEGIN SOLUTION
@@ -94,8 +92,8 @@ def activation_counts(
 ) -> dict[str, int]:
     """Values kept for the backward pass, by component, after the handout's itemisation."""
     T = config.context_length if seq_len is None else seq_len
-    if variants := _variant_accounting(config):
-        return variants.activation_counts(config, batch_size, T)
+    if extension := _extension_accounting(config):
+        return extension.activation_counts(config, batch_size, T)
     tokens, d, h, d_ff = batch_size * T, config.d_model, config.num_heads, config.d_ff
     per_layer = {
         "norms": 2 * tokens * d,
@@ -145,8 +143,8 @@ def kv_cache_bytes(
     """Bytes a KV cache holds for ``batch_size`` sequences of ``seq_len`` tokens: MHA keeps a
     key and a value per head, GQA/MQA per shared head, MLA one latent plus one RoPE key."""
     T = config.context_length if seq_len is None else seq_len
-    if variants := _variant_accounting(config):
-        per_token = variants.kv_cache_elements_per_token(config)
+    if extension := _extension_accounting(config):
+        per_token = extension.kv_cache_elements_per_token(config)
     else:
         per_token = config.num_layers * 2 * config.d_model  # a key and a value per head
     return batch_size * T * per_token * bytes_per_value

@@ -1,8 +1,8 @@
 """``ModelConfig``: the hyperparameters of the handout's ``TransformerLM``, JSON round-trippable.
 
 This is the one place a model configuration is validated. Architecture variants (GQA, MoE,
-MLA, ...), where installed, add their fields in a subclass, ``VariantConfig``;
-``ModelConfig.from_dict`` reads those fields too then.
+MLA, ...) add their fields in a subclass and register it (``cs336_basics.registry``);
+``ModelConfig.from_dict`` reads the fields of every registered subclass too.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cs336_basics import registry
 from cs336_basics.atomic_write import atomic_writer
 
 
@@ -60,14 +61,19 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
-        """The config ``data`` describes; with variant fields (where the variants are installed)
-        a ``VariantConfig``. Unknown and missing fields are errors."""
+        """The config ``data`` describes: with fields of a registered subclass (an architecture
+        variant's), that subclass. Unknown and missing fields are errors."""
         fields = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - set(fields))
-        if unknown and cls is ModelConfig and model_config_class() is not ModelConfig:
-            return model_config_class().from_dict(data)
+        if unknown and cls is ModelConfig:
+            for config_class in registry.config_classes():
+                if set(data) <= {f.name for f in dataclasses.fields(config_class)}:
+                    return config_class.from_dict(data)
         if unknown:
-            raise ValueError(f"unknown ModelConfig field(s): {', '.join(unknown)}")
+            raise ValueError(
+                f"unknown {cls.__name__} field(s): {', '.join(unknown)}"
+                + ("" if registry.config_classes() else " (no architecture variants are loaded)")
+            )
         missing = sorted(
             name
             for name, field in fields.items()
@@ -101,13 +107,3 @@ def check_positive(name: str, value: object) -> None:
     """Raise unless ``value`` is a positive ``int`` (not a ``bool``)."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"ModelConfig.{name} must be a positive integer; got {value!r}")
-
-
-def model_config_class() -> type[ModelConfig]:
-    """The config class with every model field this install knows: ``VariantConfig`` where the
-    variants are installed, else ``ModelConfig``."""
-    try:
-        from cs336_basics.variants.config import VariantConfig
-    except ImportError:
-        return ModelConfig
-    return VariantConfig

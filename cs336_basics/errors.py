@@ -2,7 +2,7 @@
 
 Code that detects an expected failure (a missing file, a bad value, two inputs that disagree)
 raises one of these with a message that names the path, field or value and says what to do.
-``cs336_basics.cli`` prints it as ``cs336 <command>: error: <message>`` and exits with
+``cs336_basics.runner.cli`` prints it as ``cs336 <command>: error: <message>`` and exits with
 ``exit_code``: 2 for bad input or usage, 1 for a run that failed on its own (a non-finite
 loss). Each type also derives from the matching built-in exception, so library callers that
 catch ``ValueError`` or ``FileNotFoundError`` keep working.

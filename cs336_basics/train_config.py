@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from cs336_basics import registry
 from cs336_basics.config import ModelConfig
 from cs336_basics.errors import InputError, MissingInputError
 
 Precision = Literal["auto", "fp32", "bf16"]
-OptimizerName = Literal["adamw", "adamw_foreach"]
 CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
 _POSITIVE_INTEGERS = (
@@ -51,8 +51,8 @@ class TrainConfig:
     the step that crosses it); the schedule then follows whichever budget is further along,
     steps or seconds, so a slow machine still decays the learning rate to ``lr_min`` by the
     deadline. Only step-bound runs resume exactly. ``optimizer`` is ``"adamw"`` (the readable
-    ``AdamW``) or ``"adamw_foreach"`` (the same algorithm with multi-tensor updates, faster on a
-    GPU); weight decay applies to matrices only, never to gains and biases (1-D parameters).
+    ``AdamW``) or a name an extension registered (``cs336_basics.registry``; the variants add
+    ``"adamw_foreach"``, the same algorithm with multi-tensor updates, faster on a GPU); weight decay applies to matrices only, never to gains and biases (1-D parameters).
     With ``compile``, ``compile_mode`` is ``torch.compile``'s mode: ``"reduce-overhead"`` replays
     each step as a CUDA graph (fewer kernel launches for small models), ``"max-autotune"`` also
     searches for faster matmul kernels (slow to start); both matter on a GPU only.
@@ -76,7 +76,7 @@ class TrainConfig:
     beta1: float = 0.9
     beta2: float = 0.95
     adam_eps: float = 1e-8
-    optimizer: OptimizerName = "adamw"
+    optimizer: str = "adamw"
     grad_clip: float | None = 1.0
     eval_interval: int = 100
     eval_batches: int = 10
@@ -122,9 +122,10 @@ class TrainConfig:
             raise InputError(
                 f"max_seconds (--max-seconds) must be positive; got {self.max_seconds}"
             )
-        if self.optimizer not in ("adamw", "adamw_foreach"):
+        if self.optimizer not in ("adamw", *registry.optimizer_names()):
+            known = ", ".join(("adamw", *registry.optimizer_names()))
             raise InputError(
-                f"optimizer (--optimizer) must be adamw or adamw_foreach; got {self.optimizer!r}"
+                f"optimizer (--optimizer) must be one of {known}; got {self.optimizer!r}"
             )
         if self.compile_mode not in get_args(CompileMode):
             raise InputError(

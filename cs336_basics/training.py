@@ -49,6 +49,7 @@ from cs336_basics.errors import InputError
 from cs336_basics.fused_clipping import clip_gradients_fused
 from cs336_basics.loss_plot import plot_losses, read_metrics
 from cs336_basics.losses import cross_entropy
+from cs336_basics.registry import optimizer_class as optimizer_class_named
 from cs336_basics.run_folder import MetricsLog, RunFolder, TrainResult, start_wandb
 from cs336_basics.schedule import get_lr_cosine_schedule
 from cs336_basics.stop_signals import StopSignals
@@ -127,16 +128,12 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     ]
 
 
-def _optimizer(model: nn.Module, config: TrainConfig) -> AdamW:
-    optimizer_class = AdamW
-    if config.optimizer == "adamw_foreach":
-        try:  # imported here: the base handout ships no variants
-            from cs336_basics.variants.foreach_adamw import ForeachAdamW
-        except ImportError as error:
-            raise InputError(
-                "optimizer adamw_foreach needs cs336_basics.variants (the extension handout)"
-            ) from error
-        optimizer_class = ForeachAdamW
+def _optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    """The handout's ``AdamW``, or the optimizer an extension registered under ``config.optimizer``
+    (the same update rule, e.g. with multi-tensor kernels)."""
+    optimizer_class = (
+        AdamW if config.optimizer == "adamw" else optimizer_class_named(config.optimizer)
+    )
     return optimizer_class(
         parameter_groups(model, config.weight_decay),
         lr=config.lr_max,

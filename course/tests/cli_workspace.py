@@ -15,7 +15,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "fixtures" / "corpora" / "stories-400k.txt"
-CLI = [sys.executable, "-m", "cs336_basics.cli"]
+CLI = [sys.executable, "-m", "cs336_basics.runner.cli"]
 
 MODEL = {
     "vocab_size": 300,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from cs336_basics.cli import main
+from cs336_basics.runner.cli import main
 
 pytestmark = pytest.mark.instructor
 

@@ -104,7 +104,7 @@ def test_accounting_memory_estimate():
 
 
 def test_accounting_cli(capsys, tmp_path):
-    from cs336_basics.cli import main
+    from cs336_basics.runner.cli import main
 
     assert main(["accounting", "--preset", "gpt2-xl", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
@@ -133,7 +133,7 @@ def test_accounting_cli(capsys, tmp_path):
 
 
 def test_accounting_measured_mfu(capsys, tmp_path):
-    from cs336_basics.cli import main
+    from cs336_basics.runner.cli import main
 
     (tmp_path / "model.json").write_text(ModelConfig(**BASE).to_json())
     assert (

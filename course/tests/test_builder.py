@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cs336_basics.builder import build_model, generate_function
+from cs336_basics.builder import build_model
 from cs336_basics.config import ModelConfig
 from cs336_basics.generation import generate
 from cs336_basics.model import TransformerLM
+from cs336_basics.runner.extensions import generate_function
 from cs336_basics.variants.config import VariantConfig
 from cs336_basics.variants.generation import generate_cached
 from cs336_basics.variants.kv_cache import kv_caches

@@ -262,8 +262,8 @@ def test_cli_force_replaces_an_existing_output_and_removes_stale_temp_files(
 
 
 def test_cli_reports_out_of_memory_in_one_line_and_lets_bugs_raise(monkeypatch, capsys):
-    import cs336_basics.commands.accounting as accounting_command
-    from cs336_basics.cli import main
+    import cs336_basics.runner.commands.accounting as accounting_command
+    from cs336_basics.runner.cli import main
 
     def out_of_memory(args):
         raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")

@@ -280,7 +280,7 @@ def test_generate_hf_model_with_a_sentencepiece_tokenizer_is_one_line_error(
 
 
 def test_export_lists_the_families_the_converter_knows() -> None:
-    from cs336_basics.commands import export_hf
+    from cs336_basics.runner.commands import export_hf
     from cs336_basics.variants import hf_convert
 
     assert export_hf.FAMILIES == hf_convert.FAMILIES

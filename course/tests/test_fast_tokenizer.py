@@ -24,15 +24,15 @@ from hypothesis import strategies as st
 
 from benchmarks.english import generate_english
 from course.oracles.tokenizers import tiktoken_of
-from cs336_basics.encode_file import encode_file, with_compiled_merges
-from cs336_basics.fast_tokenizer import FastTokenizer
-from cs336_basics.fast_tokenizer_kernels import (
+from cs336_basics.pretokenization import GPT2_PRETOKENIZER, WHITESPACE
+from cs336_basics.runner.compiled.fast_tokenizer import FastTokenizer
+from cs336_basics.runner.compiled.fast_tokenizer_kernels import (
     HEAP_ABOVE,
     WordTable,
     ascii_pretoken_starts,
     ends_in_whitespace,
 )
-from cs336_basics.pretokenization import GPT2_PRETOKENIZER, WHITESPACE
+from cs336_basics.runner.encode_file import encode_file, with_compiled_merges
 from cs336_basics.tokenizer import Tokenizer
 from cs336_basics.tokenizer_files import load_merges, load_vocab
 from tests.conftest import FIXTURES
@@ -82,7 +82,7 @@ def byte_vocab_with(merges: list[tuple[bytes, bytes]]) -> dict[int, bytes]:
 @pytest.fixture(params=["kernel", "python"])
 def merges_by(request, monkeypatch) -> str:
     """Small batches of new words are merged in Python, larger ones by the kernel: run both."""
-    import cs336_basics.fast_tokenizer as module
+    import cs336_basics.runner.compiled.fast_tokenizer as module
 
     if request.param == "kernel":
         monkeypatch.setattr(module, "_SMALL_BATCH", 0)
@@ -137,7 +137,7 @@ def test_long_pieces_are_cut_only_where_a_pretoken_ends(
 ) -> None:
     # Pieces longer than a group are cut into parts before a space that follows non-whitespace;
     # cut anywhere else (inside a run of whitespace, after a space), the ids would change.
-    import cs336_basics.fast_tokenizer as module
+    import cs336_basics.runner.compiled.fast_tokenizer as module
 
     monkeypatch.setattr(module, "_GROUP_CHARACTERS", group_characters)
     rng = random.Random(group_characters)
@@ -188,7 +188,7 @@ def test_words_ending_in_whitespace_are_pretokenized_alone(merges_by) -> None:
 
 def test_groups_and_full_caches_give_the_same_ids(vocab_and_merges, reference, monkeypatch) -> None:
     # Small groups and a cache that overflows within a group, across groups and between calls.
-    import cs336_basics.fast_tokenizer as module
+    import cs336_basics.runner.compiled.fast_tokenizer as module
 
     monkeypatch.setattr(module, "_GROUP_CHARACTERS", 500)
     tiny = type("TinyCacheFastTokenizer", (FastTokenizer,), {"CACHE_SIZE": 50})(
@@ -225,7 +225,7 @@ def test_tables_that_start_small_grow_without_losing_words(
     # A table with room for 2 words and 8 bytes and ids, fed groups of about 60 words: its entry
     # arrays, hash slots and both arenas grow many times, each time by what is already used
     # plus what the group may add.
-    import cs336_basics.fast_tokenizer as module
+    import cs336_basics.runner.compiled.fast_tokenizer as module
 
     monkeypatch.setattr(module, "_GROUP_CHARACTERS", 300)
 
@@ -263,7 +263,7 @@ def test_words_with_the_same_hash_keep_their_own_ids(fast, reference, merges_by)
 def test_the_word_table_never_holds_more_than_its_size(vocab_and_merges, reference, monkeypatch):
     # Groups of about 100 words, a table of 400: it is emptied before a group that would not fit,
     # so it never holds more than 400 words, yet it is not emptied at every group.
-    import cs336_basics.fast_tokenizer as module
+    import cs336_basics.runner.compiled.fast_tokenizer as module
 
     monkeypatch.setattr(module, "_GROUP_CHARACTERS", 500)
 
@@ -359,7 +359,7 @@ def test_pickles_and_encodes_files_like_the_reference(fast, reference, tmp_path)
 def test_decode_and_encode_iterable_are_the_reference(
     fast, reference, monkeypatch, stream_characters: int
 ) -> None:
-    import cs336_basics.fast_tokenizer as module
+    import cs336_basics.runner.compiled.fast_tokenizer as module
 
     monkeypatch.setattr(module, "_STREAM_CHARACTERS", stream_characters)
     text = "Once upon a time,  there was\n a tokenizer." + EOT + " The end. " + EOT[:5]
@@ -379,8 +379,8 @@ def test_file_commands_encode_with_compiled_merges_where_available(reference, mo
     )
     student_subclass = type("StudentTokenizer", (Tokenizer,), {})(reference.vocab, reference.merges)
     assert with_compiled_merges(student_subclass) is student_subclass
-    # The handout ships without cs336_basics.fast_tokenizer (and may lack numba).
-    monkeypatch.setitem(sys.modules, "cs336_basics.fast_tokenizer", None)
+    # The handout ships without cs336_basics.runner.compiled.fast_tokenizer (and may lack numba).
+    monkeypatch.setitem(sys.modules, "cs336_basics.runner.compiled.fast_tokenizer", None)
     assert with_compiled_merges(reference) is reference
 
 

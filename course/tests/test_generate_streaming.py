@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from cs336_basics.checkpoint import save_checkpoint
-from cs336_basics.cli import main
-from cs336_basics.commands.text_stream import TextStream
 from cs336_basics.config import ModelConfig
 from cs336_basics.model import transformer_lm
+from cs336_basics.runner.cli import main
+from cs336_basics.runner.commands.text_stream import TextStream
 from cs336_basics.tokenizer import Tokenizer
 from cs336_basics.variants.builders import with_cache_capable_attention
 from cs336_basics.variants.kv_cache import caching_layers

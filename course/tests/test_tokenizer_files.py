@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cs336_basics.cli import main as cs336
-from cs336_basics.encode_file import encode_file
+from cs336_basics.runner.cli import main as cs336
+from cs336_basics.runner.encode_file import encode_file
 from cs336_basics.tokenizer import Tokenizer
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

@@ -111,7 +111,7 @@ def test_training_stops_on_nan_and_keeps_last_good_checkpoint(token_files, tmp_p
 
 
 def test_training_cli_with_toml_config_and_overrides(token_files, tmp_path):
-    from cs336_basics.cli import main
+    from cs336_basics.runner.cli import main
 
     train_path, val_path = token_files
     model_table = "\n".join(
@@ -148,7 +148,7 @@ def test_training_cli_with_toml_config_and_overrides(token_files, tmp_path):
 
 def test_cli_train_reports_a_nan_as_its_one_error_line(token_files, tmp_path, monkeypatch, capsys):
     import cs336_basics.training as training
-    from cs336_basics.cli import main
+    from cs336_basics.runner.cli import main
 
     real_loss = training.language_model_loss
     calls = {"n": 0}
@@ -169,8 +169,8 @@ def test_cli_train_reports_a_nan_as_its_one_error_line(token_files, tmp_path, mo
 
 def test_training_tiny_pipeline_lowers_val_loss_and_leaves_loadable_checkpoint(tmp_path, capsys):
     from cs336_basics.checkpoint import model_from_checkpoint
-    from cs336_basics.cli import main
     from cs336_basics.generation import generate
+    from cs336_basics.runner.cli import main
 
     run_dir = tmp_path / "pipeline"
     assert (
@@ -229,7 +229,7 @@ def test_training_wandb_missing_gives_clear_error(token_files, tmp_path, monkeyp
 def test_training_pipeline_takes_user_data_at_every_stage(tmp_path):
     import numpy as np
 
-    from cs336_basics.cli import main
+    from cs336_basics.runner.cli import main
 
     first = tmp_path / "first"
     common = [

@@ -1,10 +1,10 @@
 """Architecture variants of modern (and older) LLMs, composed on top of the core.
 
 The core modules (``cs336_basics.attention``, ``block``, ``model``, ...) are the assignment and
-nothing else. This package adds parts with the same call signatures and state-dict names, and
-``builders.build_variant_model`` assembles them with the core ``TransformerBlock`` and
-``TransformerLM`` for a ``VariantConfig``; ``cs336_basics.builder.build_model`` is the one entry
-point for both kinds of config.
+nothing else; they never import this package. Importing it registers the variants with the core
+(``cs336_basics.registry``): ``VariantConfig`` as a model family (``builders.build_variant_model``
+builds it, ``accounting`` counts it), the ``adamw_foreach`` optimizer and the ``kv_cache``
+decoder. The runner imports it where it is installed (``cs336_basics.runner.extensions``).
 
 - ``config``: ``VariantConfig``, every variant switch, validated in one place
 - ``attention``: grouped-query / multi-query attention, QK-norm, biases, bidirectional, fused
@@ -20,7 +20,20 @@ point for both kinds of config.
 - ``accounting``: parameters, FLOPs and activations of the variants
 """
 
+from cs336_basics.registry import (
+    ModelFamily,
+    register_decoder,
+    register_family,
+    register_optimizer,
+)
+from cs336_basics.variants import accounting
 from cs336_basics.variants.builders import build_variant_model
 from cs336_basics.variants.config import VariantConfig
+from cs336_basics.variants.foreach_adamw import ForeachAdamW
+from cs336_basics.variants.generation import generate_cached
+
+register_family(ModelFamily(VariantConfig, build_variant_model, accounting))
+register_optimizer("adamw_foreach", ForeachAdamW)
+register_decoder("kv_cache", generate_cached)
 
 __all__ = ["VariantConfig", "build_variant_model"]

@@ -24,9 +24,9 @@ import argparse
 import inspect
 from collections.abc import Callable
 
-from cs336_basics.commands.arguments import non_negative_float, positive_int, probability
-from cs336_basics.commands.inputs import load_tokenizer_dir, reading, require_file
 from cs336_basics.errors import InputError
+from cs336_basics.runner.commands.arguments import non_negative_float, positive_int, probability
+from cs336_basics.runner.commands.inputs import load_tokenizer_dir, reading, require_file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -110,8 +110,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         model, tokenizer = _checkpoint_model(args)
 
-    from cs336_basics.builder import generate_function
     from cs336_basics.generation import complete_prompts
+    from cs336_basics.runner.extensions import generate_function
 
     try:
         decode = generate_function(not args.no_kv_cache, args.static_cache, args.compile)
@@ -145,7 +145,7 @@ def _printing_as_generated(
     """``decode`` that prints the sample it decodes as it goes: a header and the prompt, then
     every new token's text as soon as it completes a character. ``complete_prompts`` calls it
     once per prompt, in order."""
-    from cs336_basics.commands.text_stream import TextStream
+    from cs336_basics.runner.commands.text_stream import TextStream
 
     samples = iter(enumerate(prompts, start=1))
 

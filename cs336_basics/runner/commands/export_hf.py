@@ -13,14 +13,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cs336_basics.commands.arguments import add_force_flag
-from cs336_basics.commands.inputs import (
+from cs336_basics.errors import InputError
+from cs336_basics.runner.commands.arguments import add_force_flag
+from cs336_basics.runner.commands.inputs import (
     load_tokenizer_dir,
     reading,
     refuse_existing,
     require_file,
 )
-from cs336_basics.errors import InputError
 
 # The families hf_convert knows, named here so that `--help` does not import transformers (seconds);
 # course/tests/test_cli_hf.py checks the two lists agree.

@@ -1,4 +1,4 @@
-"""The compiled parts of :class:`~cs336_basics.fast_tokenizer.FastTokenizer` (numba).
+"""The compiled parts of :class:`~cs336_basics.runner.compiled.fast_tokenizer.FastTokenizer` (numba).
 
 All work on UTF-8 bytes in numpy arrays:
 

@@ -1,8 +1,10 @@
 """The cs336 command: one entry point, one subcommand per stage of building a language model.
 
-Each stage lives in ``cs336_basics.commands.<name>`` and exposes two functions:
+Each stage lives in ``cs336_basics.runner.commands.<name>`` and exposes two functions:
 ``add_arguments(parser)`` declares its flags and ``run(args) -> int`` does the work.
-Modules are imported only when their subcommand runs, so ``cs336 --help`` stays fast.
+Modules are imported only when their subcommand runs, so ``cs336 --help`` stays fast; the
+subcommands that read or build models load the installed extensions first (the architecture
+variants, see ``cs336_basics.runner.extensions``).
 
 Every failure a user can fix ends the same way: one line on stderr,
 ``cs336 <command>: error: <what went wrong and what to do>``, and exit status 2 (bad input or
@@ -32,6 +34,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "pipeline": ("pipeline", "end to end: corpus -> tokenizer -> tokens -> model -> samples"),
 }
 
+# The subcommands that only read and write text and token arrays: no torch, no extensions.
+TEXT_ONLY = ("train-bpe", "encode")
+
 INTERRUPTED_EXIT_CODE = 130  # the shell's code for a process stopped by SIGINT
 
 
@@ -55,7 +60,11 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
         )
         # Only the chosen subcommand's module is imported (torch is slow to import).
         if name == requested:
-            module = importlib.import_module(f"cs336_basics.commands.{module_name}")
+            if name not in TEXT_ONLY:
+                from cs336_basics.runner.extensions import load_extensions
+
+                load_extensions()
+            module = importlib.import_module(f"cs336_basics.runner.commands.{module_name}")
             module.add_arguments(sub)
             sub.set_defaults(run=module.run)
     return parser

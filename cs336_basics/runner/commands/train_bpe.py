@@ -13,9 +13,9 @@ import argparse
 import json
 from pathlib import Path
 
-from cs336_basics.commands.arguments import add_force_flag, add_workers_flag, positive_int
-from cs336_basics.commands.inputs import reading, refuse_existing, require_file
 from cs336_basics.errors import InputError
+from cs336_basics.runner.commands.arguments import add_force_flag, add_workers_flag, positive_int
+from cs336_basics.runner.commands.inputs import reading, refuse_existing, require_file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

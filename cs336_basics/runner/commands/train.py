@@ -5,7 +5,7 @@ Settings come from ``--config FILE`` (JSON or TOML: training settings at the top
 a flag (``--lr-max``) and so does every ``ModelConfig`` field (``--d-model``). An ``--out-dir``
 that holds a run is continued with ``--resume`` or replaced with ``--overwrite``, never
 silently; Ctrl-C or SIGTERM saves a checkpoint and prints the command that resumes. Launch with
-``torchrun --nproc-per-node N -m cs336_basics.cli train ...`` for data-parallel training.
+``torchrun --nproc-per-node N -m cs336_basics.runner.cli train ...`` for data-parallel training.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import types
 import typing
 from typing import Any
 
-from cs336_basics.cli import INTERRUPTED_EXIT_CODE
-from cs336_basics.commands.inputs import require_file
 from cs336_basics.errors import RunFailedError
+from cs336_basics.runner.cli import INTERRUPTED_EXIT_CODE
+from cs336_basics.runner.commands.inputs import require_file
 
 
 def add_dataclass_flags(
@@ -60,7 +60,7 @@ def flag_overrides(args: argparse.Namespace, cls: type, dest_prefix: str = "") -
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from cs336_basics.config import model_config_class
+    from cs336_basics.runner.extensions import model_config_class
     from cs336_basics.train_config import TrainConfig
 
     parser.add_argument(
@@ -87,8 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cs336_basics.config import model_config_class
     from cs336_basics.run_folder import RunFolder
+    from cs336_basics.runner.extensions import model_config_class
     from cs336_basics.token_arrays import load_checked_tokens
     from cs336_basics.train_config import TrainConfig, load_config_file, merge_overrides
 

@@ -11,7 +11,7 @@
 
 Each stage can take user data instead: a text corpus (``train_text``/``val_text``), an
 existing tokenizer directory (``tokenizer_dir``), or ready token arrays
-(``train_tokens``/``val_tokens``). The embedded defaults live in ``cs336_basics/configs``.
+(``train_tokens``/``val_tokens``). The embedded defaults live in ``cs336_basics/runner/configs``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def embedded_config(preset: str = "default") -> dict[str, Any]:
     if preset not in PRESETS:
         raise InputError(f"unknown pipeline preset {preset!r}; choose from {', '.join(PRESETS)}")
     return tomllib.loads(
-        resources.files("cs336_basics.configs").joinpath(PRESETS[preset]).read_text()
+        resources.files("cs336_basics.runner.configs").joinpath(PRESETS[preset]).read_text()
     )
 
 
@@ -90,7 +90,7 @@ class PipelineConfig:
 
 def prepare_corpus(config: PipelineConfig, data_dir: Path) -> tuple[Path, Path]:
     """Stage 1: the training and validation texts (generated stories unless given)."""
-    from cs336_basics.stories import write_story_corpus
+    from cs336_basics.runner.stories import write_story_corpus
 
     if config.train_text:
         train_text = Path(config.train_text)
@@ -144,7 +144,7 @@ def prepare_tokens(
     config: PipelineConfig, tokenizer, texts: tuple[Path, Path], data_dir: Path
 ) -> tuple[Path, Path]:
     """Stage 3: encode both splits into ``.npy`` arrays, or use the given arrays."""
-    from cs336_basics.encode_file import encode_file, with_compiled_merges
+    from cs336_basics.runner.encode_file import encode_file, with_compiled_merges
 
     if config.train_tokens or config.val_tokens:
         if not (config.train_tokens and config.val_tokens):
@@ -159,7 +159,7 @@ def prepare_tokens(
 
 def check_user_inputs(config: PipelineConfig) -> None:
     """Fail before any work if a file the config names is missing or incomplete."""
-    from cs336_basics.commands.inputs import require_file, tokenizer_files
+    from cs336_basics.runner.commands.inputs import require_file, tokenizer_files
 
     given = {"train_text": "training text", "val_text": "validation text"}
     given |= {"train_tokens": "training token array", "val_tokens": "validation token array"}

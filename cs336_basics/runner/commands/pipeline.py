@@ -1,6 +1,6 @@
 """``cs336 pipeline``: corpus -> tokenizer -> token arrays -> model -> sampled stories, in one go.
 
-With no arguments it runs the embedded default (``cs336_basics/configs/pipeline.toml``): about
+With no arguments it runs the embedded default (``cs336_basics/runner/configs/pipeline.toml``): about
 five minutes on two CPU cores. ``--tiny`` runs a seconds-long version. Every stage takes user
 data instead, e.g. real TinyStories with the handout's model::
 
@@ -13,17 +13,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cs336_basics.cli import INTERRUPTED_EXIT_CODE
-from cs336_basics.commands.arguments import add_workers_flag, positive_float, positive_int
 from cs336_basics.errors import RunFailedError
+from cs336_basics.runner.cli import INTERRUPTED_EXIT_CODE
+from cs336_basics.runner.commands.arguments import add_workers_flag, positive_float, positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from cs336_basics.pipeline import PRESETS
+    from cs336_basics.runner.pipeline import PRESETS
 
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
-        "--config", help="a pipeline TOML/JSON file (see cs336_basics/configs/pipeline.toml)"
+        "--config", help="a pipeline TOML/JSON file (see cs336_basics/runner/configs/pipeline.toml)"
     )
     source.add_argument(
         "--preset",
@@ -107,8 +107,13 @@ def _add_common_settings(sizes: argparse._ArgumentGroup) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cs336_basics.pipeline import PipelineConfig, embedded_config, print_summary, run_pipeline
     from cs336_basics.run_folder import RunFolder
+    from cs336_basics.runner.pipeline import (
+        PipelineConfig,
+        embedded_config,
+        print_summary,
+        run_pipeline,
+    )
     from cs336_basics.train_config import load_config_file
 
     settings = load_config_file(args.config) if args.config else embedded_config(args.preset)

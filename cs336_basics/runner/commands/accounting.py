@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from cs336_basics.commands.arguments import positive_float, positive_int
-from cs336_basics.commands.inputs import reading
 from cs336_basics.errors import InputError
+from cs336_basics.runner.commands.arguments import positive_float, positive_int
+from cs336_basics.runner.commands.inputs import reading
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

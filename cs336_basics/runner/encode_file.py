@@ -47,7 +47,7 @@ def with_compiled_merges(tokenizer: Tokenizer) -> Tokenizer:
     """``tokenizer`` with its merges compiled (same ids) where this checkout has a compiled
     encoder, else ``tokenizer`` itself, so a student's commands encode with their own class."""
     try:
-        from cs336_basics.fast_tokenizer import FastTokenizer
+        from cs336_basics.runner.compiled.fast_tokenizer import FastTokenizer
     except ImportError:
         return tokenizer
     if isinstance(tokenizer, FastTokenizer) or type(tokenizer) is not Tokenizer:

@@ -15,9 +15,14 @@ import sys
 import time
 from pathlib import Path
 
-from cs336_basics.commands.arguments import add_force_flag, add_workers_flag
-from cs336_basics.commands.inputs import load_tokenizer_dir, reading, refuse_existing, require_file
 from cs336_basics.errors import InputError
+from cs336_basics.runner.commands.arguments import add_force_flag, add_workers_flag
+from cs336_basics.runner.commands.inputs import (
+    load_tokenizer_dir,
+    reading,
+    refuse_existing,
+    require_file,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cs336_basics.atomic_write import remove_stale_temp_files
-    from cs336_basics.encode_file import encode_file, with_compiled_merges
+    from cs336_basics.runner.encode_file import encode_file, with_compiled_merges
 
     source = require_file(args.input, "text file")
     out = Path(args.out)

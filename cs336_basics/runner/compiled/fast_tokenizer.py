@@ -8,7 +8,7 @@ Python step at a time. Both are per-word Python work, and natural text is mostly
 :class:`FastTokenizer` gives the same ids without per-word Python work on known words. Text is
 split on special tokens (as the reference does), and the ordinary text of about 256K characters
 at a time (a longer document is cut between two words) is handled as UTF-8 bytes by compiled
-code (:mod:`cs336_basics.fast_tokenizer_kernels`, numba): cut into words before every space
+code (:mod:`cs336_basics.runner.compiled.fast_tokenizer_kernels`, numba): cut into words before every space
 that follows a non-whitespace character (a pre-token always ends there), each word looked up in
 a hash table of known words, and the ids of the words gathered. The words not seen before are
 learned together: decoded, pre-tokenized with the reference's pattern in one pass over their
@@ -31,7 +31,8 @@ from itertools import chain
 
 import numpy as np
 
-from cs336_basics.fast_tokenizer_kernels import (
+from cs336_basics.pretokenization import WHITESPACE, pretokenize, split_on_special_tokens
+from cs336_basics.runner.compiled.fast_tokenizer_kernels import (
     ALONE,
     WordTable,
     ascii_pretoken_starts,
@@ -41,7 +42,6 @@ from cs336_basics.fast_tokenizer_kernels import (
     pair_table,
     word_kinds,
 )
-from cs336_basics.pretokenization import WHITESPACE, pretokenize, split_on_special_tokens
 from cs336_basics.tokenizer import Tokenizer
 
 # Text is encoded in groups of pieces of about this many characters: large enough that the

@@ -1,0 +1,89 @@
+"""The layers point one way (core <- variants <- runner <- tooling) and no imports form a cycle."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from course.import_graph import (
+    cycles,
+    import_graph,
+    layer_violations,
+    modules_failing_alone,
+    outside_dependencies,
+)
+
+
+def test_the_project_has_one_way_layers_and_no_cycles():
+    graph = import_graph()
+    assert layer_violations(graph) == []
+    assert cycles(graph) == []
+    uses = outside_dependencies(graph)
+    assert uses["core"] == set()
+    assert uses["variants"] == {"core"}
+
+
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in {"cs336_basics/__init__.py": "", **files}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    for package in ("course", "tests", "benchmarks"):
+        (root / package).mkdir(exist_ok=True)
+    return root
+
+
+def test_an_import_up_the_layers_is_named_with_its_line_even_inside_a_function(tmp_path):
+    root = write_tree(
+        tmp_path,
+        {
+            "cs336_basics/model.py": "import torch\n\n\ndef build():\n    from cs336_basics.variants import moe\n",
+            "cs336_basics/variants/__init__.py": "",
+            "cs336_basics/variants/moe.py": "from ..model import build\n",
+            "cs336_basics/runner/__init__.py": "",
+            "cs336_basics/runner/cli.py": "from cs336_basics.variants import moe\n",
+        },
+    )
+    graph = import_graph(root)
+    assert graph["cs336_basics.variants.moe"] == {"cs336_basics.model": 1}  # relative, resolved
+    imports = "cs336_basics/model.py:5: core module cs336_basics.model imports variants module"
+    assert layer_violations(graph, root) == [
+        f"{imports} cs336_basics.variants",  # the package's __init__ runs too
+        f"{imports} cs336_basics.variants.moe",
+    ]
+
+
+def test_a_cycle_is_found_however_long():
+    graph = {"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}, "e": {}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b": 1}, "b": {}}) == []
+
+
+def test_the_core_importing_the_tooling_is_a_violation(tmp_path):
+    root = write_tree(tmp_path, {"cs336_basics/data.py": "import course.fixtures\n"})
+    (root / "course" / "fixtures.py").write_text("")
+    (root / "course" / "__init__.py").write_text("")
+    problems = layer_violations(import_graph(root), root)
+    assert problems == [
+        "cs336_basics/data.py:1: core module cs336_basics.data imports tooling module "
+        "course.fixtures"
+    ]
+
+
+def test_a_module_that_needs_another_imported_first_fails_alone(tmp_path):
+    write_tree(
+        tmp_path,
+        {
+            "cs336_basics/fine.py": "import math\n",
+            "cs336_basics/broken.py": "import sys\nsys.modules['cs336_basics.fine'].value\n",
+        },
+    )
+    failures = modules_failing_alone(["cs336_basics.fine", "cs336_basics.broken"], tmp_path)
+    assert len(failures) == 1 and failures[0].startswith("cs336_basics.broken: KeyError")
+
+
+@pytest.mark.slow
+def test_every_module_of_the_package_imports_alone():
+    modules = sorted(m for m in import_graph() if m.split(".")[0] == "cs336_basics")
+    assert len(modules) > 60
+    assert modules_failing_alone(modules) == []

@@ -1,1 +1,0 @@
-"""Subcommands of the ``cs336`` console script (see ``cs336_basics.cli``)."""
