@@ -42,15 +42,16 @@ PLACEHOLDER = re.compile(r"[<>*]|\.\.\.|__pycache__")
 
 
 # --- the runner move (issue 24, part 5) -------------------------------------------------------
-# The docs already name the runner's modules by their new home, cs336_basics/runner/. Until that
-# package exists, a name under it is looked up at its old place; delete this once it exists.
+# The docs already name the runner's modules by their new home, cs336_basics/runner/ (the compiled
+# encoder in runner/compiled/). Until that package exists, a name under it is looked up at its old
+# place; delete this once it exists.
 RUNNER = REPO / "cs336_basics" / "runner"
 
 
 def _before_runner_move(name: str) -> str:
     if RUNNER.is_dir():
         return name
-    return re.sub(r"^cs336_basics([./])runner[./]", r"cs336_basics\1", name)
+    return re.sub(r"^cs336_basics([./])runner[./](?:compiled[./])?", r"cs336_basics\1", name)
 
 
 # --- extraction ---------------------------------------------------------------------------------
