@@ -1,4 +1,4 @@
-# Developer and instructor commands; see README.md.
+# Developer and instructor commands; see README.md and docs/instructor.md.
 .PHONY: test test-all demo fixtures hidden-cases case-mutants check-fixtures import-graph handout handout-extensions verify-handout submission grade mutants mutants-smoke test-thorough ci-course gradescope gradescope-docker grader-attacks grader-attacks-container bench bench-smoke check-solutions
 
 test:
@@ -30,7 +30,7 @@ check-fixtures:
 import-graph:
 	uv run python -m course.import_graph --import-each
 
-# --- Course toolchain (course/, see README "Instructor commands") ---
+# --- Course toolchain (course/, see docs/instructor.md and docs/grading.md) ---
 SUBMISSION ?= submission.zip
 
 handout:
@@ -103,7 +103,7 @@ grader-attacks:
 grader-attacks-container:
 	CS336_GRADER_ATTACKS=$(CS336_GRADER_ATTACKS) CS336_REQUIRE_SANDBOX=1 CS336_ISOLATION=container uv run python -m course.confine no-namespaces -- .venv/bin/python -m pytest -q -p no:cacheprovider -m "" course/tests/test_grader_hostile.py course/tests/test_grader.py
 
-# --- Benchmarks (benchmarks/, see README "Benchmarks") ---
+# --- Benchmarks (benchmarks/, see docs/benchmarks.md) ---
 # Ours beside peer libraries, as ratios; prints a table and writes benchmarks/results/bench-<time>.json.
 # Options go in BENCH_ARGS, e.g. make bench BENCH_ARGS="--input owt_train.txt --torch-threads 1".
 bench:

@@ -41,19 +41,6 @@ DOTTED_NAME = re.compile(r"^(?:cs336_basics|course|benchmarks)(?:\.\w+)+$")
 PLACEHOLDER = re.compile(r"[<>*]|\.\.\.|__pycache__")
 
 
-# --- the runner move (issue 24, part 5) -------------------------------------------------------
-# The docs already name the runner's modules by their new home, cs336_basics/runner/ (the compiled
-# encoder in runner/compiled/). Until that package exists, a name under it is looked up at its old
-# place; delete this once it exists.
-RUNNER = REPO / "cs336_basics" / "runner"
-
-
-def _before_runner_move(name: str) -> str:
-    if RUNNER.is_dir():
-        return name
-    return re.sub(r"^cs336_basics([./])runner[./](?:compiled[./])?", r"cs336_basics\1", name)
-
-
 # --- extraction ---------------------------------------------------------------------------------
 
 
@@ -129,7 +116,7 @@ def registered_markers() -> set[str]:
 def module_source(name: str) -> Path | None:
     """The file of module ``name`` if it can be imported (without importing it)."""
     try:
-        spec = importlib.util.find_spec(_before_runner_move(name))
+        spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
         return None
     if spec is None:
@@ -171,14 +158,14 @@ def dotted_name_problem(dotted: str) -> str | None:
 
 
 def repo_path_exists(repo: Path, rel: str) -> bool:
-    return (repo / _before_runner_move(rel)).exists()
+    return (repo / rel).exists()
 
 
 @cache
 def cli_help(script: str, *argv: str) -> str:
     """The ``--help`` text of a console script (in process: the entry point with that argv)."""
     module_name, function = pyproject()["project"]["scripts"][script].split(":")
-    entry = getattr(importlib.import_module(_before_runner_move(module_name)), function)
+    entry = getattr(importlib.import_module(module_name), function)
     out = io.StringIO()
     saved = sys.argv
     sys.argv = [script, *argv, "--help"]
