@@ -279,8 +279,10 @@ def select(root: Path, kind: str, candidates: set[Path]) -> Selection:
     support = resolve(manifest["base"].support, candidates)
     extension = manifest["extension"]
     if kind == "extension":
-        support |= graded | resolve(extension.support, candidates)
-        graded = resolve(extension.graded, candidates)
+        # The extension's support wins over its graded globs (its package's registration glue).
+        extension_support = resolve(extension.support, candidates)
+        support |= graded | extension_support
+        graded = resolve(extension.graded, candidates) - extension_support
         extension_tests = resolve(extension.tests, candidates)
     else:
         extension_tests = matching(extension.tests, candidates)
