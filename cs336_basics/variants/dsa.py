@@ -16,7 +16,6 @@ keys as a full forward pass.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 from einops import einsum, rearrange
@@ -129,51 +128,3 @@ class SparseLatentAttention(MultiHeadLatentAttention):
 def heads_mask(keep: Bool[Tensor, "... queries keys"]) -> Bool[Tensor, "... 1 queries keys"]:
     """A per-sequence mask broadcast over the attention heads."""
     return rearrange(keep, "... q k -> ... 1 q k")
-
-
-# DeepSeek-V3.2-Exp's published config.json (the fields this package models).
-DEEPSEEK_V3_2 = dict(
-    vocab_size=129280,
-    context_length=163840,
-    d_model=7168,
-    num_layers=61,
-    num_heads=128,
-    d_ff=2048,
-    rope_theta=10000.0,
-    rope_scaling=dict(
-        rope_type="yarn",
-        factor=40.0,
-        original_max_position_embeddings=4096,
-        beta_fast=32,
-        beta_slow=1,
-        mscale=1.0,
-        mscale_all_dim=1.0,
-    ),
-    norm_eps=1e-6,
-    attention="mla",
-    q_lora_rank=1536,
-    kv_lora_rank=512,
-    qk_rope_head_dim=64,
-    qk_nope_head_dim=128,
-    v_head_dim=128,
-    index_topk=2048,
-    index_heads=64,
-    index_head_dim=128,
-    ffn="moe",
-    num_experts=256,
-    top_k=8,
-    num_shared_experts=1,
-    routed_scaling=2.5,
-    expert_groups=[8, 4],
-    router_scoring="sigmoid",
-    normalize_topk=True,
-    dense_layers=[0, 1, 2],
-    dense_d_ff=18432,
-)
-
-
-def deepseek_v3_2_config(**overrides: Any) -> VariantConfig:
-    """DeepSeek-V3.2's architecture (MLA with a query latent, DSA, sigmoid-routed MoE with a
-    shared expert and group-limited routing, three dense first layers), at the published sizes
-    unless ``overrides`` shrink them; ``build_variant_model`` builds it."""
-    return VariantConfig(**(DEEPSEEK_V3_2 | overrides))

@@ -8,8 +8,10 @@ masks).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from einops import rearrange
@@ -147,6 +149,9 @@ class Seq2SeqConfig:
             raise ValueError(
                 f"d_model={self.d_model} must be even and divisible by num_heads={self.num_heads}"
             )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 class Seq2SeqTransformer(nn.Module):
