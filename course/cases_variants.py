@@ -14,7 +14,7 @@ from torch import Tensor
 from course.cases_model import complex_rope
 from course.snapshot_case import CaseResult, FixtureData, snapshot_case
 from cs336_basics.rope import RotaryPositionalEmbedding
-from cs336_basics.variants.attention import GroupedQueryAttention
+from cs336_basics.variants.attention import SelfAttention, self_attention
 from cs336_basics.variants.config import VariantConfig
 from cs336_basics.variants.encoder_decoder import DecoderLayer, EncoderLayer
 from cs336_basics.variants.feedforward import FeedForward
@@ -77,11 +77,11 @@ def naive_gqa(
     )
 
 
-def gqa_module(data: FixtureData, w: dict[str, Tensor], qk_norm: bool) -> GroupedQueryAttention:
+def gqa_module(data: FixtureData, w: dict[str, Tensor], qk_norm: bool) -> SelfAttention:
     config = data.config
     rope = RotaryPositionalEmbedding(config.rope_theta, vw.D_HEAD, config.context_length)
-    module = GroupedQueryAttention(
-        config.d_model, vw.NUM_HEADS, vw.NUM_KV_HEADS, rope, qk_norm=qk_norm
+    module = self_attention(
+        config.d_model, vw.NUM_HEADS, vw.NUM_KV_HEADS, rope=rope, qk_norm=qk_norm
     )
     module.load_state_dict(w)
     return module

@@ -586,7 +586,7 @@ def run_evaluate(
 from cs336_basics.accounting import forward_flops, kv_cache_bytes, parameter_counts  # noqa: E402
 from cs336_basics.generation import generate  # noqa: E402
 from cs336_basics.variants.accounting import kv_cache_elements_per_token  # noqa: E402
-from cs336_basics.variants.attention import GroupedQueryAttention  # noqa: E402
+from cs336_basics.variants.attention import self_attention  # noqa: E402
 from cs336_basics.variants.builders import build_variant_model  # noqa: E402
 from cs336_basics.variants.config import VariantConfig  # noqa: E402
 from cs336_basics.variants.encoder_decoder import (  # noqa: E402
@@ -706,15 +706,15 @@ def run_grouped_query_attention(
     # BEGIN SOLUTION
     device, dtype = in_features.device, in_features.dtype
     rope = RotaryPositionalEmbedding(theta, d_model // num_heads, max_seq_len, device=device)
-    attention = GroupedQueryAttention(
+    attention = self_attention(
         d_model,
         num_heads,
         num_kv_heads,
-        rope,
-        device=device,
-        dtype=dtype,
+        rope=rope,
         qk_norm=qk_norm,
         norm_eps=eps,
+        device=device,
+        dtype=dtype,
     )
     attention.load_state_dict(weights)
     return attention(in_features, token_positions)

@@ -15,9 +15,10 @@ from cs336_basics.block import TransformerBlock
 from cs336_basics.embedding import Embedding
 from cs336_basics.feedforward import SwiGLU
 from cs336_basics.linear import Linear
+from cs336_basics.model import TransformerLM
 from cs336_basics.rmsnorm import RMSNorm
 from cs336_basics.rope import RotaryPositionalEmbedding
-from cs336_basics.variants.attention import GroupedQueryAttention
+from cs336_basics.variants.attention import SelfAttention, self_attention
 from cs336_basics.variants.block import PostNormBlock
 from cs336_basics.variants.config import VariantConfig
 from cs336_basics.variants.dsa import SparseLatentAttention
@@ -93,23 +94,23 @@ def attention(
     device: Device = None,
     dtype: torch.dtype | None = None,
 ) -> nn.Module:
-    """Latent attention (sparse with an indexer), or (grouped-query) multi-head attention with the config's options."""
+    """Latent attention (sparse with an indexer), or self-attention of the config's parts."""
     if config.attention == "mla":
         latent = MultiHeadLatentAttention if config.index_topk is None else SparseLatentAttention
         return latent(config, device=device, dtype=dtype)
-    return GroupedQueryAttention(
+    return self_attention(
         config.d_model,
         config.num_heads,
         config.kv_heads,
+        config.d_head,
         rope,
-        device=device,
-        dtype=dtype,
         qk_norm=config.qk_norm,
         norm_eps=config.norm_eps,
         bias=config.bias,
         qkv_bias=config.qkv_bias,
         fused=config.fused_attention,
-        head_dim=config.d_head,
+        device=device,
+        dtype=dtype,
     )
 
 
@@ -150,23 +151,28 @@ def position_embedding(
     return None
 
 
-def with_cache_capable_attention(model: nn.Module) -> nn.Module:
-    """``model`` (e.g. the handout's ``TransformerLM``) with every core
-    ``MultiHeadSelfAttention`` replaced, in place, by a ``GroupedQueryAttention`` with one
-    key/value head per query head, the same weights and the same RoPE: the same function, but
-    one that can keep a KV cache (``kv_caches``), so cached decoding works on core checkpoints.
-    """
-    for parent in list(model.modules()):
-        for name, child in parent.named_children():
-            if type(child) is MultiHeadSelfAttention:
-                weight = child.q_proj.weight
-                replacement = GroupedQueryAttention(
-                    weight.shape[1],
-                    child.num_heads,
-                    rope=child.rope,
-                    device=weight.device,
-                    dtype=weight.dtype,
-                )
-                replacement.load_state_dict(child.state_dict())
-                setattr(parent, name, replacement)
-    return model
+def with_cache_capable_attention(model: TransformerLM) -> VariantTransformerLM:
+    """A model of the same parts as ``model`` (e.g. the handout's ``TransformerLM``; ``model``
+    is left as it is), except that each core ``MultiHeadSelfAttention`` is rebuilt as a
+    ``SelfAttention`` from its own projections and RoPE: the same function and parameters, but
+    able to keep a KV cache (``kv_caches``), so cached decoding works on core checkpoints."""
+    layers = [
+        TransformerBlock(cache_capable(block.attn), block.ffn, block.ln1, block.ln2)
+        if type(block) is TransformerBlock
+        else block
+        for block in model.layers
+    ]
+    return VariantTransformerLM(
+        model.token_embeddings, layers, model.ln_final, model.lm_head, model.context_length
+    )
+
+
+def cache_capable(attn: nn.Module) -> nn.Module:
+    """A core ``MultiHeadSelfAttention`` as a ``SelfAttention`` of the same parts (others as
+    they are)."""
+    if type(attn) is not MultiHeadSelfAttention:
+        return attn
+    head_dim = attn.q_proj.weight.shape[0] // attn.num_heads
+    return SelfAttention(
+        attn.q_proj, attn.k_proj, attn.v_proj, attn.output_proj, head_dim, rope=attn.rope
+    )
