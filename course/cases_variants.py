@@ -21,7 +21,7 @@ from cs336_basics.variants.feedforward import FeedForward
 from cs336_basics.variants.kv_cache import kv_caches
 from cs336_basics.variants.layernorm import LayerNorm
 from cs336_basics.variants.mla import MultiHeadLatentAttention
-from cs336_basics.variants.moe import MixtureOfExperts
+from cs336_basics.variants.moe import mixture_of_experts
 from cs336_basics.variants.positional import SinusoidalPositionalEncoding
 from tests.variants import variant_weights as vw
 
@@ -258,7 +258,7 @@ def naive_moe(x: Tensor, w: dict[str, Tensor], *, normalize: bool) -> Tensor:
 def moe(data: FixtureData) -> CaseResult:
     w, x = vw.moe_weights(data.state_dict), data.inputs["in_embeddings"]
     d_model, d_ff = w["experts.0.w1.weight"].shape[1], w["experts.0.w1.weight"].shape[0]
-    module = MixtureOfExperts(d_model, d_ff, vw.NUM_EXPERTS, vw.TOP_K, normalize_topk=True)
+    module = mixture_of_experts(d_model, d_ff, vw.NUM_EXPERTS, vw.TOP_K, normalize_topk=True)
     module.load_state_dict(w)
     return CaseResult(
         module(x),

@@ -604,7 +604,7 @@ from cs336_basics.variants.hf_tokenizer import tokenizer_from_json  # noqa: E402
 from cs336_basics.variants.kv_cache import kv_cache_num_bytes, kv_caches  # noqa: E402
 from cs336_basics.variants.layernorm import LayerNorm  # noqa: E402
 from cs336_basics.variants.mla import MultiHeadLatentAttention  # noqa: E402
-from cs336_basics.variants.moe import MixtureOfExperts  # noqa: E402
+from cs336_basics.variants.moe import mixture_of_experts  # noqa: E402
 from cs336_basics.variants.positional import SinusoidalPositionalEncoding  # noqa: E402
 
 
@@ -759,7 +759,7 @@ def run_mixture_of_experts(
     ``scoring="sigmoid"`` (DeepSeek-V3): sigmoid router scores, and ``weights`` also has
     ``score_correction_bias``, added to the scores to choose experts but not to weigh them."""
     # BEGIN SOLUTION
-    moe = MixtureOfExperts(
+    moe = mixture_of_experts(
         d_model,
         d_ff,
         num_experts,

@@ -26,7 +26,7 @@ from cs336_basics.variants.feedforward import FeedForward
 from cs336_basics.variants.layernorm import LayerNorm
 from cs336_basics.variants.mla import MultiHeadLatentAttention
 from cs336_basics.variants.model import VariantTransformerLM
-from cs336_basics.variants.moe import MixtureOfExperts
+from cs336_basics.variants.moe import mixture_of_experts
 from cs336_basics.variants.positional import SinusoidalPositionalEncoding
 from cs336_basics.variants.rope_scaling import rotary_embedding
 
@@ -121,7 +121,7 @@ def feed_forward(
     if config.ffn == "swiglu":
         return SwiGLU(config.d_model, config.d_ff, device=device, dtype=dtype)
     if config.ffn == "moe":
-        return MixtureOfExperts(
+        return mixture_of_experts(
             config.d_model,
             config.d_ff,
             config.num_experts,
