@@ -587,7 +587,7 @@ from cs336_basics.accounting import forward_flops, kv_cache_bytes, parameter_cou
 from cs336_basics.generation import generate  # noqa: E402
 from cs336_basics.variants.accounting import kv_cache_elements_per_token  # noqa: E402
 from cs336_basics.variants.attention import self_attention  # noqa: E402
-from cs336_basics.variants.builders import build_variant_model  # noqa: E402
+from cs336_basics.variants.builders import build_variant_model, latent_attention  # noqa: E402
 from cs336_basics.variants.config import VariantConfig  # noqa: E402
 from cs336_basics.variants.encoder_decoder import (  # noqa: E402
     DecoderLayer,
@@ -603,7 +603,6 @@ from cs336_basics.variants.hf_convert import from_hf, to_hf  # noqa: E402
 from cs336_basics.variants.hf_tokenizer import tokenizer_from_json  # noqa: E402
 from cs336_basics.variants.kv_cache import kv_cache_num_bytes, kv_caches  # noqa: E402
 from cs336_basics.variants.layernorm import LayerNorm  # noqa: E402
-from cs336_basics.variants.mla import MultiHeadLatentAttention  # noqa: E402
 from cs336_basics.variants.moe import mixture_of_experts  # noqa: E402
 from cs336_basics.variants.positional import SinusoidalPositionalEncoding  # noqa: E402
 
@@ -732,7 +731,7 @@ def run_multihead_latent_attention(
     ``attention="mla"``). With ``use_latent_cache`` the input is fed through an empty latent KV
     cache, which runs the folded (absorbed-projection) path."""
     # BEGIN SOLUTION
-    layer = MultiHeadLatentAttention(
+    layer = latent_attention(
         VariantConfig(**config), device=in_features.device, dtype=in_features.dtype
     )
     layer.load_state_dict(weights)

@@ -21,14 +21,14 @@ from cs336_basics.rope import RotaryPositionalEmbedding
 from cs336_basics.variants.attention import SelfAttention, self_attention
 from cs336_basics.variants.block import PostNormBlock
 from cs336_basics.variants.config import VariantConfig
-from cs336_basics.variants.dsa import SparseLatentAttention
+from cs336_basics.variants.dsa import LightningIndexer, SparseLatentAttention
 from cs336_basics.variants.feedforward import FeedForward
 from cs336_basics.variants.layernorm import LayerNorm
 from cs336_basics.variants.mla import MultiHeadLatentAttention
 from cs336_basics.variants.model import VariantTransformerLM
 from cs336_basics.variants.moe import mixture_of_experts
 from cs336_basics.variants.positional import SinusoidalPositionalEncoding
-from cs336_basics.variants.rope_scaling import rotary_embedding
+from cs336_basics.variants.rope_scaling import rotary_embedding, softmax_mscale
 
 Device = torch.device | str | None
 
@@ -96,8 +96,7 @@ def attention(
 ) -> nn.Module:
     """Latent attention (sparse with an indexer), or self-attention of the config's parts."""
     if config.attention == "mla":
-        latent = MultiHeadLatentAttention if config.index_topk is None else SparseLatentAttention
-        return latent(config, device=device, dtype=dtype)
+        return latent_attention(config, device, dtype)
     return self_attention(
         config.d_model,
         config.num_heads,
@@ -111,6 +110,66 @@ def attention(
         fused=config.fused_attention,
         device=device,
         dtype=dtype,
+    )
+
+
+def latent_attention(
+    config: VariantConfig, device: Device = None, dtype: torch.dtype | None = None
+) -> MultiHeadLatentAttention:
+    """Multi-head latent attention of the config's widths (DeepSeek-V2/V3), with a lightning
+    indexer (DeepSeek-V3.2's sparse attention) when ``index_topk`` is set."""
+    heads, nope, rope_dim, rank = (
+        config.num_heads,
+        config.mla_nope_dim,
+        config.qk_rope_head_dim,
+        config.kv_lora_rank,
+    )
+    q_dim, v_dim = heads * (nope + rope_dim), heads * config.mla_v_dim
+
+    def linear(d_in: int, d_out: int) -> Linear:
+        return Linear(d_in, d_out, device=device, dtype=dtype)
+
+    if config.q_lora_rank is None:
+        queries = dict(q_proj=linear(config.d_model, q_dim))
+    else:
+        queries = dict(
+            q_down_proj=linear(config.d_model, config.q_lora_rank),
+            q_norm=RMSNorm(config.q_lora_rank, config.norm_eps, device=device, dtype=dtype),
+            q_up_proj=linear(config.q_lora_rank, q_dim),
+        )
+    parts = dict(
+        num_heads=heads,
+        kv_down_proj=linear(config.d_model, rank),
+        kv_norm=RMSNorm(rank, config.norm_eps, device=device, dtype=dtype),
+        k_rope_proj=linear(config.d_model, rope_dim),
+        k_up_proj=linear(rank, heads * nope),
+        v_up_proj=linear(rank, v_dim),
+        output_proj=linear(v_dim, config.d_model),
+        rope=rotary_embedding(
+            config.rope_theta, rope_dim, config.context_length, config.rope_scaling, device
+        ),
+        query_scale=softmax_mscale(config.rope_scaling) ** 2,
+        **queries,
+    )
+    if config.index_topk is None:
+        return MultiHeadLatentAttention(**parts)
+    return SparseLatentAttention(lightning_indexer(config, parts["rope"], device, dtype), **parts)
+
+
+def lightning_indexer(
+    config: VariantConfig, rope: nn.Module, device: Device = None, dtype: torch.dtype | None = None
+) -> LightningIndexer:
+    """DeepSeek-V3.2's indexer: ``index_heads`` query heads of ``index_head_dim`` from the query
+    latent, one LayerNorm-ed key per token, rotated by MLA's ``rope``."""
+    width, heads = config.index_heads * config.index_head_dim, config.index_heads
+    return LightningIndexer(
+        wq_b=Linear(config.q_lora_rank, width, device=device, dtype=dtype),
+        wk=Linear(config.d_model, config.index_head_dim, device=device, dtype=dtype),
+        k_norm=LayerNorm(config.index_head_dim, eps=1e-6, device=device, dtype=dtype),
+        weights_proj=Linear(config.d_model, heads, device=device, dtype=dtype),
+        rope=rope,
+        rope_dim=config.qk_rope_head_dim,
+        topk=config.index_topk,
     )
 
 

@@ -16,39 +16,42 @@ keys as a full forward pass.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from einops import einsum, rearrange
 from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 
-from cs336_basics.linear import Linear
-from cs336_basics.rope import RotaryPositionalEmbedding, default_positions
+from cs336_basics.rope import default_positions
 from cs336_basics.variants.attention import causal_mask
-from cs336_basics.variants.config import VariantConfig
-from cs336_basics.variants.layernorm import LayerNorm
 from cs336_basics.variants.mla import MultiHeadLatentAttention
 
 
 class LightningIndexer(nn.Module):
-    """Scores keys for each query and keeps the ``topk`` best among those it may attend to."""
+    """Scores keys for each query and keeps the ``topk`` best among those it may attend to.
+
+    Parts: ``wq_b`` (query latent to ``heads * head_dim`` query features), ``wk`` (``d_model``
+    to one ``head_dim`` key per token) and its ``k_norm``, ``weights_proj`` (``d_model`` to a
+    weight per head), and ``rope`` (MLA's: the indexer rotates the first ``rope_dim`` dims of
+    its queries and keys with the same tables). Head counts and widths are the parts' shapes.
+    """
 
     def __init__(
         self,
-        config: VariantConfig,
-        rope: RotaryPositionalEmbedding,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
+        wq_b: nn.Module,
+        wk: nn.Module,
+        k_norm: nn.Module,
+        weights_proj: nn.Module,
+        rope: nn.Module,
+        rope_dim: int,
+        topk: int,
     ) -> None:
         super().__init__()
-        self.heads, self.head_dim = config.index_heads, config.index_head_dim
-        self.rope_dim, self.topk = config.qk_rope_head_dim, config.index_topk
-        self.rope = rope  # MLA's: the indexer rotates with the same tables
-        width = self.heads * self.head_dim
-        self.wq_b = Linear(config.q_lora_rank, width, device=device, dtype=dtype)
-        self.wk = Linear(config.d_model, self.head_dim, device=device, dtype=dtype)
-        self.k_norm = LayerNorm(self.head_dim, eps=1e-6, device=device, dtype=dtype)
-        self.weights_proj = Linear(config.d_model, self.heads, device=device, dtype=dtype)
+        self.heads, self.head_dim = weights_proj.weight.shape[0], wk.weight.shape[0]
+        self.rope_dim, self.topk = rope_dim, topk
+        self.rope = rope
+        self.wq_b, self.wk, self.k_norm, self.weights_proj = wq_b, wk, k_norm, weights_proj
 
     def queries(
         self, q_latent: Float[Tensor, "... seq q_rank"], positions: Int[Tensor, "... seq"]
@@ -92,14 +95,15 @@ class SparseLatentAttention(MultiHeadLatentAttention):
     ``LightningIndexer`` picks; both MLA paths (expanded keys without a cache, latent-space
     attention with one) run unchanged under the narrower mask."""
 
-    def __init__(
-        self,
-        config: VariantConfig,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__(config, device=device, dtype=dtype)
-        self.indexer = LightningIndexer(config, self.rope, device=device, dtype=dtype)
+    def __init__(self, indexer: LightningIndexer, **parts: Any) -> None:
+        """``parts``: those of ``MultiHeadLatentAttention``, with a query latent (the indexer's
+        queries come from it)."""
+        super().__init__(**parts)
+        if self.q_down_proj is None:
+            raise ValueError(
+                "sparse attention needs a query latent (q_down_proj): its indexer reads it"
+            )
+        self.indexer = indexer
 
     def forward(
         self,
