@@ -131,6 +131,14 @@ def test_named_builder_keeps_the_published_fields_a_dict_leaves_out() -> None:
     )
 
 
+def test_named_builder_overrides_an_hf_config_object_without_changing_it() -> None:
+    hf_config = transformers.LlamaConfig(**LLAMA)
+    config = get_named_variant_config("llama3_2_1b", hf_config, num_hidden_layers=3)
+    assert (config["num_layers"], config["num_kv_heads"]) == (3, 2)
+    assert "rope_scaling" not in config  # an object is read whole: no published defaults
+    assert hf_config.num_hidden_layers == LLAMA["num_hidden_layers"]
+
+
 def test_named_builder_refuses_another_family_and_what_its_parts_cannot_do() -> None:
     with pytest.raises(ValueError, match="reads a 'llama' config; got model_type 'qwen3'"):
         get_named_variant_config("llama3_2_1b", transformers.Qwen3Config())
