@@ -138,8 +138,10 @@ class SelfAttention(CachingAttention):
             rearrange(proj(x), "... seq (kv_heads d) -> ... kv_heads 1 seq d", d=self.head_dim)
             for proj in (self.k_proj, self.v_proj)
         )
-        if self.q_norm is not None and self.k_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
+        if self.q_norm is not None:
+            q = self.q_norm(q)
+        if self.k_norm is not None:
+            k = self.k_norm(k)
         if token_positions is None:
             token_positions = default_positions(x.shape[-2], self.cached_length, x.device)
         if self.rope is not None:
