@@ -9,8 +9,9 @@ from core and variant parts. Called with nothing it builds the published model (
 or a dict of its fields: missing ones keep the published value) or overriding fields by their HF
 names, it builds that one, e.g. a tiny model for a test::
 
-    model = qwen3_0_6b(hidden_size=32, num_hidden_layers=2, num_attention_heads=4)
-    config = qwen3_0_6b.config(hidden_size=32, num_hidden_layers=2, num_attention_heads=4)
+    tiny = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+    model = qwen3_0_6b(**tiny)  # Qwen3-0.6B's structure: head_dim 128, QK-norm, tied head
+    config = qwen3_0_6b.config(**tiny)
 
 ``builder.config(...)`` is the ``VariantConfig`` (what checkpoints save and
 ``build_variant_model`` builds again). The architecture of each HF family is decided here, in
