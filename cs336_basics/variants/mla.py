@@ -53,7 +53,8 @@ class MultiHeadLatentAttention(CachingAttention):
         query_scale: float = 1.0,
     ) -> None:
         super().__init__()
-        if (q_proj is None) == (q_up_proj is None) or (q_up_proj is None) != (q_down_proj is None):
+        latent = [part is not None for part in (q_down_proj, q_norm, q_up_proj)]
+        if latent not in ([False] * 3, [True] * 3) or (q_proj is None) != all(latent):
             raise ValueError("give the queries either q_proj or q_down_proj, q_norm and q_up_proj")
         self.num_heads = num_heads
         self.rank = kv_down_proj.weight.shape[0]
