@@ -14,14 +14,14 @@ from torch import Tensor
 from course.cases_model import complex_rope
 from course.snapshot_case import CaseResult, FixtureData, snapshot_case
 from cs336_basics.rope import RotaryPositionalEmbedding
-from cs336_basics.variants.attention import GroupedQueryAttention
+from cs336_basics.variants.attention import SelfAttention, self_attention
+from cs336_basics.variants.builders import latent_attention
 from cs336_basics.variants.config import VariantConfig
 from cs336_basics.variants.encoder_decoder import DecoderLayer, EncoderLayer
 from cs336_basics.variants.feedforward import FeedForward
 from cs336_basics.variants.kv_cache import kv_caches
 from cs336_basics.variants.layernorm import LayerNorm
-from cs336_basics.variants.mla import MultiHeadLatentAttention
-from cs336_basics.variants.moe import MixtureOfExperts
+from cs336_basics.variants.moe import mixture_of_experts
 from cs336_basics.variants.positional import SinusoidalPositionalEncoding
 from tests.variants import variant_weights as vw
 
@@ -77,11 +77,11 @@ def naive_gqa(
     )
 
 
-def gqa_module(data: FixtureData, w: dict[str, Tensor], qk_norm: bool) -> GroupedQueryAttention:
+def gqa_module(data: FixtureData, w: dict[str, Tensor], qk_norm: bool) -> SelfAttention:
     config = data.config
     rope = RotaryPositionalEmbedding(config.rope_theta, vw.D_HEAD, config.context_length)
-    module = GroupedQueryAttention(
-        config.d_model, vw.NUM_HEADS, vw.NUM_KV_HEADS, rope, qk_norm=qk_norm
+    module = self_attention(
+        config.d_model, vw.NUM_HEADS, vw.NUM_KV_HEADS, rope=rope, qk_norm=qk_norm
     )
     module.load_state_dict(w)
     return module
@@ -223,7 +223,7 @@ def naive_mla(
 @snapshot_case("multihead_latent_attention")
 def mla(data: FixtureData) -> CaseResult:
     w, x = vw.mla_weights(data.state_dict), data.inputs["in_embeddings"]
-    module = MultiHeadLatentAttention(VariantConfig(**vw.MLA_CONFIG))
+    module = latent_attention(VariantConfig(**vw.MLA_CONFIG))
     module.load_state_dict(w)
     with kv_caches(module):  # the folded (latent-cached) path
         output = module(x, positions_of(x))
@@ -258,7 +258,7 @@ def naive_moe(x: Tensor, w: dict[str, Tensor], *, normalize: bool) -> Tensor:
 def moe(data: FixtureData) -> CaseResult:
     w, x = vw.moe_weights(data.state_dict), data.inputs["in_embeddings"]
     d_model, d_ff = w["experts.0.w1.weight"].shape[1], w["experts.0.w1.weight"].shape[0]
-    module = MixtureOfExperts(d_model, d_ff, vw.NUM_EXPERTS, vw.TOP_K, normalize_topk=True)
+    module = mixture_of_experts(d_model, d_ff, vw.NUM_EXPERTS, vw.TOP_K, normalize_topk=True)
     module.load_state_dict(w)
     return CaseResult(
         module(x),

@@ -451,6 +451,16 @@ def run_save_pretrained(
 def get_deepseek_v3_2_config(**overrides: Any) -> dict[str, Any]: ...
 
 
+def get_named_variant_config(
+    name: str, hf_config: Any = None, **overrides: Any
+) -> dict[str, Any]: ...
+
+
+def get_named_variant(
+    name: str, hf_config: Any = None, seed: int = 0, **overrides: Any
+) -> tuple[torch.nn.Module, dict[str, Any]]: ...
+
+
 def get_hf_tokenizer(path: str | os.PathLike, add_special_tokens: bool = False) -> Any: ...
 
 

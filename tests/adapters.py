@@ -586,25 +586,24 @@ def run_evaluate(
 from cs336_basics.accounting import forward_flops, kv_cache_bytes, parameter_counts  # noqa: E402
 from cs336_basics.generation import generate  # noqa: E402
 from cs336_basics.variants.accounting import kv_cache_elements_per_token  # noqa: E402
-from cs336_basics.variants.attention import GroupedQueryAttention  # noqa: E402
-from cs336_basics.variants.builders import build_variant_model  # noqa: E402
+from cs336_basics.variants.attention import self_attention  # noqa: E402
+from cs336_basics.variants.builders import build_variant_model, latent_attention  # noqa: E402
 from cs336_basics.variants.config import VariantConfig  # noqa: E402
-from cs336_basics.variants.dsa import deepseek_v3_2_config  # noqa: E402
 from cs336_basics.variants.encoder_decoder import (  # noqa: E402
     DecoderLayer,
     EncoderLayer,
     Seq2SeqConfig,
     Seq2SeqTransformer,
 )
+from cs336_basics.variants.families import NAMED_BUILDERS, config_from_hf  # noqa: E402
 from cs336_basics.variants.feedforward import FeedForward  # noqa: E402
 from cs336_basics.variants.generation import generate_batch, generate_cached  # noqa: E402
 from cs336_basics.variants.hf_checkpoint import load_pretrained, save_pretrained  # noqa: E402
-from cs336_basics.variants.hf_convert import config_from_hf, from_hf, to_hf  # noqa: E402
+from cs336_basics.variants.hf_convert import from_hf, to_hf  # noqa: E402
 from cs336_basics.variants.hf_tokenizer import tokenizer_from_json  # noqa: E402
 from cs336_basics.variants.kv_cache import kv_cache_num_bytes, kv_caches  # noqa: E402
 from cs336_basics.variants.layernorm import LayerNorm  # noqa: E402
-from cs336_basics.variants.mla import MultiHeadLatentAttention  # noqa: E402
-from cs336_basics.variants.moe import MixtureOfExperts  # noqa: E402
+from cs336_basics.variants.moe import mixture_of_experts  # noqa: E402
 from cs336_basics.variants.positional import SinusoidalPositionalEncoding  # noqa: E402
 
 
@@ -624,7 +623,7 @@ def run_transformer_block_ablation(
     "post" or "none"; ``position_encoding`` "rope" or "none" (NoPE); ``ffn`` "swiglu" or
     "silu" (``w2(silu(w1 x))``, no ``w3``)."""
     # BEGIN SOLUTION
-    config = VariantConfig(
+    model = NAMED_BUILDERS["cs336_tinystories"](
         vocab_size=1,
         context_length=max_seq_len,
         d_model=d_model,
@@ -635,8 +634,9 @@ def run_transformer_block_ablation(
         norm_placement=norm_placement,
         position_encoding=position_encoding,
         ffn=ffn,
+        device=in_features.device,
+        dtype=in_features.dtype,
     )
-    model = build_variant_model(config, device=in_features.device, dtype=in_features.dtype)
     block = model.layers[0]
     block.load_state_dict(weights)
     return block(in_features)
@@ -705,15 +705,15 @@ def run_grouped_query_attention(
     # BEGIN SOLUTION
     device, dtype = in_features.device, in_features.dtype
     rope = RotaryPositionalEmbedding(theta, d_model // num_heads, max_seq_len, device=device)
-    attention = GroupedQueryAttention(
+    attention = self_attention(
         d_model,
         num_heads,
         num_kv_heads,
-        rope,
-        device=device,
-        dtype=dtype,
+        rope=rope,
         qk_norm=qk_norm,
         norm_eps=eps,
+        device=device,
+        dtype=dtype,
     )
     attention.load_state_dict(weights)
     return attention(in_features, token_positions)
@@ -731,7 +731,7 @@ def run_multihead_latent_attention(
     ``attention="mla"``). With ``use_latent_cache`` the input is fed through an empty latent KV
     cache, which runs the folded (absorbed-projection) path."""
     # BEGIN SOLUTION
-    layer = MultiHeadLatentAttention(
+    layer = latent_attention(
         VariantConfig(**config), device=in_features.device, dtype=in_features.dtype
     )
     layer.load_state_dict(weights)
@@ -758,7 +758,7 @@ def run_mixture_of_experts(
     ``scoring="sigmoid"`` (DeepSeek-V3): sigmoid router scores, and ``weights`` also has
     ``score_correction_bias``, added to the scores to choose experts but not to weigh them."""
     # BEGIN SOLUTION
-    moe = MixtureOfExperts(
+    moe = mixture_of_experts(
         d_model,
         d_ff,
         num_experts,
@@ -986,7 +986,31 @@ def get_deepseek_v3_2_config(**overrides: Any) -> dict[str, Any]:
     structure (latent attention with DeepSeek Sparse Attention, sigmoid-routed MoE) unless
     ``overrides`` change them; ``get_variant_lm`` builds it."""
     # BEGIN SOLUTION
-    return deepseek_v3_2_config(**overrides).to_dict()
+    published = NAMED_BUILDERS["deepseek_v3_2"].config().to_dict()
+    return VariantConfig.from_dict(published | overrides).to_dict()
+    # END SOLUTION
+
+
+def get_named_variant_config(name: str, hf_config: Any = None, **overrides: Any) -> dict[str, Any]:
+    """The config (as a dict) of a published family's named builder (``llama3_2_1b``,
+    ``qwen3_0_6b``, ``qwen3_moe``, ``mixtral``, ``deepseek_v2_lite``, ``gpt2_small``,
+    ``transformer_base``, ...): the published model's, or that of the model ``hf_config`` (an HF
+    config object or a dict of its fields) and ``overrides`` (HF field names) describe."""
+    # BEGIN SOLUTION
+    return NAMED_BUILDERS[name].config(hf_config, **overrides).to_dict()
+    # END SOLUTION
+
+
+def get_named_variant(
+    name: str, hf_config: Any = None, seed: int = 0, **overrides: Any
+) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """The model a named builder builds (see ``get_named_variant_config``), freshly initialised
+    (``torch.manual_seed(seed)``) and in eval mode, and its config as a dict."""
+    # BEGIN SOLUTION
+    builder = NAMED_BUILDERS[name]
+    config = builder.config(hf_config, **overrides)
+    torch.manual_seed(seed)
+    return builder.build(config).eval(), config.to_dict()
     # END SOLUTION
 
 

@@ -31,6 +31,7 @@ def _dense_mha(config: VariantConfig) -> VariantConfig:
         attention="mha",
         index_topk=None,
         position_encoding="none" if config.attention == "mla" else config.position_encoding,
+        rope_scaling=None if config.attention == "mla" else config.rope_scaling,
     )
 
 

@@ -1,5 +1,8 @@
 """``build_variant_model``: the core ``TransformerLM`` assembled with the variant parts a
-``VariantConfig`` asks for (as torchtune's builders assemble ``TransformerDecoder``).
+``VariantConfig`` asks for (as torchtune's builders assemble ``TransformerDecoder``), and the
+part assemblers it uses (``variant_block``, ``attention``, ``latent_attention``,
+``feed_forward``, ...). The named builders of published families (``families.py``) read an HF
+config into a ``VariantConfig`` and build it here; so does loading a saved config.
 
 Every part keeps the handout's state-dict names (``layers.{i}.attn.q_proj.weight``, ...), and
 parts are created in the handout model's order, so a seed gives the same initial weights.
@@ -15,19 +18,20 @@ from cs336_basics.block import TransformerBlock
 from cs336_basics.embedding import Embedding
 from cs336_basics.feedforward import SwiGLU
 from cs336_basics.linear import Linear
+from cs336_basics.model import TransformerLM
 from cs336_basics.rmsnorm import RMSNorm
 from cs336_basics.rope import RotaryPositionalEmbedding
-from cs336_basics.variants.attention import GroupedQueryAttention
+from cs336_basics.variants.attention import SelfAttention, self_attention
 from cs336_basics.variants.block import PostNormBlock
 from cs336_basics.variants.config import VariantConfig
-from cs336_basics.variants.dsa import SparseLatentAttention
+from cs336_basics.variants.dsa import LightningIndexer, SparseLatentAttention
 from cs336_basics.variants.feedforward import FeedForward
 from cs336_basics.variants.layernorm import LayerNorm
 from cs336_basics.variants.mla import MultiHeadLatentAttention
 from cs336_basics.variants.model import VariantTransformerLM
-from cs336_basics.variants.moe import MixtureOfExperts
+from cs336_basics.variants.moe import mixture_of_experts
 from cs336_basics.variants.positional import SinusoidalPositionalEncoding
-from cs336_basics.variants.rope_scaling import rotary_embedding
+from cs336_basics.variants.rope_scaling import rotary_embedding, softmax_mscale
 
 Device = torch.device | str | None
 
@@ -93,23 +97,82 @@ def attention(
     device: Device = None,
     dtype: torch.dtype | None = None,
 ) -> nn.Module:
-    """Latent attention (sparse with an indexer), or (grouped-query) multi-head attention with the config's options."""
+    """Latent attention (sparse with an indexer), or self-attention of the config's parts."""
     if config.attention == "mla":
-        latent = MultiHeadLatentAttention if config.index_topk is None else SparseLatentAttention
-        return latent(config, device=device, dtype=dtype)
-    return GroupedQueryAttention(
+        return latent_attention(config, device, dtype)
+    return self_attention(
         config.d_model,
         config.num_heads,
         config.kv_heads,
+        config.d_head,
         rope,
-        device=device,
-        dtype=dtype,
         qk_norm=config.qk_norm,
         norm_eps=config.norm_eps,
         bias=config.bias,
         qkv_bias=config.qkv_bias,
         fused=config.fused_attention,
-        head_dim=config.d_head,
+        device=device,
+        dtype=dtype,
+    )
+
+
+def latent_attention(
+    config: VariantConfig, device: Device = None, dtype: torch.dtype | None = None
+) -> MultiHeadLatentAttention:
+    """Multi-head latent attention of the config's widths (DeepSeek-V2/V3), with a lightning
+    indexer (DeepSeek-V3.2's sparse attention) when ``index_topk`` is set."""
+    heads, nope, rope_dim, rank = (
+        config.num_heads,
+        config.mla_nope_dim,
+        config.qk_rope_head_dim,
+        config.kv_lora_rank,
+    )
+    q_dim, v_dim = heads * (nope + rope_dim), heads * config.mla_v_dim
+
+    def linear(d_in: int, d_out: int) -> Linear:
+        return Linear(d_in, d_out, device=device, dtype=dtype)
+
+    if config.q_lora_rank is None:
+        queries = dict(q_proj=linear(config.d_model, q_dim))
+    else:
+        queries = dict(
+            q_down_proj=linear(config.d_model, config.q_lora_rank),
+            q_norm=RMSNorm(config.q_lora_rank, config.norm_eps, device=device, dtype=dtype),
+            q_up_proj=linear(config.q_lora_rank, q_dim),
+        )
+    parts = dict(
+        num_heads=heads,
+        kv_down_proj=linear(config.d_model, rank),
+        kv_norm=RMSNorm(rank, config.norm_eps, device=device, dtype=dtype),
+        k_rope_proj=linear(config.d_model, rope_dim),
+        k_up_proj=linear(rank, heads * nope),
+        v_up_proj=linear(rank, v_dim),
+        output_proj=linear(v_dim, config.d_model),
+        rope=rotary_embedding(
+            config.rope_theta, rope_dim, config.context_length, config.rope_scaling, device
+        ),
+        query_scale=softmax_mscale(config.rope_scaling) ** 2,
+        **queries,
+    )
+    if config.index_topk is None:
+        return MultiHeadLatentAttention(**parts)
+    return SparseLatentAttention(lightning_indexer(config, parts["rope"], device, dtype), **parts)
+
+
+def lightning_indexer(
+    config: VariantConfig, rope: nn.Module, device: Device = None, dtype: torch.dtype | None = None
+) -> LightningIndexer:
+    """DeepSeek-V3.2's indexer: ``index_heads`` query heads of ``index_head_dim`` from the query
+    latent, one LayerNorm-ed key per token, rotated by MLA's ``rope``."""
+    width, heads = config.index_heads * config.index_head_dim, config.index_heads
+    return LightningIndexer(
+        wq_b=Linear(config.q_lora_rank, width, device=device, dtype=dtype),
+        wk=Linear(config.d_model, config.index_head_dim, device=device, dtype=dtype),
+        k_norm=LayerNorm(config.index_head_dim, eps=1e-6, device=device, dtype=dtype),
+        weights_proj=Linear(config.d_model, heads, device=device, dtype=dtype),
+        rope=rope,
+        rope_dim=config.qk_rope_head_dim,
+        topk=config.index_topk,
     )
 
 
@@ -120,7 +183,7 @@ def feed_forward(
     if config.ffn == "swiglu":
         return SwiGLU(config.d_model, config.d_ff, device=device, dtype=dtype)
     if config.ffn == "moe":
-        return MixtureOfExperts(
+        return mixture_of_experts(
             config.d_model,
             config.d_ff,
             config.num_experts,
@@ -150,23 +213,28 @@ def position_embedding(
     return None
 
 
-def with_cache_capable_attention(model: nn.Module) -> nn.Module:
-    """``model`` (e.g. the handout's ``TransformerLM``) with every core
-    ``MultiHeadSelfAttention`` replaced, in place, by a ``GroupedQueryAttention`` with one
-    key/value head per query head, the same weights and the same RoPE: the same function, but
-    one that can keep a KV cache (``kv_caches``), so cached decoding works on core checkpoints.
-    """
-    for parent in list(model.modules()):
-        for name, child in parent.named_children():
-            if type(child) is MultiHeadSelfAttention:
-                weight = child.q_proj.weight
-                replacement = GroupedQueryAttention(
-                    weight.shape[1],
-                    child.num_heads,
-                    rope=child.rope,
-                    device=weight.device,
-                    dtype=weight.dtype,
-                )
-                replacement.load_state_dict(child.state_dict())
-                setattr(parent, name, replacement)
-    return model
+def with_cache_capable_attention(model: TransformerLM) -> VariantTransformerLM:
+    """A model of the same parts as ``model`` (e.g. the handout's ``TransformerLM``; ``model``
+    is left as it is), except that each core ``MultiHeadSelfAttention`` is rebuilt as a
+    ``SelfAttention`` from its own projections and RoPE: the same function and parameters, but
+    able to keep a KV cache (``kv_caches``), so cached decoding works on core checkpoints."""
+    layers = [
+        TransformerBlock(cache_capable(block.attn), block.ffn, block.ln1, block.ln2)
+        if type(block) is TransformerBlock
+        else block
+        for block in model.layers
+    ]
+    return VariantTransformerLM(
+        model.token_embeddings, layers, model.ln_final, model.lm_head, model.context_length
+    )
+
+
+def cache_capable(attn: nn.Module) -> nn.Module:
+    """A core ``MultiHeadSelfAttention`` as a ``SelfAttention`` of the same parts (others as
+    they are)."""
+    if type(attn) is not MultiHeadSelfAttention:
+        return attn
+    head_dim = attn.q_proj.weight.shape[0] // attn.num_heads
+    return SelfAttention(
+        attn.q_proj, attn.k_proj, attn.v_proj, attn.output_proj, head_dim, rope=attn.rope
+    )

@@ -23,33 +23,35 @@ from einops import einsum, rearrange
 from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 
-from cs336_basics.linear import Linear
-from cs336_basics.rope import RotaryPositionalEmbedding, default_positions
+from cs336_basics.rope import default_positions
 from cs336_basics.variants.attention import causal_mask
-from cs336_basics.variants.config import VariantConfig
-from cs336_basics.variants.layernorm import LayerNorm
 from cs336_basics.variants.mla import MultiHeadLatentAttention
 
 
 class LightningIndexer(nn.Module):
-    """Scores keys for each query and keeps the ``topk`` best among those it may attend to."""
+    """Scores keys for each query and keeps the ``topk`` best among those it may attend to.
+
+    Parts: ``wq_b`` (query latent to ``heads * head_dim`` query features), ``wk`` (``d_model``
+    to one ``head_dim`` key per token) and its ``k_norm``, ``weights_proj`` (``d_model`` to a
+    weight per head), and ``rope`` (MLA's: the indexer rotates the first ``rope_dim`` dims of
+    its queries and keys with the same tables). Head counts and widths are the parts' shapes.
+    """
 
     def __init__(
         self,
-        config: VariantConfig,
-        rope: RotaryPositionalEmbedding,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
+        wq_b: nn.Module,
+        wk: nn.Module,
+        k_norm: nn.Module,
+        weights_proj: nn.Module,
+        rope: nn.Module,
+        rope_dim: int,
+        topk: int,
     ) -> None:
         super().__init__()
-        self.heads, self.head_dim = config.index_heads, config.index_head_dim
-        self.rope_dim, self.topk = config.qk_rope_head_dim, config.index_topk
-        self.rope = rope  # MLA's: the indexer rotates with the same tables
-        width = self.heads * self.head_dim
-        self.wq_b = Linear(config.q_lora_rank, width, device=device, dtype=dtype)
-        self.wk = Linear(config.d_model, self.head_dim, device=device, dtype=dtype)
-        self.k_norm = LayerNorm(self.head_dim, eps=1e-6, device=device, dtype=dtype)
-        self.weights_proj = Linear(config.d_model, self.heads, device=device, dtype=dtype)
+        self.heads, self.head_dim = weights_proj.weight.shape[0], wk.weight.shape[0]
+        self.rope_dim, self.topk = rope_dim, topk
+        self.rope = rope
+        self.wq_b, self.wk, self.k_norm, self.weights_proj = wq_b, wk, k_norm, weights_proj
 
     def queries(
         self, q_latent: Float[Tensor, "... seq q_rank"], positions: Int[Tensor, "... seq"]
@@ -93,14 +95,15 @@ class SparseLatentAttention(MultiHeadLatentAttention):
     ``LightningIndexer`` picks; both MLA paths (expanded keys without a cache, latent-space
     attention with one) run unchanged under the narrower mask."""
 
-    def __init__(
-        self,
-        config: VariantConfig,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__(config, device=device, dtype=dtype)
-        self.indexer = LightningIndexer(config, self.rope, device=device, dtype=dtype)
+    def __init__(self, indexer: LightningIndexer, **parts: Any) -> None:
+        """``parts``: those of ``MultiHeadLatentAttention``, with a query latent (the indexer's
+        queries come from it)."""
+        super().__init__(**parts)
+        if self.q_down_proj is None:
+            raise ValueError(
+                "sparse attention needs a query latent (q_down_proj): its indexer reads it"
+            )
+        self.indexer = indexer
 
     def forward(
         self,
@@ -129,51 +132,3 @@ class SparseLatentAttention(MultiHeadLatentAttention):
 def heads_mask(keep: Bool[Tensor, "... queries keys"]) -> Bool[Tensor, "... 1 queries keys"]:
     """A per-sequence mask broadcast over the attention heads."""
     return rearrange(keep, "... q k -> ... 1 q k")
-
-
-# DeepSeek-V3.2-Exp's published config.json (the fields this package models).
-DEEPSEEK_V3_2 = dict(
-    vocab_size=129280,
-    context_length=163840,
-    d_model=7168,
-    num_layers=61,
-    num_heads=128,
-    d_ff=2048,
-    rope_theta=10000.0,
-    rope_scaling=dict(
-        rope_type="yarn",
-        factor=40.0,
-        original_max_position_embeddings=4096,
-        beta_fast=32,
-        beta_slow=1,
-        mscale=1.0,
-        mscale_all_dim=1.0,
-    ),
-    norm_eps=1e-6,
-    attention="mla",
-    q_lora_rank=1536,
-    kv_lora_rank=512,
-    qk_rope_head_dim=64,
-    qk_nope_head_dim=128,
-    v_head_dim=128,
-    index_topk=2048,
-    index_heads=64,
-    index_head_dim=128,
-    ffn="moe",
-    num_experts=256,
-    top_k=8,
-    num_shared_experts=1,
-    routed_scaling=2.5,
-    expert_groups=[8, 4],
-    router_scoring="sigmoid",
-    normalize_topk=True,
-    dense_layers=[0, 1, 2],
-    dense_d_ff=18432,
-)
-
-
-def deepseek_v3_2_config(**overrides: Any) -> VariantConfig:
-    """DeepSeek-V3.2's architecture (MLA with a query latent, DSA, sigmoid-routed MoE with a
-    shared expert and group-limited routing, three dense first layers), at the published sizes
-    unless ``overrides`` shrink them; ``build_variant_model`` builds it."""
-    return VariantConfig(**(DEEPSEEK_V3_2 | overrides))

@@ -8,8 +8,10 @@ masks).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from einops import rearrange
@@ -20,7 +22,7 @@ from cs336_basics.attention import scaled_dot_product_attention
 from cs336_basics.embedding import Embedding
 from cs336_basics.linear import Linear
 from cs336_basics.rope import default_positions
-from cs336_basics.variants.attention import GroupedQueryAttention
+from cs336_basics.variants.attention import self_attention
 from cs336_basics.variants.feedforward import FeedForward
 from cs336_basics.variants.layernorm import LayerNorm
 from cs336_basics.variants.linear import LinearWithBias
@@ -29,7 +31,7 @@ from cs336_basics.variants.positional import SinusoidalPositionalEncoding
 
 class CrossAttention(nn.Module):
     """Multi-head attention from decoder positions (queries) to every encoder position
-    (keys and values), unmasked; projections as in ``GroupedQueryAttention``, with biases."""
+    (keys and values), unmasked; projections as in ``SelfAttention``, with biases."""
 
     def __init__(
         self,
@@ -72,8 +74,8 @@ class EncoderLayer(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.self_attn = GroupedQueryAttention(
-            d_model, num_heads, device=device, dtype=dtype, bias=True, causal=False
+        self.self_attn = self_attention(
+            d_model, num_heads, bias=True, causal=False, device=device, dtype=dtype
         )
         self.ffn = FeedForward(d_model, d_ff, "gelu", bias=True, device=device, dtype=dtype)
         self.ln1 = LayerNorm(d_model, norm_eps, device=device, dtype=dtype)
@@ -100,9 +102,7 @@ class DecoderLayer(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.self_attn = GroupedQueryAttention(
-            d_model, num_heads, device=device, dtype=dtype, bias=True
-        )
+        self.self_attn = self_attention(d_model, num_heads, bias=True, device=device, dtype=dtype)
         self.cross_attn = CrossAttention(d_model, num_heads, device=device, dtype=dtype)
         self.ffn = FeedForward(d_model, d_ff, "gelu", bias=True, device=device, dtype=dtype)
         self.ln1 = LayerNorm(d_model, norm_eps, device=device, dtype=dtype)
@@ -147,6 +147,9 @@ class Seq2SeqConfig:
             raise ValueError(
                 f"d_model={self.d_model} must be even and divisible by num_heads={self.num_heads}"
             )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 class Seq2SeqTransformer(nn.Module):

@@ -35,7 +35,8 @@ from cs336_basics.errors import (
 from cs336_basics.tokenizer import Tokenizer
 from cs336_basics.variants.builders import build_variant_model
 from cs336_basics.variants.config import VariantConfig
-from cs336_basics.variants.hf_convert import FAMILIES, config_from_hf, from_hf, to_hf
+from cs336_basics.variants.families import config_from_hf
+from cs336_basics.variants.hf_convert import FAMILIES, from_hf, to_hf
 from cs336_basics.variants.hf_expert_layout import is_stacked, stack_experts, unstack_experts
 from cs336_basics.variants.hf_tokenizer import UnsupportedTokenizer, tokenizer_from_json
 from cs336_basics.variants.model import VariantTransformerLM

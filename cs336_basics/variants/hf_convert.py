@@ -21,9 +21,10 @@ Supported families (``model_type`` of the HF config), with the variant each one 
 The dicts are those of ``model.state_dict()`` of the installed ``transformers`` (5.x holds
 MoE experts as stacked ``gate_up_proj`` / ``down_proj`` tensors in memory; checkpoint files keep
 one tensor per expert, which ``hf_expert_layout`` converts). Nothing here imports
-``transformers``: pass in its config object (``config_from_hf``) or state dict, e.g.::
+``transformers``, and nothing here decides architecture: ``families.config_from_hf`` (the
+families' builders) reads an HF config into a ``VariantConfig``; this module maps the tensors::
 
-    config = config_from_hf(hf_model.config)
+    config = config_from_hf(hf_model.config)  # from cs336_basics.variants.families
     model = build_model(config)
     model.load_state_dict(from_hf(hf_model.state_dict(), config))
     hf_model.load_state_dict(to_hf(model.state_dict(), config, hf_model.config.model_type))
@@ -47,8 +48,6 @@ DeepSeek-V3's router buffer ``mlp.gate.e_score_correction_bias`` is our MoE laye
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from einops import rearrange
 from torch import Tensor
@@ -67,7 +66,6 @@ FAMILIES = (
     "gpt2",
 )
 MLA_FAMILIES = ("deepseek_v2", "deepseek_v3", "deepseek_v32")
-_SIGMOID_ROUTED = ("deepseek_v3", "deepseek_v32")
 
 
 def interleaved_to_half(weight: Tensor, head_dim: int) -> Tensor:
@@ -374,300 +372,6 @@ def _gpt2_from_hf(hf: dict[str, Tensor], config: VariantConfig) -> dict[str, Ten
     return ours
 
 
-def config_from_hf(hf_config: Any, context_length: int | None = None) -> VariantConfig:
-    """The ``VariantConfig`` of an HF config object of a supported family.
-
-    Raises ``ValueError`` naming the field for settings this package cannot represent (an
-    output-projection bias in Llama-style attention, a non-SiLU MLP, sliding windows, RoPE
-    scaling other than ``linear``/``dynamic``/``llama3``/``yarn``, routing fields HF's
-    DeepSeek does not read, ...). ``context_length`` defaults to ``max_position_embeddings``
-    (``dynamic`` RoPE scaling: ``factor`` times that, the length it is meant to reach).
-    """
-    family = hf_config.model_type
-    if family not in FAMILIES:
-        raise ValueError(f"unsupported model_type {family!r}; expected one of {FAMILIES}")
-    if family == "gpt2":
-        return _gpt2_config(hf_config, context_length)
-    shape = _llama_like_shape(hf_config, context_length)
-    if family in MLA_FAMILIES:
-        return _deepseek_config(hf_config, shape)
-    shape |= _attention_heads(hf_config, family)
-    if family == "qwen3_moe":
-        shape |= _qwen3_moe_experts(hf_config)
-    if family == "mixtral":
-        noise = hf_config.router_jitter_noise
-        _require(
-            not noise,
-            f"router_jitter_noise={noise} (noise on training-time router logits) is not "
-            "supported; supported: router_jitter_noise=0",
-        )
-        shape |= dict(
-            ffn="moe",
-            num_experts=hf_config.num_local_experts,
-            top_k=hf_config.num_experts_per_tok,
-            normalize_topk=True,
-            aux_loss_coef=hf_config.router_aux_loss_coef,
-        )
-    return VariantConfig(**shape)
-
-
-_GPT2_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
-_GPT2_FIXED = {  # field: the only value this package implements
-    "scale_attn_weights": True,
-    "scale_attn_by_inverse_layer_idx": False,
-    "add_cross_attention": False,
-}
-
-
-def _gpt2_config(hf_config: Any, context_length: int | None) -> VariantConfig:
-    activation = hf_config.activation_function
-    _require(
-        activation in _GPT2_ACTIVATIONS,
-        f"GPT-2 activation_function={activation!r} is not supported; "
-        f"supported: {tuple(_GPT2_ACTIVATIONS)}",
-    )
-    for field, implemented in _GPT2_FIXED.items():
-        value = getattr(hf_config, field, implemented)
-        _require(
-            value == implemented,
-            f"{field}={value!r} is not supported; supported: {field}={implemented!r}",
-        )
-    return VariantConfig(
-        vocab_size=hf_config.vocab_size,
-        context_length=context_length or hf_config.n_positions,
-        d_model=hf_config.n_embd,
-        num_layers=hf_config.n_layer,
-        num_heads=hf_config.n_head,
-        d_ff=hf_config.n_inner or 4 * hf_config.n_embd,
-        norm_eps=hf_config.layer_norm_epsilon,
-        norm="layernorm",
-        position_encoding="learned",
-        ffn=_GPT2_ACTIVATIONS[activation],
-        bias=True,
-        tie_embeddings=bool(hf_config.tie_word_embeddings),
-    )
-
-
-def _llama_like_shape(hf_config: Any, context_length: int | None) -> dict[str, Any]:
-    """The fields every RMSNorm + RoPE + SiLU family shares, after checking what we cannot
-    represent."""
-    _require(
-        hf_config.hidden_act == "silu",
-        f"hidden_act={hf_config.hidden_act!r} is not supported; supported: hidden_act='silu'",
-    )
-    for field in ("attention_bias", "mlp_bias"):
-        _require(
-            not getattr(hf_config, field, False),
-            f"{field}=True is not supported; supported: {field}=False (query/key/value "
-            "biases alone: model_type qwen2)",
-        )
-    window = getattr(hf_config, "sliding_window", None)
-    _require(
-        window is None,
-        f"sliding_window={window} (sliding-window attention) is not supported; "
-        "supported: sliding_window=None",
-    )
-    rope = _rope(hf_config)
-    scaling = rope.get("rope_scaling") or {}
-    if context_length is None and scaling.get("rope_type") == "dynamic":
-        # dynamic NTK exists to run past max_position_embeddings: allow `factor` times as far
-        context_length = int(scaling["factor"] * hf_config.max_position_embeddings)
-    return dict(
-        vocab_size=hf_config.vocab_size,
-        context_length=context_length or hf_config.max_position_embeddings,
-        d_model=hf_config.hidden_size,
-        num_layers=hf_config.num_hidden_layers,
-        num_heads=hf_config.num_attention_heads,
-        d_ff=hf_config.intermediate_size,
-        **rope,
-        norm_eps=hf_config.rms_norm_eps,
-        tie_embeddings=bool(hf_config.tie_word_embeddings),
-    )
-
-
-def _deepseek_config(hf_config: Any, shape: dict[str, Any]) -> VariantConfig:
-    family = hf_config.model_type
-    _require(
-        family != "deepseek_v3" or hf_config.rope_interleave,
-        "DeepSeek-V3 with rope_interleave=False (rotate-half RoPE) is not supported; "
-        "supported: rope_interleave=True",
-    )
-    kv_heads = hf_config.num_key_value_heads
-    _require(
-        kv_heads == hf_config.num_attention_heads,
-        f"num_key_value_heads={kv_heads} is not supported: latent attention has one key/value "
-        f"head per query head; supported: num_key_value_heads = num_attention_heads "
-        f"({hf_config.num_attention_heads})",
-    )
-    dense = _deepseek_dense_layers(hf_config)
-    if dense < hf_config.num_hidden_layers:
-        shape |= _deepseek_experts(hf_config, dense)
-    if family == "deepseek_v32":
-        shape |= _sparse_attention(hf_config)
-    return VariantConfig(
-        **shape,
-        attention="mla",
-        q_lora_rank=hf_config.q_lora_rank,
-        kv_lora_rank=hf_config.kv_lora_rank,
-        qk_rope_head_dim=hf_config.qk_rope_head_dim,
-        qk_nope_head_dim=hf_config.qk_nope_head_dim,
-        v_head_dim=hf_config.v_head_dim,
-    )
-
-
-def _deepseek_dense_layers(hf_config: Any) -> int:
-    """How many first layers keep a dense MLP (V3.2 may list them as ``mlp_layer_types``)."""
-    layers = hf_config.num_hidden_layers
-    types = getattr(hf_config, "mlp_layer_types", None)
-    if types is None:
-        return min(hf_config.first_k_dense_replace, layers)
-    dense = types.count("dense")
-    _require(
-        types == ["dense"] * dense + ["sparse"] * (layers - dense),
-        f"mlp_layer_types={types} is not supported; supported: dense layers first, then sparse",
-    )
-    return dense
-
-
-def _sparse_attention(hf_config: Any) -> dict[str, Any]:
-    _require(
-        hf_config.q_lora_rank is not None,
-        "q_lora_rank=None is not supported by deepseek_v32: its indexer reads the query latent",
-    )
-    return dict(
-        index_topk=hf_config.index_topk,
-        index_heads=hf_config.index_n_heads,
-        index_head_dim=hf_config.index_head_dim,
-    )
-
-
-# Routing fields that HF's DeepSeek implementations do not read: each implements one value, so
-# only that value is accepted (published configs carry them; absent means that value).
-_DEEPSEEK_FIXED_ROUTING = {
-    "deepseek_v2": {"scoring_func": "softmax", "norm_topk_prob": False, "moe_layer_freq": 1},
-    "deepseek_v3": {"scoring_func": "sigmoid", "topk_method": "noaux_tc", "moe_layer_freq": 1},
-    "deepseek_v32": {"scoring_func": "sigmoid", "topk_method": "noaux_tc", "moe_layer_freq": 1},
-}
-_DEEPSEEK_V2_TOPK = ("greedy", "group_limited_greedy")
-
-
-def _deepseek_experts(hf_config: Any, dense: int) -> dict[str, Any]:
-    """DeepSeek's MoE: shared experts, dense SwiGLUs in the first ``first_k_dense_replace``
-    layers, routed weights times ``routed_scaling_factor``. V2: softmax router, greedy or
-    group-limited top-k, never renormalised; V3: sigmoid scores with ``e_score_correction_bias``
-    and group-limited "noaux_tc" selection, renormalised when ``norm_topk_prob``."""
-    family = hf_config.model_type
-    for field, implemented in _DEEPSEEK_FIXED_ROUTING[family].items():
-        value = getattr(hf_config, field, implemented)
-        _require(
-            value == implemented,
-            f"{field}={value!r} is not supported: HF's {family} implements only "
-            f"{field}={implemented!r}; supported routing fields: {_DEEPSEEK_ROUTING_FIELDS}",
-        )
-    if family in _SIGMOID_ROUTED:
-        groups = [hf_config.n_group, hf_config.topk_group]
-        routing = dict(
-            router_scoring="sigmoid",
-            normalize_topk=bool(hf_config.norm_topk_prob),
-            expert_groups=None if groups[0] == groups[1] else groups,  # all groups: no limit
-        )
-    else:
-        method = hf_config.topk_method
-        _require(
-            method in _DEEPSEEK_V2_TOPK,
-            f"topk_method={method!r} is not supported by deepseek_v2; supported: {_DEEPSEEK_V2_TOPK}",
-        )
-        grouped = method == "group_limited_greedy"
-        routing = dict(
-            normalize_topk=False,
-            expert_groups=[hf_config.n_group, hf_config.topk_group] if grouped else None,
-        )
-    return routing | dict(
-        ffn="moe",
-        d_ff=hf_config.moe_intermediate_size,
-        num_experts=hf_config.n_routed_experts,
-        top_k=hf_config.num_experts_per_tok,
-        num_shared_experts=hf_config.n_shared_experts or None,
-        routed_scaling=float(hf_config.routed_scaling_factor),
-        dense_layers=list(range(dense)) or None,
-        dense_d_ff=hf_config.intermediate_size if dense else None,
-    )
-
-
-_DEEPSEEK_ROUTING_FIELDS = (
-    "n_routed_experts",
-    "num_experts_per_tok",
-    "moe_intermediate_size",
-    "n_shared_experts",
-    "first_k_dense_replace",
-    "routed_scaling_factor",
-    "topk_method (v2: greedy, group_limited_greedy; v3: noaux_tc)",
-    "n_group",
-    "topk_group",
-    "norm_topk_prob (v3)",
-    "scoring_func (v2: softmax; v3: sigmoid)",
-    "moe_layer_freq (1)",
-)
-
-
-def _attention_heads(hf_config: Any, family: str) -> dict[str, Any]:
-    default = hf_config.hidden_size // hf_config.num_attention_heads
-    head_dim = getattr(hf_config, "head_dim", None) or default
-    return dict(
-        num_kv_heads=hf_config.num_key_value_heads,
-        qk_norm=family in ("qwen3", "qwen3_moe"),
-        qkv_bias=family == "qwen2",
-        head_dim=None if head_dim == default else head_dim,
-    )
-
-
-def _qwen3_moe_experts(hf_config: Any) -> dict[str, Any]:
-    step = hf_config.decoder_sparse_step
-    dense = [
-        i
-        for i in range(hf_config.num_hidden_layers)
-        if i in hf_config.mlp_only_layers or (i + 1) % step != 0
-    ]
-    return dict(
-        dense_layers=dense or None,
-        dense_d_ff=hf_config.intermediate_size if dense else None,
-        ffn="moe",
-        d_ff=hf_config.moe_intermediate_size,
-        num_experts=hf_config.num_experts,
-        top_k=hf_config.num_experts_per_tok,
-        normalize_topk=bool(hf_config.norm_topk_prob),
-        aux_loss_coef=hf_config.router_aux_loss_coef,
-    )
-
-
-def _rope(hf_config: Any) -> dict[str, Any]:
-    """``rope_theta`` and ``rope_scaling`` (checked by ``VariantConfig``) of an HF config.
-    HF's ``dynamic`` scales from ``max_position_embeddings``: it becomes the scaling's
-    ``original_max_position_embeddings``."""
-    given = getattr(hf_config, "rope_parameters", None) or {}
-    parameters = {name: value for name, value in given.items() if value is not None}
-    theta = float(parameters.pop("rope_theta", getattr(hf_config, "rope_theta", 10000.0)))
-    kind = parameters.get("rope_type", "default")
-    if kind == "default":
-        extra = sorted(set(parameters) - {"rope_type"})
-        _require(
-            not extra,
-            f"rope_parameters {extra} are not supported with rope_type 'default' "
-            "(e.g. partial_rotary_factor: RoPE on part of each head); supported: rope_theta",
-        )
-        return dict(rope_theta=theta)
-    if kind == "dynamic":
-        context = hf_config.max_position_embeddings
-        original = parameters.setdefault("original_max_position_embeddings", context)
-        _require(
-            original == context,
-            f"rope_parameters original_max_position_embeddings={original} is not supported with "
-            f"rope_type 'dynamic' (HF scales from max_position_embeddings); supported: "
-            f"absent or {context}",
-        )
-    return dict(rope_theta=theta, rope_scaling=parameters)
-
-
 def family_of(config: VariantConfig) -> str:
     """The first HF family (in ``FAMILIES`` order) whose layout ``config`` describes."""
     for family in FAMILIES:
@@ -727,8 +431,3 @@ def _describes(config: VariantConfig, family: str) -> bool:
     ):
         return False
     return expected and config.norm_placement == "pre" and (family == "gpt2" or llama_like)
-
-
-def _require(condition: bool, message: str) -> None:
-    if not condition:
-        raise ValueError(message)

@@ -7,16 +7,12 @@ import math
 import torch
 from einops import einsum, rearrange
 from jaxtyping import Bool, Float, Int
-from torch import Tensor
+from torch import Tensor, nn
 
 from cs336_basics.attention import scaled_dot_product_attention
-from cs336_basics.linear import Linear
-from cs336_basics.rmsnorm import RMSNorm
 from cs336_basics.rope import default_positions
 from cs336_basics.variants.attention import causal_mask
-from cs336_basics.variants.config import VariantConfig
 from cs336_basics.variants.kv_cache import CachingAttention
-from cs336_basics.variants.rope_scaling import rotary_embedding, softmax_mscale
 
 
 class MultiHeadLatentAttention(CachingAttention):
@@ -26,8 +22,10 @@ class MultiHeadLatentAttention(CachingAttention):
     ``kv_norm``); ``k_up_proj`` and ``v_up_proj`` expand ``c`` into every head's position-free key
     (``qk_nope_head_dim``) and value (``v_head_dim``). Position enters through ``qk_rope_head_dim``
     extra dims: a RoPE-rotated key ``k_rope_proj(x)`` shared by all heads, and per-head rotated
-    query dims. Queries come from ``q_proj`` or, with ``q_lora_rank``, from
+    query dims. Queries come from ``q_proj`` or, through a ``q_lora_rank`` latent, from
     ``q_up_proj(q_norm(q_down_proj(x)))``; each head's query is ``[nope dims | rope dims]``.
+    The widths are the parts' shapes; ``rope`` rotates, ``query_scale`` multiplies the queries
+    (DeepSeek's yarn softmax scale). ``latent_attention`` (``builders.py``) assembles the parts.
     Scores are scaled by ``1/sqrt(qk_nope_head_dim + qk_rope_head_dim)``.
 
     Without a cache the keys and values are expanded explicitly. Inside ``kv_caches``, only ``c`` and
@@ -39,36 +37,38 @@ class MultiHeadLatentAttention(CachingAttention):
 
     def __init__(
         self,
-        config: VariantConfig,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
+        num_heads: int,
+        kv_down_proj: nn.Module,
+        kv_norm: nn.Module,
+        k_rope_proj: nn.Module,
+        k_up_proj: nn.Module,
+        v_up_proj: nn.Module,
+        output_proj: nn.Module,
+        rope: nn.Module,
+        *,
+        q_proj: nn.Module | None = None,
+        q_down_proj: nn.Module | None = None,
+        q_norm: nn.Module | None = None,
+        q_up_proj: nn.Module | None = None,
+        query_scale: float = 1.0,
     ) -> None:
         super().__init__()
-        self.num_heads = config.num_heads
-        self.nope_dim = config.mla_nope_dim
-        self.rope_dim = config.qk_rope_head_dim
-        self.rank = config.kv_lora_rank
-        self.q_lora_rank = config.q_lora_rank
-        d_model, heads, v_dim = config.d_model, config.num_heads, config.mla_v_dim
-        q_dim = heads * (self.nope_dim + self.rope_dim)
-        if config.q_lora_rank is None:
-            self.q_proj = Linear(d_model, q_dim, device=device, dtype=dtype)
-        else:
-            self.q_down_proj = Linear(d_model, config.q_lora_rank, device=device, dtype=dtype)
-            self.q_norm = RMSNorm(config.q_lora_rank, config.norm_eps, device=device, dtype=dtype)
-            self.q_up_proj = Linear(config.q_lora_rank, q_dim, device=device, dtype=dtype)
-        self.kv_down_proj = Linear(d_model, self.rank, device=device, dtype=dtype)
-        self.kv_norm = RMSNorm(self.rank, config.norm_eps, device=device, dtype=dtype)
-        self.k_rope_proj = Linear(d_model, self.rope_dim, device=device, dtype=dtype)
-        self.k_up_proj = Linear(self.rank, heads * self.nope_dim, device=device, dtype=dtype)
-        self.v_up_proj = Linear(self.rank, heads * v_dim, device=device, dtype=dtype)
-        self.output_proj = Linear(heads * v_dim, d_model, device=device, dtype=dtype)
-        self.rope = rotary_embedding(
-            config.rope_theta, self.rope_dim, config.context_length, config.rope_scaling, device
-        )
+        latent = [part is not None for part in (q_down_proj, q_norm, q_up_proj)]
+        if latent not in ([False] * 3, [True] * 3) or (q_proj is None) != all(latent):
+            raise ValueError("give the queries either q_proj or q_down_proj, q_norm and q_up_proj")
+        self.num_heads = num_heads
+        self.rank = kv_down_proj.weight.shape[0]
+        self.rope_dim = k_rope_proj.weight.shape[0]
+        self.nope_dim = k_up_proj.weight.shape[0] // num_heads
+        self.q_proj = q_proj
+        self.q_down_proj, self.q_norm, self.q_up_proj = q_down_proj, q_norm, q_up_proj
+        self.kv_down_proj, self.kv_norm = kv_down_proj, kv_norm
+        self.k_rope_proj, self.k_up_proj, self.v_up_proj = k_rope_proj, k_up_proj, v_up_proj
+        self.output_proj = output_proj
+        self.rope = rope
         # DeepSeek's yarn also sharpens the softmax by mscale^2 (on the queries: scores are
         # linear in them, and both the expanded and the folded path see it).
-        self.query_scale = softmax_mscale(config.rope_scaling) ** 2
+        self.query_scale = query_scale
 
     def forward(
         self,
@@ -106,7 +106,7 @@ class MultiHeadLatentAttention(CachingAttention):
         x: Float[Tensor, "... seq d_model"],
         q_latent: Float[Tensor, "... seq q_rank"] | None = None,
     ) -> Float[Tensor, "... seq q_dim"]:
-        if self.q_lora_rank is None:
+        if self.q_proj is not None:
             return self.q_proj(x)
         if q_latent is None:
             q_latent = self.q_norm(self.q_down_proj(x))

@@ -16,9 +16,13 @@ from cs336_basics.variants.moe import MixtureOfExperts
 
 
 class VariantTransformerLM(TransformerLM):
-    """A ``TransformerLM`` whose embeddings may add absolute ``position_embeddings`` (a learned
-    ``Embedding`` of ``context_length`` rows, GPT-2; or the fixed sinusoidal table), and whose
-    positions continue after the tokens in its KV caches (inside ``kv_caches``).
+    """A ``TransformerLM`` whose positions continue after the tokens in its KV caches (inside
+    ``kv_caches``), and whose first layer's input may add absolute ``position_embeddings`` (a
+    learned ``Embedding`` of ``context_length`` rows, GPT-2; or the fixed sinusoidal table).
+
+    The forward pass is the core one: this class only chooses the positions it runs at. The
+    core forward hands every layer ``(x, token_positions)``, so absolute positions are added to
+    the first layer's input by a forward pre-hook on it, at those positions.
 
     ``aux_loss()``: ``aux_loss_coef`` times the mean load-balancing loss of the MoE layers in
     the last forward call (zero without MoE), connected to the graph. Training adds it::
@@ -39,27 +43,32 @@ class VariantTransformerLM(TransformerLM):
         super().__init__(token_embeddings, layers, ln_final, lm_head, context_length)
         self.position_embeddings = position_embeddings
         self.aux_loss_coef = aux_loss_coef
+        if position_embeddings is not None:
+            self.layers[0].register_forward_pre_hook(self._add_absolute_positions)
 
     def forward(
         self,
         token_ids: Int[Tensor, "... seq"],
         token_positions: Int[Tensor, "... seq"] | None = None,
     ) -> Float[Tensor, "... seq vocab_size"]:
-        seq_len = token_ids.shape[-1]
+        """The core forward, by default at the positions after those in the KV caches."""
         if token_positions is None:
-            past = cached_length(self)
+            seq_len, past = token_ids.shape[-1], cached_length(self)
             check_length(past + seq_len, self.context_length)
             token_positions = default_positions(seq_len, past, token_ids.device)
-        else:
-            # Given positions are the caller's (and are checked where they index a table); not
-            # reading the cache's length here keeps a compiled decoding step free of it.
-            check_length(seq_len, self.context_length)
-        x = self.token_embeddings(token_ids)
-        if self.position_embeddings is not None:
-            x = x + self.position_embeddings(token_positions).to(x.dtype)
-        for layer in self.layers:
-            x = layer(x, token_positions)
-        return self.lm_head(self.ln_final(x))
+        # Given positions are the caller's (and are checked where they index a table); not
+        # reading the cache's length then keeps a compiled decoding step free of it.
+        return super().forward(token_ids, token_positions)
+
+    def _add_absolute_positions(
+        self, layer: nn.Module, args: tuple[Tensor, ...]
+    ) -> tuple[Tensor, Tensor]:
+        """The first layer's arguments ``(x, token_positions)`` with the positions' embeddings
+        added to ``x`` (positions ``0, 1, ...`` when a caller gave the layer none)."""
+        x, token_positions = args if len(args) == 2 else (args[0], None)
+        if token_positions is None:
+            token_positions = default_positions(x.shape[-2], device=x.device)
+        return x + self.position_embeddings(token_positions).to(x.dtype), token_positions
 
     def aux_loss(self) -> Float[Tensor, ""]:
         experts = [m for m in self.modules() if isinstance(m, MixtureOfExperts)]

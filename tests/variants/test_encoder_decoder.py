@@ -7,7 +7,13 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..adapters import run_decoder_layer, run_encoder_layer, run_seq2seq, run_sinusoidal_positions
+from ..adapters import (
+    get_named_variant,
+    run_decoder_layer,
+    run_encoder_layer,
+    run_seq2seq,
+    run_sinusoidal_positions,
+)
 
 D_MODEL, HEADS, D_FF, EPS = 32, 4, 64, 1e-5
 
@@ -148,6 +154,24 @@ def test_encoder_decoder_seq2seq_matches_torch_stack() -> None:
         )
         actual = run_seq2seq(config, weights, source, target)
     torch.testing.assert_close(actual, expected, atol=5e-5, rtol=1e-5)
+    # The same model from the transformer_base builder, given the sizes in HF Marian's names.
+    model, named = get_named_variant(
+        "transformer_base",
+        vocab_size=vocab,
+        max_position_embeddings=context,
+        d_model=D_MODEL,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=HEADS,
+        decoder_attention_heads=HEADS,
+        encoder_ffn_dim=D_FF,
+        decoder_ffn_dim=D_FF,
+        layer_norm_eps=EPS,
+    )
+    assert named == config
+    model.load_state_dict(weights)
+    with torch.no_grad():
+        torch.testing.assert_close(model(source, target), expected, atol=5e-5, rtol=1e-5)
 
 
 def test_sinusoidal_position_encoding_matches_formula() -> None:
