@@ -7,12 +7,16 @@ builds it, ``accounting`` counts it), the ``adamw_foreach`` optimizer and the ``
 decoder. The runner imports it where it is installed (``cs336_basics.runner.extensions``).
 
 - ``config``: ``VariantConfig``, every variant switch, validated in one place
-- ``attention``: grouped-query / multi-query attention, QK-norm, biases, bidirectional, fused
+- ``families``: named builders, one per published family (``llama3_2_1b``, ``qwen3_0_6b``,
+  ``mixtral``, ...), and ``config_from_hf``; ``published``: their published configs
+- ``attention``: ``SelfAttention`` from parts (projections, QK norms, RoPE, kernel): GQA/MQA are
+  narrower key/value projections
 - ``kv_cache``: KV caches as attention-module state (``kv_caches(model)``);
   ``static_kv_cache``: the preallocated, written-in-place kind; ``decode_steps``: the model call
   of a decoding loop (any cache, optionally a compiled step); ``generation``: cached and batched
   decoding
-- ``mla``: multi-head latent attention; ``moe``: mixture of experts (``aux_loss()``)
+- ``mla``: multi-head latent attention; ``moe``: ``Router`` + ``MixtureOfExperts`` from parts
+  (``aux_loss()``)
 - ``feedforward``: ungated SiLU/GELU/ReLU MLPs; ``linear``: biases; ``layernorm``
 - ``positional``: sinusoidal positions; ``block``: post-norm; ``model``: absolute positions,
   caches and the MoE loss on top of ``TransformerLM``
