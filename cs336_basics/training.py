@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -194,9 +195,9 @@ class _Run:
     trained_model: nn.Module  # the model under DDP and torch.compile, as the steps call it
     optimizer: torch.optim.Optimizer
     batches: BatchPrefetcher
-    val_tokens: Any  # None without validation data
+    val_tokens: np.ndarray | None
     metrics: MetricsLog
-    progress: Any  # a tqdm bar (disabled off rank 0)
+    progress: Any  # a tqdm bar, silent off rank 0
 
 
 @dataclass
@@ -207,7 +208,7 @@ class _State:
     step: int = 0  # optimizer steps done
     lr: float = 0.0  # the latest step's learning rate
     grad_norm: torch.Tensor | None = None  # the latest step's, before clipping (on the device)
-    agreed_elapsed: float = 0.0  # seconds, the ranks' maximum at the latest read point
+    agreed_elapsed: float = 0.0  # elapsed seconds as the ranks agree on them (their maximum)
     unlogged_losses: list[float] = field(default_factory=list)  # read, not yet logged
     # Training compute since the last log (read points excluded), for tokens/s.
     compute_seconds: float = 0.0
@@ -216,51 +217,11 @@ class _State:
     # The latest checkpoint (rank 0 writes it) and its step, known on every rank.
     checkpoint: Path | None = None
     checkpoint_step: int | None = None
+    # The latest logged values, as the result reports them.
     train_loss: float | None = None
     val_loss: float | None = None
     tokens_per_second: float | None = None
     failure: str | None = None  # why the run could not go on (a non-finite loss)
-
-
-def _train_steps(run: _Run, state: _State, stop: StopSignals) -> str:
-    """Train until ``max_steps``, the time budget, a signal or a non-finite loss; say which."""
-    config, env = run.config, run.env
-    pending: list[torch.Tensor] = []  # step losses still on the device
-    for step in range(state.step + 1, config.max_steps + 1):
-        # One optimizer step, queued on the device; nothing here waits for it.
-        state.lr = _learning_rate(config, env, state)
-        for group in run.optimizer.param_groups:
-            group["lr"] = state.lr
-        pending.append(accumulate_gradients(run.trained_model, run.batches, config, env))
-        if config.grad_clip:
-            state.grad_norm = clip_gradients_fused(run.model.parameters(), config.grad_clip)
-        run.optimizer.step()
-        state.step = step
-        run.progress.update(1)
-
-        # A read point: log, evaluate and checkpoint as scheduled; all three when the run is
-        # finishing, but no evaluation when interrupted (the user is waiting).
-        stopping = _stop_reason(config, env, state, stop)
-        if stopping is None and not _is_read_point(config, step):
-            continue
-        if not _read_losses(pending, env, state):
-            return "non-finite loss"
-        finishing = stopping is not None or step == config.max_steps
-        if step % config.log_interval == 0 or finishing:
-            _log_train(run, state)
-        evaluate_now = step % config.eval_interval == 0 or finishing
-        if run.val_tokens is not None and evaluate_now and stopping != "interrupted":
-            _evaluate(run, state)
-        if step % config.checkpoint_interval == 0 or finishing:
-            _save(run, state)
-        state.compute_since = time.perf_counter()
-        if stopping is not None:
-            return stopping
-    return "completed"
-
-
-def _elapsed(state: _State) -> float:
-    return time.perf_counter() - state.origin
 
 
 def _restore(
@@ -316,7 +277,16 @@ def _check_resume_compatible(saved: dict | None, config: TrainConfig, path: Path
         )
 
 
-def _start(config, env, folder, model, optimizer, batches, val_tokens, state: _State) -> _Run:
+def _start(
+    config: TrainConfig,
+    env: Distributed,
+    folder: RunFolder,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: BatchPrefetcher,
+    val_tokens: np.ndarray | None,
+    state: _State,
+) -> _Run:
     """Open the metrics (and wandb), wrap the model for DDP and compile, evaluate at step 0."""
     wandb_run = None
     if config.wandb_project and env.is_main:
@@ -355,6 +325,49 @@ def _progress_bar(config: TrainConfig, env: Distributed, initial: int):
     )
 
 
+def _train_steps(run: _Run, state: _State, stop: StopSignals) -> str:
+    """Train until ``max_steps``, the time budget, a signal or a non-finite loss; say which."""
+    config, env = run.config, run.env
+    pending: list[torch.Tensor] = []  # step losses still on the device
+    for step in range(state.step + 1, config.max_steps + 1):
+        # One optimizer step, queued on the device; nothing here waits for it.
+        state.lr = _learning_rate(config, env, state)
+        for group in run.optimizer.param_groups:
+            group["lr"] = state.lr
+        pending.append(accumulate_gradients(run.trained_model, run.batches, config, env))
+        if config.grad_clip:
+            state.grad_norm = clip_gradients_fused(run.model.parameters(), config.grad_clip)
+        run.optimizer.step()
+        state.step = step
+        run.progress.update(1)
+
+        # Stop on a signal or the time budget. At a read point the losses come to the host, then
+        # log, evaluate and checkpoint as scheduled: all three when the run is finishing, but no
+        # evaluation when interrupted (the user is waiting).
+        stopping = _stop_reason(config, env, state, stop)
+        if stopping is None and not _is_read_point(config, step):
+            continue
+        if not _read_losses(pending, env, state):
+            return "non-finite loss"
+        finishing = stopping is not None or step == config.max_steps
+        if step % config.log_interval == 0 or finishing:
+            _log_train(run, state)
+        evaluate_now = step % config.eval_interval == 0 or finishing
+        if run.val_tokens is not None and evaluate_now and stopping != "interrupted":
+            _evaluate(run, state)
+        if step % config.checkpoint_interval == 0 or finishing:
+            _save(run, state)
+        state.compute_since = time.perf_counter()
+        if stopping is not None:
+            return stopping
+    return "completed"
+
+
+def _elapsed(state: _State) -> float:
+    """Seconds of this run so far, those before a resume included."""
+    return time.perf_counter() - state.origin
+
+
 def _learning_rate(config: TrainConfig, env: Distributed, state: _State) -> float:
     """The schedule at ``state.step``, or further on if more of ``max_seconds`` is spent."""
     position = state.step
@@ -366,11 +379,6 @@ def _learning_rate(config: TrainConfig, env: Distributed, state: _State) -> floa
     return get_lr_cosine_schedule(
         position, config.lr_max, config.lr_min, config.warmup_iters, config.schedule_steps
     )
-
-
-def _is_read_point(config: TrainConfig, step: int) -> bool:
-    intervals = (config.log_interval, config.eval_interval, config.checkpoint_interval)
-    return step == config.max_steps or any(step % n == 0 for n in intervals)
 
 
 def _stop_reason(
@@ -385,6 +393,11 @@ def _stop_reason(
         return "interrupted"
     out_of_time = config.max_seconds is not None and state.agreed_elapsed >= config.max_seconds
     return "time budget" if out_of_time and state.step < config.max_steps else None
+
+
+def _is_read_point(config: TrainConfig, step: int) -> bool:
+    intervals = (config.log_interval, config.eval_interval, config.checkpoint_interval)
+    return step == config.max_steps or any(step % n == 0 for n in intervals)
 
 
 def _read_losses(pending: list[torch.Tensor], env: Distributed, state: _State) -> bool:
