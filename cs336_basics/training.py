@@ -25,7 +25,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import sys
 import time
@@ -408,7 +407,7 @@ def _read_losses(pending: list[torch.Tensor], env: Distributed, state: _State) -
     state.compute_seconds += time.perf_counter() - state.compute_since
     state.compute_steps += len(losses)
     for step, loss in enumerate(losses, start=first_step):
-        if not math.isfinite(loss):
+        if loss != loss or abs(loss) == float("inf"):
             where = "none was written"
             if state.checkpoint is not None:
                 where = f"{state.checkpoint} (step {state.checkpoint_step})"
