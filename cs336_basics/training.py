@@ -28,8 +28,11 @@ import contextlib
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -165,260 +168,93 @@ def train(
     torch.manual_seed(config.seed)
     model = build_model(config.model, device=env.device)
     optimizer = _optimizer(model, config)
-    run = _Run(config, env, folder, model, optimizer, train_tokens, val_tokens)
+    generator = torch.Generator().manual_seed(config.seed)  # draws the training batches
+    state = _State(origin=time.perf_counter())
     if resume:
-        run.restore(folder.checkpoint if resume is True else Path(resume))
+        checkpoint = folder.checkpoint if resume is True else Path(resume)
+        state = _restore(checkpoint, config, env, model, optimizer, generator)
+    batches = BatchPrefetcher(train_tokens, config.batch_size, context, generator, env)
     with StopSignals(announce=env.is_main) as stop:
-        return run.loop(stop)
+        run = _start(config, env, folder, model, optimizer, batches, val_tokens, state)
+        stopped = _train_steps(run, state, stop)
+        return _finish(run, state, stopped)
 
 
+@dataclass
 class _Run:
-    """The state of one training run between steps, and what it does at each read point."""
+    """What a run works with, fixed once it starts."""
 
-    def __init__(self, config, env, folder, model, optimizer, train_tokens, val_tokens) -> None:
-        self.config, self.env, self.folder = config, env, folder
-        self.model, self.optimizer, self.val_tokens = model, optimizer, val_tokens
-        self.generator = torch.Generator().manual_seed(config.seed)
-        self.batches = BatchPrefetcher(
-            train_tokens, config.batch_size, config.model.context_length, self.generator, env
+    config: TrainConfig
+    env: Distributed
+    folder: RunFolder
+    model: nn.Module  # the plain model: its parameters are clipped and checkpointed
+    trained_model: nn.Module  # the model under DDP and torch.compile, as the steps call it
+    optimizer: torch.optim.Optimizer
+    batches: BatchPrefetcher
+    val_tokens: np.ndarray | None
+    metrics: MetricsLog
+    progress: Any  # a tqdm bar, silent off rank 0
+
+
+@dataclass
+class _State:
+    """Where a run stands; the loop and its read points update it."""
+
+    origin: float  # time.perf_counter() when the run's elapsed time was 0
+    step: int = 0  # optimizer steps done
+    lr: float = 0.0  # the latest step's learning rate
+    grad_norm: torch.Tensor | None = None  # the latest step's, before clipping (on the device)
+    agreed_elapsed: float = 0.0  # elapsed seconds as the ranks agree on them (their maximum)
+    unlogged_losses: list[float] = field(default_factory=list)  # read, not yet logged
+    # Training compute since the last log (read points excluded), for tokens/s.
+    compute_seconds: float = 0.0
+    compute_steps: int = 0
+    compute_since: float = 0.0
+    # The latest checkpoint (rank 0 writes it) and its step, known on every rank.
+    checkpoint: Path | None = None
+    checkpoint_step: int | None = None
+    # The latest logged values, as the result reports them.
+    train_loss: float | None = None
+    val_loss: float | None = None
+    tokens_per_second: float | None = None
+    failure: str | None = None  # why the run could not go on (a non-finite loss)
+
+
+def _restore(
+    path: Path,
+    config: TrainConfig,
+    env: Distributed,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    generator: torch.Generator,
+) -> _State:
+    """Load a checkpoint of a run with the same model config; the state to continue from."""
+    try:
+        saved = read_checkpoint(path)
+    except CheckpointError as error:
+        raise InputError(f"{error}; check --resume") from error
+    _check_resume_compatible(saved["config"], config, path)
+    model.load_state_dict(saved["model"])
+    groups = len(saved["optimizer"]["param_groups"])
+    if groups != len(optimizer.param_groups):
+        raise InputError(
+            f"cannot resume from {path}: its optimizer has {groups} parameter group(s), this "
+            f"trainer uses {len(optimizer.param_groups)} (matrices with weight decay, "
+            "gains and biases without); start a new --out-dir"
         )
-        self.step, self.elapsed_before = 0, 0.0
-        # The latest checkpoint (rank 0 writes it) and its step, known on every rank.
-        self.last_checkpoint: Path | None = None
-        self.last_checkpoint_step: int | None = None
-        self.pending_losses: list[torch.Tensor] = []  # on the device, not yet read
-        self.unlogged_losses: list[float] = []  # read, not yet written to the metrics
-        self.train_loss = self.val_loss = self.tokens_per_second = None
-        self.lr, self.grad_norm = config.lr_max, None  # of the latest step
-        self.failure: str | None = None  # why the run could not go on (a non-finite loss)
-        self.started = self.compute_since = time.perf_counter()
-        self.compute_seconds, self.compute_steps = 0.0, 0  # since the last log, for tokens/s
-
-    def elapsed(self) -> float:
-        return self.elapsed_before + time.perf_counter() - self.started
-
-    def restore(self, path: Path) -> None:
-        """Continue from a checkpoint of a run with the same model config."""
-        try:
-            saved = read_checkpoint(path)
-        except CheckpointError as error:
-            raise InputError(f"{error}; check --resume") from error
-        _check_resume_compatible(saved["config"], self.config, path)
-        self.model.load_state_dict(saved["model"])
-        groups = len(saved["optimizer"]["param_groups"])
-        if groups != len(self.optimizer.param_groups):
-            raise InputError(
-                f"cannot resume from {path}: its optimizer has {groups} parameter group(s), this "
-                f"trainer uses {len(self.optimizer.param_groups)} (matrices with weight decay, "
-                "gains and biases without); start a new --out-dir"
-            )
-        self.optimizer.load_state_dict(saved["optimizer"])
-        restore_rng_states(saved["rng"])
-        self.generator.set_state(saved["extra"]["batch_generator"])
-        self.step, self.elapsed_before = saved["iteration"], saved["extra"]["elapsed_s"]
-        self.last_checkpoint, self.last_checkpoint_step = path, self.step
-        self.started = time.perf_counter()
-        saved_schedule = saved["config"].get("cosine_steps") or saved["config"].get("max_steps")
-        if self.env.is_main and saved_schedule != self.config.schedule_steps:
-            print(
-                f"note: the cosine schedule now ends at step {self.config.schedule_steps}, not "
-                f"{saved_schedule} as in the checkpointed run (set cosine_steps to keep it)",
-                file=sys.stderr,
-            )
-
-    def loop(self, stop: StopSignals) -> TrainResult:
-        """Train until ``max_steps``, the time budget, a signal or a non-finite loss."""
-        self._start_outputs()
-        stopped = "completed"
-        while self.step < self.config.max_steps:
-            self._train_step()
-            reason = self._stop_reason(stop)
-            if reason is not None or self._scheduled_read():
-                if not self._read_losses():
-                    stopped = "non-finite loss"
-                    break
-                self._after_read(stopping=reason)
-            if reason is not None:
-                stopped = reason
-                break
-        return self._finish(stopped)
-
-    def _start_outputs(self) -> None:
-        config, env = self.config, self.env
-        wandb_run = None
-        if config.wandb_project and env.is_main:
-            wandb_run = start_wandb(config.wandb_project, config.wandb_run_name, config.to_dict())
-        self.metrics = MetricsLog(self.folder.metrics, env.is_main, wandb_run)
-        if self.step > 0:
-            self.metrics.truncate_after(self.step)
-        self.trained_model: nn.Module = self.model
-        if env.enabled:
-            device_ids = [env.device.index] if env.device.type == "cuda" else None
-            self.trained_model = nn.parallel.DistributedDataParallel(
-                self.model, device_ids=device_ids
-            )
-        if config.compile:
-            self.trained_model = torch.compile(self.trained_model, mode=config.compile_mode)
-        self.trained_model.train()
-        self.progress = _progress_bar(config, env, initial=self.step)
-        self.agreed_elapsed = env.maximum(self.elapsed())
-        if self.val_tokens is not None and self.step == 0:  # the validation curve's start
-            self._evaluate()
-        self.compute_since = time.perf_counter()
-
-    def _train_step(self) -> None:
-        """One optimizer step, queued on the device without waiting for it."""
-        config = self.config
-        lr = self._learning_rate()
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        loss = accumulate_gradients(self.trained_model, self.batches, config, self.env)
-        self.pending_losses.append(loss)
-        if config.grad_clip:
-            self.grad_norm = clip_gradients_fused(self.model.parameters(), config.grad_clip)
-        self.optimizer.step()
-        self.step += 1
-        self.lr = lr
-        self.progress.update(1)
-
-    def _learning_rate(self) -> float:
-        """The schedule at ``step``, or further on if more of ``max_seconds`` is spent."""
-        config, position = self.config, self.step
-        if config.max_seconds is not None:
-            if not self.env.enabled:  # under DDP, ranks agree on the time at read points
-                self.agreed_elapsed = self.elapsed()
-            by_time = int(self.agreed_elapsed / config.max_seconds * config.schedule_steps)
-            position = max(position, by_time)
-        return get_lr_cosine_schedule(
-            position, config.lr_max, config.lr_min, config.warmup_iters, config.schedule_steps
+    optimizer.load_state_dict(saved["optimizer"])
+    restore_rng_states(saved["rng"])
+    generator.set_state(saved["extra"]["batch_generator"])
+    saved_schedule = saved["config"].get("cosine_steps") or saved["config"].get("max_steps")
+    if env.is_main and saved_schedule != config.schedule_steps:
+        print(
+            f"note: the cosine schedule now ends at step {config.schedule_steps}, not "
+            f"{saved_schedule} as in the checkpointed run (set cosine_steps to keep it)",
+            file=sys.stderr,
         )
-
-    def _scheduled_read(self) -> bool:
-        config, step = self.config, self.step
-        intervals = (config.log_interval, config.eval_interval, config.checkpoint_interval)
-        return step == config.max_steps or any(step % n == 0 for n in intervals)
-
-    def _stop_reason(self, stop: StopSignals) -> str | None:
-        """``"interrupted"``, ``"time budget"`` or None; under DDP decided at read points only,
-        where the ranks can agree without an extra wait per step."""
-        env, config = self.env, self.config
-        if env.enabled and not self._scheduled_read():
-            return None
-        self.agreed_elapsed = env.maximum(self.elapsed())
-        if env.any(stop.requested is not None):
-            return "interrupted"
-        out_of_time = config.max_seconds is not None and self.agreed_elapsed >= config.max_seconds
-        return "time budget" if out_of_time and self.step < config.max_steps else None
-
-    def _read_losses(self) -> bool:
-        """Bring the pending losses to the host (averaged over ranks); False if one is NaN/inf."""
-        first_step = self.step - len(self.pending_losses) + 1
-        losses = self.env.mean_tensor(torch.stack(self.pending_losses)).tolist()
-        self.pending_losses.clear()
-        self.compute_seconds += time.perf_counter() - self.compute_since
-        self.compute_steps += len(losses)
-        for offset, loss in enumerate(losses):
-            if loss != loss or abs(loss) == float("inf"):
-                self.failure = self._describe_non_finite(loss, first_step + offset)
-                self.step = first_step + offset - 1  # the last step with a finite loss
-                return False
-        self.unlogged_losses += losses
-        return True
-
-    def _describe_non_finite(self, loss: float, step: int) -> str:
-        where = "none was written"
-        if self.last_checkpoint is not None:
-            where = f"{self.last_checkpoint} (step {self.last_checkpoint_step})"
-        return (
-            f"the training loss is {loss} at step {step}; no checkpoint was written after it. "
-            f"Last good checkpoint: {where}. Lower the learning rate or raise the warmup."
-        )
-
-    def _after_read(self, stopping: str | None) -> None:
-        """Log, evaluate and checkpoint as scheduled; all three when the run is finishing, but
-        no evaluation when interrupted (the user is waiting)."""
-        config, step = self.config, self.step
-        finishing = stopping is not None or step == config.max_steps
-        if step % config.log_interval == 0 or finishing:
-            self._log_train()
-        evaluate_now = step % config.eval_interval == 0 or finishing
-        if self.val_tokens is not None and evaluate_now and stopping != "interrupted":
-            self._evaluate()
-        if step % config.checkpoint_interval == 0 or finishing:
-            self._write_checkpoint()
-        self.compute_since = time.perf_counter()
-
-    def _log_train(self) -> None:
-        self.train_loss = sum(self.unlogged_losses) / len(self.unlogged_losses)
-        self.unlogged_losses.clear()
-        tokens_per_step = self.config.tokens_per_step
-        self.tokens_per_second = None
-        if self.compute_seconds > 0:
-            self.tokens_per_second = self.compute_steps * tokens_per_step / self.compute_seconds
-        self.compute_seconds, self.compute_steps = 0.0, 0
-        grad_norm = self.grad_norm
-        self.metrics.write(
-            {
-                "step": self.step,
-                "split": "train",
-                "loss": self.train_loss,
-                "lr": self.lr,
-                "grad_norm": None if grad_norm is None else grad_norm.item(),
-                "tokens": self.step * tokens_per_step,
-                "elapsed_s": self.elapsed(),
-                "tokens_per_s": self.tokens_per_second,
-            }
-        )
-        self.progress.set_postfix(loss=f"{self.train_loss:.3f}", lr=f"{self.lr:.2e}", refresh=False)
-
-    def _evaluate(self) -> None:
-        self.val_loss = evaluate(self.trained_model, self.val_tokens, self.config, self.env)
-        record = {"step": self.step, "split": "val", "loss": self.val_loss}
-        tokens = self.step * self.config.tokens_per_step
-        self.metrics.write({**record, "tokens": tokens, "elapsed_s": self.elapsed()})
-        if self.env.is_main and self.step > 0:
-            recent = self.unlogged_losses[-1:] or [self.train_loss]
-            self.progress.write(
-                f"step {self.step}: train loss {recent[0]:.4f}, val loss {self.val_loss:.4f}"
-            )
-
-    def _write_checkpoint(self) -> None:
-        extra = {"batch_generator": self.batches.generator_state(), "elapsed_s": self.elapsed()}
-        if self.env.is_main:
-            save_checkpoint(
-                self.model,
-                self.optimizer,
-                self.step,
-                self.folder.checkpoint,
-                config=self.config.to_dict(),
-                extra=extra,
-            )
-        self.last_checkpoint, self.last_checkpoint_step = self.folder.checkpoint, self.step
-
-    def _finish(self, stopped: str) -> TrainResult:
-        self.progress.close()
-        metrics_path = self.folder.metrics
-        plot = None
-        if self.env.is_main and metrics_path.is_file():
-            plot = plot_losses(metrics_path, self.folder.plot)
-        if self.metrics.wandb_run is not None:
-            self.metrics.wandb_run.finish(exit_code=0 if stopped != "non-finite loss" else 1)
-        if self.env.owns_process_group:
-            dist.barrier()  # no rank tears gloo down while another still talks to it
-            dist.destroy_process_group()
-        return TrainResult(
-            step=self.step,
-            train_loss=None if stopped == "non-finite loss" else self.train_loss,
-            val_loss=self.val_loss,
-            stopped=stopped,
-            out_dir=self.folder.root,
-            checkpoint=self.last_checkpoint,
-            metrics=metrics_path,
-            plot=plot,
-            tokens_per_second=self.tokens_per_second,
-            history=read_metrics(metrics_path) if self.env.is_main else [],
-            failure=self.failure,
-        )
+    step = saved["iteration"]
+    origin = time.perf_counter() - saved["extra"]["elapsed_s"]
+    return _State(origin=origin, step=step, checkpoint=path, checkpoint_step=step)
 
 
 def _check_resume_compatible(saved: dict | None, config: TrainConfig, path: Path) -> None:
@@ -437,6 +273,41 @@ def _check_resume_compatible(saved: dict | None, config: TrainConfig, path: Path
         )
 
 
+def _start(
+    config: TrainConfig,
+    env: Distributed,
+    folder: RunFolder,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: BatchPrefetcher,
+    val_tokens: np.ndarray | None,
+    state: _State,
+) -> _Run:
+    """Open the metrics (and wandb), wrap the model for DDP and compile, evaluate at step 0."""
+    wandb_run = None
+    if config.wandb_project and env.is_main:
+        wandb_run = start_wandb(config.wandb_project, config.wandb_run_name, config.to_dict())
+    metrics = MetricsLog(folder.metrics, env.is_main, wandb_run)
+    if state.step > 0:
+        metrics.truncate_after(state.step)  # a resumed run rewrites what the crashed run logged
+    trained_model = model
+    if env.enabled:
+        device_ids = [env.device.index] if env.device.type == "cuda" else None
+        trained_model = nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+    if config.compile:
+        trained_model = torch.compile(trained_model, mode=config.compile_mode)
+    trained_model.train()
+    progress = _progress_bar(config, env, initial=state.step)
+    run = _Run(
+        config, env, folder, model, trained_model, optimizer, batches, val_tokens, metrics, progress
+    )
+    state.agreed_elapsed = env.maximum(_elapsed(state))
+    if val_tokens is not None and state.step == 0:  # the validation curve's start
+        _evaluate(run, state)
+    state.compute_since = time.perf_counter()
+    return run
+
+
 def _progress_bar(config: TrainConfig, env: Distributed, initial: int):
     from tqdm.auto import tqdm
 
@@ -447,4 +318,179 @@ def _progress_bar(config: TrainConfig, env: Distributed, initial: int):
         unit="step",
         disable=not (config.progress and env.is_main),
         dynamic_ncols=True,
+    )
+
+
+def _train_steps(run: _Run, state: _State, stop: StopSignals) -> str:
+    """Train until ``max_steps``, the time budget, a signal or a non-finite loss; say which."""
+    config, env = run.config, run.env
+    pending: list[torch.Tensor] = []  # step losses still on the device
+    for step in range(state.step + 1, config.max_steps + 1):
+        # One optimizer step, queued on the device; nothing here waits for it.
+        state.lr = _learning_rate(config, env, state)
+        for group in run.optimizer.param_groups:
+            group["lr"] = state.lr
+        pending.append(accumulate_gradients(run.trained_model, run.batches, config, env))
+        if config.grad_clip:
+            state.grad_norm = clip_gradients_fused(run.model.parameters(), config.grad_clip)
+        run.optimizer.step()
+        state.step = step
+        run.progress.update(1)
+
+        # Stop on a signal or the time budget. At a read point the losses come to the host, then
+        # log, evaluate and checkpoint as scheduled: all three when the run is finishing, but no
+        # evaluation when interrupted (the user is waiting).
+        stopping = _stop_reason(config, env, state, stop)
+        if stopping is None and not _is_read_point(config, step):
+            continue
+        if not _read_losses(pending, env, state):
+            return "non-finite loss"
+        finishing = stopping is not None or step == config.max_steps
+        if step % config.log_interval == 0 or finishing:
+            _log_train(run, state)
+        evaluate_now = step % config.eval_interval == 0 or finishing
+        if run.val_tokens is not None and evaluate_now and stopping != "interrupted":
+            _evaluate(run, state)
+        if step % config.checkpoint_interval == 0 or finishing:
+            _save(run, state)
+        state.compute_since = time.perf_counter()
+        if stopping is not None:
+            return stopping
+    return "completed"
+
+
+def _elapsed(state: _State) -> float:
+    """Seconds of this run so far, those before a resume included."""
+    return time.perf_counter() - state.origin
+
+
+def _learning_rate(config: TrainConfig, env: Distributed, state: _State) -> float:
+    """The schedule at ``state.step``, or further on if more of ``max_seconds`` is spent."""
+    position = state.step
+    if config.max_seconds is not None:
+        if not env.enabled:  # under DDP, ranks agree on the time at read points
+            state.agreed_elapsed = _elapsed(state)
+        by_time = int(state.agreed_elapsed / config.max_seconds * config.schedule_steps)
+        position = max(position, by_time)
+    return get_lr_cosine_schedule(
+        position, config.lr_max, config.lr_min, config.warmup_iters, config.schedule_steps
+    )
+
+
+def _stop_reason(
+    config: TrainConfig, env: Distributed, state: _State, stop: StopSignals
+) -> str | None:
+    """``"interrupted"``, ``"time budget"`` or None; under DDP decided at read points only,
+    where the ranks can agree without an extra wait per step."""
+    if env.enabled and not _is_read_point(config, state.step):
+        return None
+    state.agreed_elapsed = env.maximum(_elapsed(state))
+    if env.any(stop.requested is not None):
+        return "interrupted"
+    out_of_time = config.max_seconds is not None and state.agreed_elapsed >= config.max_seconds
+    return "time budget" if out_of_time and state.step < config.max_steps else None
+
+
+def _is_read_point(config: TrainConfig, step: int) -> bool:
+    intervals = (config.log_interval, config.eval_interval, config.checkpoint_interval)
+    return step == config.max_steps or any(step % n == 0 for n in intervals)
+
+
+def _read_losses(pending: list[torch.Tensor], env: Distributed, state: _State) -> bool:
+    """Bring the pending losses to the host (averaged over ranks); False if one is NaN/inf."""
+    first_step = state.step - len(pending) + 1
+    losses = env.mean_tensor(torch.stack(pending)).tolist()
+    pending.clear()
+    state.compute_seconds += time.perf_counter() - state.compute_since
+    state.compute_steps += len(losses)
+    for step, loss in enumerate(losses, start=first_step):
+        if loss != loss or abs(loss) == float("inf"):
+            where = "none was written"
+            if state.checkpoint is not None:
+                where = f"{state.checkpoint} (step {state.checkpoint_step})"
+            state.failure = (
+                f"the training loss is {loss} at step {step}; no checkpoint was written after "
+                f"it. Last good checkpoint: {where}. Lower the learning rate or raise the warmup."
+            )
+            state.step = step - 1  # the last step with a finite loss
+            return False
+    state.unlogged_losses += losses
+    return True
+
+
+def _log_train(run: _Run, state: _State) -> None:
+    """Write the mean training loss since the last log, with the step's lr, norm and speed."""
+    state.train_loss = sum(state.unlogged_losses) / len(state.unlogged_losses)
+    state.unlogged_losses.clear()
+    tokens_per_step = run.config.tokens_per_step
+    state.tokens_per_second = None
+    if state.compute_seconds > 0:
+        state.tokens_per_second = state.compute_steps * tokens_per_step / state.compute_seconds
+    state.compute_seconds, state.compute_steps = 0.0, 0
+    grad_norm = state.grad_norm
+    run.metrics.write(
+        {
+            "step": state.step,
+            "split": "train",
+            "loss": state.train_loss,
+            "lr": state.lr,
+            "grad_norm": None if grad_norm is None else grad_norm.item(),
+            "tokens": state.step * tokens_per_step,
+            "elapsed_s": _elapsed(state),
+            "tokens_per_s": state.tokens_per_second,
+        }
+    )
+    run.progress.set_postfix(loss=f"{state.train_loss:.3f}", lr=f"{state.lr:.2e}", refresh=False)
+
+
+def _evaluate(run: _Run, state: _State) -> None:
+    state.val_loss = evaluate(run.trained_model, run.val_tokens, run.config, run.env)
+    record = {"step": state.step, "split": "val", "loss": state.val_loss}
+    tokens = state.step * run.config.tokens_per_step
+    run.metrics.write({**record, "tokens": tokens, "elapsed_s": _elapsed(state)})
+    if run.env.is_main and state.step > 0:
+        recent = state.unlogged_losses[-1:] or [state.train_loss]
+        run.progress.write(
+            f"step {state.step}: train loss {recent[0]:.4f}, val loss {state.val_loss:.4f}"
+        )
+
+
+def _save(run: _Run, state: _State) -> None:
+    extra = {"batch_generator": run.batches.generator_state(), "elapsed_s": _elapsed(state)}
+    if run.env.is_main:
+        save_checkpoint(
+            run.model,
+            run.optimizer,
+            state.step,
+            run.folder.checkpoint,
+            config=run.config.to_dict(),
+            extra=extra,
+        )
+    state.checkpoint, state.checkpoint_step = run.folder.checkpoint, state.step
+
+
+def _finish(run: _Run, state: _State, stopped: str) -> TrainResult:
+    """Close the outputs (loss plot, wandb, the process group) and say what the run left."""
+    run.progress.close()
+    metrics_path = run.folder.metrics
+    plot = None
+    if run.env.is_main and metrics_path.is_file():
+        plot = plot_losses(metrics_path, run.folder.plot)
+    if run.metrics.wandb_run is not None:
+        run.metrics.wandb_run.finish(exit_code=0 if stopped != "non-finite loss" else 1)
+    if run.env.owns_process_group:
+        dist.barrier()  # no rank tears gloo down while another still talks to it
+        dist.destroy_process_group()
+    return TrainResult(
+        step=state.step,
+        train_loss=None if stopped == "non-finite loss" else state.train_loss,
+        val_loss=state.val_loss,
+        stopped=stopped,
+        out_dir=run.folder.root,
+        checkpoint=state.checkpoint,
+        metrics=metrics_path,
+        plot=plot,
+        tokens_per_second=state.tokens_per_second,
+        history=read_metrics(metrics_path) if run.env.is_main else [],
+        failure=state.failure,
     )
