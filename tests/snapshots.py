@@ -151,15 +151,7 @@ def relation_hints(actual: np.ndarray, expected: np.ndarray, atol: float) -> lis
         # Every relation below holds up to ``tolerance``, so none would say anything.
         hint = low_precision_hint(actual, expected, tolerance)
         return [hint or near_miss_hint(actual, expected, tolerance, atol)]
-    for diagnose in (
-        constant_factor_hint,
-        low_precision_hint,
-        axes_hint,
-        last_dim_permutation_hint,
-        shift_hint,
-        sign_pattern_hint,
-        partial_agreement_hint,
-    ):
+    for diagnose in GENERIC_HINTS:
         hint = diagnose(actual, expected, tolerance)
         if hint:
             return [hint]
@@ -381,6 +373,18 @@ def partial_agreement_hint(actual: np.ndarray, expected: np.ndarray, tolerance: 
                 "or last position)"
             )
     return ""
+
+
+# The relations ``relation_hints`` tries, in its order: each names one simple mistake.
+GENERIC_HINTS = (
+    constant_factor_hint,
+    low_precision_hint,
+    axes_hint,
+    last_dim_permutation_hint,
+    shift_hint,
+    sign_pattern_hint,
+    partial_agreement_hint,
+)
 
 
 def non_finite_hint(actual: np.ndarray, expected: np.ndarray) -> str:

@@ -18,15 +18,10 @@ from tests.cases.special_tokens import merges_from_special_text
 from tests.cases.tokenizers import merges_to_wire
 from tests.hints import close, dtype_kept, softmax_mistakes
 from tests.snapshots import (
+    GENERIC_HINTS,
     Snapshot,
-    axes_hint,
-    constant_factor_hint,
     describe_mismatch,
-    last_dim_permutation_hint,
-    low_precision_hint,
-    partial_agreement_hint,
     relation_tolerance,
-    shift_hint,
     sign_pattern_hint,
 )
 
@@ -197,16 +192,6 @@ def test_relation_diagnosis_comes_before_the_catalogue_hint() -> None:
 
 # --- Silence: no diagnosis fires on an output it does not describe ------------------------------
 
-GENERIC = [
-    constant_factor_hint,
-    low_precision_hint,
-    axes_hint,
-    last_dim_permutation_hint,
-    shift_hint,
-    sign_pattern_hint,
-    partial_agreement_hint,
-]
-
 
 def related_outputs(expected: np.ndarray) -> dict[str, np.ndarray]:
     """One output standing in each relation to ``expected``, keyed by the diagnosis that owns it."""
@@ -229,11 +214,13 @@ def related_outputs(expected: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
-@pytest.mark.parametrize("diagnose", GENERIC, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("diagnose", GENERIC_HINTS, ids=lambda f: f.__name__)
 def test_each_generic_diagnosis_fires_only_on_its_own_relation(diagnose) -> None:
     expected = RNG.normal(size=(3, 8, 8))
     tolerance = relation_tolerance(1e-6, expected)
-    for owner, actual in related_outputs(expected).items():
+    outputs = related_outputs(expected)
+    assert diagnose.__name__ in outputs, f"no output with {diagnose.__name__}'s relation to test"
+    for owner, actual in outputs.items():
         hint = diagnose(actual, expected, tolerance)
         if owner == diagnose.__name__:
             assert hint, f"{owner} stayed silent on its own relation"
