@@ -70,8 +70,9 @@ def imported_names(path: Path, module: str) -> Iterator[tuple[str, int]]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, *([base] if base else [])])
+                # level 1 is ``package`` itself, each further dot one package up
+                anchor = package.rsplit(".", node.level - 1)[0]
+                base = f"{anchor}.{base}" if base else anchor
             yield base, node.lineno
             for alias in node.names:
                 yield f"{base}.{alias.name}", node.lineno

@@ -122,10 +122,11 @@ class TrainConfig:
             raise InputError(
                 f"max_seconds (--max-seconds) must be positive; got {self.max_seconds}"
             )
-        if self.optimizer not in ("adamw", *registry.optimizer_names()):
-            known = ", ".join(("adamw", *registry.optimizer_names()))
+        optimizers = ("adamw", *registry.optimizer_names())  # the core's, then the extensions'
+        if self.optimizer not in optimizers:
             raise InputError(
-                f"optimizer (--optimizer) must be one of {known}; got {self.optimizer!r}"
+                f"optimizer (--optimizer) must be one of {', '.join(optimizers)}; "
+                f"got {self.optimizer!r}"
             )
         if self.compile_mode not in get_args(CompileMode):
             raise InputError(
