@@ -31,7 +31,6 @@ with ``--no-sandbox`` (trusted code only: the reference in CI).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import shutil
@@ -44,6 +43,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from course.grading.export import write_batch_outputs
+from course.grading.report import finish as finish_report
 from course.judge import (
     IMPORT_FAILED,
     CaseResult,
@@ -106,6 +107,13 @@ class ComponentResult:
     seconds: float = 0.0
     passed: int = 0
     total: int = 0
+    # The two halves of ``output``, shown at different times (course/grading/visibility.py),
+    # and the hidden sandbox's CPU seconds as the watchdog counted them (the leaderboard's).
+    hidden_output: str = ""
+    public_output: str = ""
+    public_passed: int = 0
+    public_total: int = 0
+    cpu_seconds: float = 0.0
 
 
 def sandbox_limits(limits: dict) -> SandboxLimits:
@@ -303,19 +311,24 @@ def summarize(component, hidden: Phase, public: Phase, limits: SandboxLimits) ->
     if note:
         lines.append(note + ".")
     lines += [f"FAILED {c.case} ({c.description}): {c.message}" for c in cases if not c.passed]
+    public_lines = []
     if public.error is None:
-        lines.append(
+        public_lines.append(
             f"{sum(c.passed for c in shown)}/{len(shown)} public cases passed (the handout's; "
             "feedback only, no points)"
         )
     failed = [c for c in shown if not c.passed]
     if failed and all(IMPORT_FAILED in c.message for c in failed):
-        lines.append("FAILED every one: your tests/adapters.py did not import (see the top)")
+        public_lines.append("FAILED every one: your tests/adapters.py did not import (see the top)")
     else:
-        lines += [f"FAILED {c.case}: {c.message}" for c in failed]
-    text = tail("\n".join(lines), OUTPUT_LIMIT, keep_head=True)
+        public_lines += [f"FAILED {c.case}: {c.message}" for c in failed]
+    text = tail("\n".join(lines + public_lines), OUTPUT_LIMIT, keep_head=True)
     result = ComponentResult(component.name, score, component.points, text, 0.0, passed, len(cases))
     result.seconds = hidden.seconds
+    result.hidden_output = tail("\n".join(lines), OUTPUT_LIMIT, keep_head=True)
+    result.public_output = tail("\n".join(public_lines), OUTPUT_LIMIT, keep_head=True)
+    result.public_passed, result.public_total = len(shown) - len(failed), len(shown)
+    result.cpu_seconds = hidden.run.cpu_seconds if hidden.run else 0.0
     return result
 
 
@@ -379,8 +392,10 @@ def grade(
     sandbox: bool = True,
     quiet: bool = False,
     limits: SandboxLimits | None = None,
+    metadata: Path | None = None,
 ) -> dict:
-    """Grade ``zip_path``; write ``out_dir/results.json`` (always) and return its content."""
+    """Grade ``zip_path``; write ``out_dir/results.json`` (always) and return its content.
+    ``metadata``: Gradescope's submission_metadata.json (the rubric's ``[policy]`` reads it)."""
     started = time.monotonic()
     components: list = []
     level = None
@@ -391,6 +406,8 @@ def grade(
         level = isolation(protected_paths(course)) if sandbox else None
         setting = Setting(loaded, limits, course, level)
         results, note = grade_components(zip_path, components, setting, jobs)
+        report = gradescope_results(results, time.monotonic() - started, level, note)
+        report = finish_report(report, results, rubric, zip_path, metadata)
     except Exception as error:  # noqa: BLE001  (the catch-all: every zip gets a result)
         message = f"grader error: {describe(error)}"
         if not quiet:
@@ -398,8 +415,6 @@ def grade(
         results = [ComponentResult(c.name, 0.0, c.points, message) for c in components]
         report = gradescope_results(results, time.monotonic() - started, level)
         report["output"] = message + " (tell the course staff; this is not your fault)"
-    else:
-        report = gradescope_results(results, time.monotonic() - started, level, note)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / "results.json", report)
     if not quiet and components:
@@ -490,7 +505,8 @@ def write_json(path: Path, data: dict) -> None:
 
 
 def grade_batch(folder: Path, out_dir: Path, jobs: int = 2, **kwargs) -> Path:
-    """Grade every zip in ``folder`` (``jobs`` at a time); write ``out_dir/grades.csv``."""
+    """Grade every zip in ``folder`` (``jobs`` at a time); write ``out_dir/grades.csv`` and
+    ``summary.txt`` (``course/grading/export.py``)."""
     zips = sorted(folder.glob("*.zip"))
     if not zips:
         raise FileNotFoundError(f"no .zip files in {folder}")
@@ -502,25 +518,7 @@ def grade_batch(folder: Path, out_dir: Path, jobs: int = 2, **kwargs) -> Path:
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         reports = list(pool.map(one, zips))
-    names = list(dict.fromkeys(t["name"] for r in reports for t in r["tests"]))
-    rows = [["submission", "total", *names, "note"]]
-    for zip_path, report in zip(zips, reports, strict=True):
-        scores = {t["name"]: t["score"] for t in report["tests"]}
-        note = csv_note(report)
-        rows.append([zip_path.name, report["score"], *(scores.get(n, 0.0) for n in names), note])
-    csv_path = out_dir / "grades.csv"
-    with tempfile.NamedTemporaryFile("w", dir=out_dir, delete=False, newline="") as stream:
-        csv.writer(stream).writerows(rows)
-    os.replace(stream.name, csv_path)
-    return csv_path
-
-
-def csv_note(report: dict) -> str:
-    """What the instructor should see beside the scores: a grader error or a refused zip."""
-    if "grader error" in report["output"]:
-        return report["output"]
-    refused = [t["output"] for t in report["tests"] if t["output"].startswith("Submission refused")]
-    return refused[0] if refused else ""
+    return write_batch_outputs({z.name: r for z, r in zip(zips, reports, strict=True)}, out_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -580,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def check_expectation(report: dict, expect: str | None) -> int:
-    maximum = sum(t["max_score"] for t in report["tests"])
+    maximum = sum(t.get("max_score", 0) for t in report["tests"])
     if "grader error" in report["output"] or not report["tests"]:
         print(f"cs336-grade: {report['output']}", file=sys.stderr)
         return 1

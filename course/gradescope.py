@@ -46,6 +46,7 @@ BUNDLED = (
     "course/judge.py",
     "course/driver.py",
     "course/gradescope.py",
+    "course/grading",  # the package as a whole: course operations (visibility, policy, ...)
     "course/rubric.toml",
     "course/hidden",
     "fixtures",
@@ -156,7 +157,16 @@ def run(
     with tempfile.TemporaryDirectory(prefix="cs336-gradescope-") as tmp:
         zip_path = pack_folder(submission, Path(tmp) / "submission.zip")
         jobs = os.cpu_count() or 2
-        return grade(zip_path, results, rubric=rubric, course=course or Course(), jobs=jobs)
+        # Gradescope puts the submission's metadata beside the submission folder.
+        metadata = submission.parent / "submission_metadata.json"
+        return grade(
+            zip_path,
+            results,
+            rubric=rubric,
+            course=course or Course(),
+            jobs=jobs,
+            metadata=metadata,
+        )
 
 
 def harden(
