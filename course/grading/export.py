@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tests.cases.wire import atomic_write
+
 KEY, TOTAL, NOTE = "submission", "total", "note"
 
 
@@ -167,8 +169,7 @@ def class_summary(reports: dict[str, dict]) -> str:
 def write_batch_outputs(reports: dict[str, dict], out_dir: Path) -> Path:
     """grades.csv and summary.txt of a graded batch; returns grades.csv's path."""
     csv_path = write_csv(out_dir / "grades.csv", grades_rows(reports))
-    summary = out_dir / "summary.txt"
-    summary.write_text(class_summary(reports) + "\n", encoding="utf-8")
+    atomic_write(out_dir / "summary.txt", (class_summary(reports) + "\n").encode("utf-8"))
     return csv_path
 
 
