@@ -1,7 +1,8 @@
 """Pack your code for upload: ``make submission`` (or ``python make_submission.py``).
 
 Writes ``submission.zip`` holding ``cs336_basics/``, ``tests/adapters.py`` and, if present, a
-write-up PDF (``writeup.pdf`` at the top level, or ``--writeup PATH``), plus ``MANIFEST.json``
+write-up PDF (``writeup.pdf`` at the top level, or ``--writeup PATH``) and your self-reported
+leaderboard entries (``leaderboard.json`` at the top level), plus ``MANIFEST.json``
 with the size and SHA-256 of every file. Data, checkpoints, virtual environments and caches
 are left out. Above the size limit it prints a clear warning (the upload may be rejected).
 
@@ -22,6 +23,7 @@ from pathlib import Path
 PACKAGE = "cs336_basics"
 ADAPTERS = "tests/adapters.py"
 WRITEUP = "writeup.pdf"
+LEADERBOARD = "leaderboard.json"
 MANIFEST = "MANIFEST.json"
 SIZE_LIMIT_BYTES = 5 * 1024 * 1024
 # Folders and file types that are never code: caches, environments, data and model state.
@@ -93,6 +95,8 @@ def collect(root: Path, writeup: Path | None = None) -> tuple[dict[str, Path], l
         if writeup.suffix.lower() != ".pdf":
             raise ValueError(f"the write-up must be a PDF, got {writeup}")
         files[WRITEUP] = writeup
+    if (root / LEADERBOARD).is_file() and not (root / LEADERBOARD).is_symlink():
+        files[LEADERBOARD] = root / LEADERBOARD
     return files, skipped
 
 
