@@ -14,7 +14,11 @@ container from nothing but Debian's packages and runs the bundle in it end to en
    to borrow a blocked package and to hold memory the watchdog cannot see);
 3. checks: the reference scores full marks, the bare handout and the hostile submission 0, the
    isolation level is named in every ``results.json``, and no byte of a hidden input reaches
-   one. Prints the level and the scores; exit status 1 if a check fails.
+   one. Prints the level and the scores; exit status 1 if a check fails;
+4. the course settings (``course/grading``) with a ``submission_metadata.json`` written here
+   beside each submission, as Gradescope does: the reference on time (full marks, Gradescope's
+   visibility fields, leaderboard entries), late (the rubric's late penalty) and over the rate
+   limit (graded in full, every test held back, the time full feedback returns).
 
 Needs root, ``docker.io`` with its daemon running, and ``debootstrap`` (Debian/Ubuntu:
 ``apt-get install docker.io debootstrap``; ``dockerd &`` where no service manager runs). The
@@ -27,15 +31,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
 import sys
 import zipfile
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from course.grade import REPO_ROOT
+from course.grade import REPO_ROOT, RUBRIC
 from course.gradescope import build
+from course.grading.settings import load_settings
 
 IMAGE = "cs336-gradescope-base:bookworm"
 ROOTFS = Path("/var/tmp/cs336-rootfs")
@@ -51,6 +58,9 @@ cp /autograder/source/run_autograder /autograder/run_autograder
 for submission in /work-in/submissions/*; do
     rm -rf /autograder/submission /autograder/results
     cp -r "$submission" /autograder/submission
+    rm -f /autograder/submission_metadata.json
+    metadata="/work-in/metadata/$(basename "$submission").json"
+    if [ -f "$metadata" ]; then cp "$metadata" /autograder/submission_metadata.json; fi
     bash /autograder/run_autograder > "/work-out/$(basename "$submission").log" 2>&1
     cp /autograder/results/results.json "/work-out/$(basename "$submission").json"
 done
@@ -124,6 +134,85 @@ def submissions(work: Path) -> dict[str, Path]:
     return folders
 
 
+DUE = datetime(2026, 4, 10, 23, 59, tzinfo=timezone(timedelta(hours=-7)))
+LATE_BY = timedelta(hours=30)
+
+
+def metadata(created: datetime, earlier: int) -> dict:
+    """A submission_metadata.json as Gradescope documents it; ``earlier`` submissions in the
+    last hours, each with full feedback."""
+    previous = [
+        {
+            "submission_time": (created - timedelta(minutes=30 * (i + 1))).isoformat(),
+            "score": 0.0,
+            "results": {"extra_data": {"policy": {"full_feedback": True}}},
+        }
+        for i in range(earlier)
+    ]
+    return {
+        "id": 1000 + earlier,
+        "created_at": created.isoformat(),
+        "assignment": {
+            "due_date": DUE.isoformat(),
+            "late_due_date": (DUE + timedelta(days=3)).isoformat(),
+            "title": "cs336 basics",
+            "total_points": "64.0",
+        },
+        "users": [{"email": "student@example.edu", "id": 1, "name": "Student"}],
+        "previous_submissions": previous,
+    }
+
+
+def policy_submissions(work: Path, reference: Path) -> None:
+    """The reference again, late and over the rate limit, each with its metadata; the
+    reference itself on time."""
+    settings = load_settings(RUBRIC)
+    limit = settings.policy.rate_limit.submissions if settings.policy.rate_limit else 0
+    cases = {
+        "reference": metadata(DUE - timedelta(days=1), 0),
+        "reference-late": metadata(DUE + LATE_BY, 0),
+        "reference-over-limit": metadata(DUE - timedelta(hours=2), limit),
+    }
+    (work / "in" / "metadata").mkdir(parents=True, exist_ok=True)
+    for name, data in cases.items():
+        if name != "reference":
+            shutil.copytree(reference, work / "in" / "submissions" / name)
+        (work / "in" / "metadata" / f"{name}.json").write_text(json.dumps(data, indent=1))
+
+
+def policy_problems(out: Path, full: float) -> list[str]:
+    """What the course settings got wrong in the policy submissions' results."""
+    settings = load_settings(RUBRIC)
+    problems = []
+    reports = {}
+    for name in ("reference", "reference-late", "reference-over-limit"):
+        path = out / f"{name}.json"
+        if not path.is_file():
+            return [f"{name}: no results.json"]
+        reports[name] = json.loads(path.read_text())
+        for key in ("visibility", "stdout_visibility"):
+            if key not in reports[name]:
+                problems.append(f"{name}: no {key}")
+    on_time, late, limited = reports.values()
+    if settings.leaderboard.measured and not on_time.get("leaderboard"):
+        problems.append("reference: no leaderboard entries")
+    if settings.policy.late:
+        hours = LATE_BY.total_seconds() / 3600
+        units = math.ceil(hours / (24 if settings.policy.late.per == "day" else 1))
+        wanted = round(full * max(0.0, 1 - units * settings.policy.late.penalty), 4)
+        print(f"reference-late: {late['score']:g} / {full:g} (late policy: {wanted:g})")
+        if late["score"] != wanted:
+            problems.append(f"reference-late: scored {late['score']}, expected {wanted}")
+    if settings.policy.rate_limit:
+        shown = {t["visibility"] for t in limited["tests"]}
+        print(f"reference-over-limit: {limited['score']:g}, tests shown: {sorted(shown)}")
+        if limited["score"] != full or "visible" in shown:
+            problems.append(f"reference-over-limit: score {limited['score']}, shown {shown}")
+        if "Full feedback returns at" not in limited["output"]:
+            problems.append("reference-over-limit: the output does not say when feedback returns")
+    return problems
+
+
 def hidden_fingerprints() -> list[str]:
     """What the hostile submission would send out of each hidden input: its first bytes."""
     inputs = REPO_ROOT / "course" / "hidden" / "inputs"
@@ -180,7 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     (args.work / "out").mkdir(parents=True)
     with zipfile.ZipFile(build(args.work / "autograder.zip")) as archive:
         archive.extractall(args.work / "in" / "source")
-    submissions(args.work)
+    folders = submissions(args.work)
+    policy_submissions(args.work, folders["reference"])
     (args.work / "in" / "run.sh").write_text(RUN_SH)
     cache = Path.home() / ".cache" / "uv"
     cache.mkdir(parents=True, exist_ok=True)
@@ -197,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     results = json.loads((args.work / "out" / "reference.json").read_text())
     print("isolation:", json.dumps(results.get("extra_data", {}).get("isolation"), indent=1))
     problems = check(args.work / "out", load_rubric().total)
+    problems += policy_problems(args.work / "out", load_rubric().total)
     for problem in problems:
         print(f"FAILED {problem}", file=sys.stderr)
     return 1 if problems else 0
