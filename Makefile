@@ -1,5 +1,5 @@
 # Developer and instructor commands; see README.md and docs/instructor.md.
-.PHONY: test test-all demo fixtures hidden-cases case-mutants check-fixtures import-graph handout handout-extensions verify-handout submission grade mutants mutants-smoke test-thorough ci-course gradescope gradescope-docker grader-attacks grader-attacks-container bench bench-smoke check-solutions
+.PHONY: test test-all demo fixtures hidden-cases case-mutants check-fixtures import-graph handout handout-extensions verify-handout submission grade grade-batch grade-summary regrade similarity mutants mutants-smoke test-thorough ci-course gradescope gradescope-docker grader-attacks grader-attacks-container bench bench-smoke check-solutions
 
 test:
 	uv run pytest
@@ -47,6 +47,25 @@ submission:
 
 grade:
 	uv run cs336-grade $(SUBMISSION)
+
+# Course operations (course/grading/, see docs/grading.md "Course operations"). ZIPS: a folder of
+# submission zips; GRADED: where grade-batch writes (results per zip, grades.csv, summary.txt).
+ZIPS ?= zips
+GRADED ?= grading
+
+grade-batch:
+	uv run cs336-grade --batch $(ZIPS) --out $(GRADED)
+
+grade-summary:
+	uv run python -m course.grading.export summary $(GRADED)
+
+# After a rubric change: grade $(ZIPS) again into $(GRADED)-regrade and say what changed per student.
+regrade:
+	uv run python -m course.grading.export regrade $(ZIPS) --previous $(GRADED) --out $(GRADED)-regrade
+
+# SIMILARITY_ARGS: e.g. --public known-solutions/ (a folder of public solutions collected).
+similarity:
+	uv run python -m course.grading.similarity $(ZIPS) --out similarity $(SIMILARITY_ARGS)
 
 # Mutation testing (course/mutants.py, course/generated_mutants.py): the catalogue of common bugs,
 # then mutants generated from the reference's syntax tree (the graded modules' solution regions and

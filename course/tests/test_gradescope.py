@@ -43,6 +43,7 @@ def test_bundle_holds_the_grader_but_not_the_solution(bundle: Path) -> None:
     assert "uv sync --locked" in setup
     assert "course.gradescope harden" in setup and "course.gradescope check" in setup
     assert "course/confine.py" in infos  # container mode's seccomp and Landlock
+    assert {"course/grading/__init__.py", "course/grading/policy.py"} <= set(infos)  # as a whole
     assert "/autograder/results/results.json" in run
 
 

@@ -112,3 +112,12 @@ def test_handout_script_runs_standalone(student: Path, tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert (student / "submission.zip").is_file()
+
+
+def test_pack_takes_the_self_reported_leaderboard_when_present(
+    student: Path, tmp_path: Path
+) -> None:
+    (student / "leaderboard.json").write_text('{"validation_loss": 1.42}\n')
+    pack(student, tmp_path / "with.zip")
+    with zipfile.ZipFile(tmp_path / "with.zip") as archive:
+        assert archive.read("leaderboard.json") == b'{"validation_loss": 1.42}\n'
