@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import zipfile
 from datetime import datetime, timedelta, timezone
@@ -32,7 +31,7 @@ from course.grading.policy import decide, load_policy, read_metadata
 from course.grading.report import finish
 from course.grading.settings import load_settings
 from course.grading.visibility import load_visibility
-from course.sandbox import SandboxUnavailable, isolation
+from course.tests.test_grader_hostile import _sandbox_or_skip
 
 # --- Gradescope's documented results.json format ------------------------------------------------
 
@@ -537,21 +536,12 @@ def test_class_summary_gives_pass_rates_and_slowest_components() -> None:
 # --- End to end (subprocess sandboxes: slow) ----------------------------------------------------
 
 
-def sandbox_or_skip() -> None:
-    try:
-        isolation()
-    except SandboxUnavailable as error:
-        if os.environ.get("CS336_REQUIRE_SANDBOX") == "1":
-            raise
-        pytest.skip(f"no working sandbox here: {error}")
-
-
 @pytest.mark.slow
 def test_gradescope_run_reads_the_metadata_beside_the_submission(tmp_path: Path) -> None:
     """As run_autograder does: /autograder/submission plus /autograder/submission_metadata.json."""
     from course.gradescope import run
 
-    sandbox_or_skip()
+    _sandbox_or_skip()
     rubric = rubric_with(
         tmp_path,
         '[visibility]\n[policy.late]\nper = "day"\npenalty = 0.5\n'
