@@ -8,7 +8,13 @@ from pathlib import Path
 from course.grading.leaderboard import leaderboard
 from course.grading.policy import decide, read_metadata
 from course.grading.settings import load_settings
-from course.grading.visibility import component_tests, gradescope_test, top_level, withhold
+from course.grading.visibility import (
+    VisibilitySettings,
+    component_tests,
+    gradescope_test,
+    top_level,
+    withhold,
+)
 
 
 def finish(
@@ -18,19 +24,20 @@ def finish(
     applied to ``results`` (``ComponentResult``s); ``metadata``: Gradescope's
     submission_metadata.json, None outside Gradescope."""
     settings = load_settings(rubric)
+    shown = settings.visibility or VisibilitySettings()  # the defaults, for what has no test
     tests = component_tests(results, settings.visibility)
     entries, told = leaderboard(settings.leaderboard, results, zip_path)
     if told:
-        shown = settings.visibility.leaderboard if settings.visibility else "visible"
-        tests.append(gradescope_test("leaderboard", str(len(results) + 1), told, True, shown))
+        number = str(len(results) + 1)
+        tests.append(gradescope_test("leaderboard", number, told, True, shown.leaderboard))
     data, why_none = read_metadata(metadata)
     outcome = decide(settings.policy, data, why_none)
     if not outcome.full_feedback:
-        withhold(tests, settings.visibility.rate_limited if settings.visibility else "hidden")
+        withhold(tests, shown.rate_limited)
     raw = report["score"]
     finished = {
         **report,
-        **top_level(settings.visibility),
+        **top_level(shown),
         "score": round(raw * outcome.multiplier, 4),
         "output": "\n".join([report["output"], *outcome.lines]),
         "tests": tests,
@@ -39,6 +46,6 @@ def finish(
     extra["policy"] = {**outcome.record, "score_before_policy": raw}
     if entries:
         extra["leaderboard"] = entries
-        if not settings.visibility or settings.visibility.leaderboard != "hidden":
+        if shown.leaderboard != "hidden":
             finished["leaderboard"] = entries
     return finished

@@ -94,9 +94,8 @@ def withhold(tests: list[dict], visibility: str) -> None:
             test["visibility"] = visibility
 
 
-def top_level(settings: VisibilitySettings | None) -> dict[str, str]:
+def top_level(settings: VisibilitySettings) -> dict[str, str]:
     """The whole result's visibility fields."""
-    settings = settings or VisibilitySettings()
     return {
         "visibility": settings.results,
         "stdout_visibility": settings.stdout,
