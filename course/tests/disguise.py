@@ -1,8 +1,10 @@
 """Disguise a copied solution the way students do, for the similarity check's tests.
 
 ``disguise_tree(src, dest)`` copies ``cs336_basics/`` and ``tests/adapters.py`` and rewrites
-every Python file: every name the file defines (functions, classes, parameters, variables,
-``self`` attributes) gets a new one, top-level definitions and methods come in reverse order,
+every Python file: every function, class, constant and local variable of the tree gets a new
+name (adapters, methods, parameters and attributes keep theirs: the grader, the tests and
+libraries reach those by name, so the copy still runs), top-level definitions and methods come
+in reverse order,
 the code is re-printed by ``ast.unparse`` (new layout, quotes, parentheses; comments gone), and
 docstrings and comments are replaced by new ones.
 """
@@ -19,10 +21,13 @@ KEEP = set(dir(builtins)) | {"self", "cls", "__init__", "__call__", "forward", "
 
 
 class Renamer(ast.NodeTransformer):
+    """Renames what the tree itself defines, and nothing the grader or a library reaches by
+    name: adapters, methods, parameters and attributes keep theirs, so the copy still runs."""
+
     def __init__(self, names: set[str]) -> None:
-        self.new = {
-            name: f"{name[:1]}q{index}_{len(name)}" for index, name in enumerate(sorted(names))
-        }
+        ordered = sorted(names)
+        self.new = {name: f"{name[:1]}q{index}_{len(name)}" for index, name in enumerate(ordered)}
+        self.modules: set[str] = set()  # names bound to modules of cs336_basics in this file
 
     def rename(self, name: str) -> str:
         return self.new.get(name, name)
@@ -31,26 +36,30 @@ class Renamer(ast.NodeTransformer):
         node.id = self.rename(node.id)
         return node
 
-    def visit_arg(self, node: ast.arg) -> ast.arg:
-        node.arg = self.rename(node.arg)
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.ImportFrom:
+        ours = (node.module or "").startswith("cs336_basics") or node.level > 0
+        for alias in node.names:
+            if ours and alias.name not in self.new:
+                self.modules.add(alias.asname or alias.name)  # a module of the package
+            elif ours:
+                alias.name = self.rename(alias.name)
+            if alias.asname:
+                alias.asname = self.rename(alias.asname)
         return node
 
-    def visit_keyword(self, node: ast.keyword) -> ast.keyword:
-        self.generic_visit(node)
-        if node.arg is not None:
-            node.arg = self.rename(node.arg)
+    def visit_Import(self, node: ast.Import) -> ast.Import:
+        for alias in node.names:
+            if alias.name.startswith("cs336_basics"):
+                self.modules.add(alias.asname or alias.name.split(".")[0])
         return node
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.Attribute:
         self.generic_visit(node)
-        node.attr = self.rename(node.attr)
-        return node
-
-    def visit_alias(self, node: ast.alias) -> ast.alias:
-        if "." not in node.name:
-            node.name = self.rename(node.name)
-        if node.asname:
-            node.asname = self.rename(node.asname)
+        root = node.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id in self.modules | {"cs336_basics"}:
+            node.attr = self.rename(node.attr)
         return node
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
@@ -65,23 +74,30 @@ class Renamer(ast.NodeTransformer):
 
 
 def defined_names(tree: ast.Module) -> set[str]:
-    """What the file itself names: definitions, parameters, assigned variables and attributes."""
+    """What the file defines at its top level (functions, classes, constants) and the local
+    variables of its functions; not parameters, methods or attributes (callers and libraries
+    reach those by name)."""
     names = set()
-    for node in ast.walk(tree):
+    for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.ClassDef):
             names.add(node.name)
-        elif isinstance(node, ast.arg):
-            names.add(node.arg)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-        elif (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.ctx, ast.Store)
-            and isinstance(node.value, ast.Name)
-            and node.value.id == "self"
-        ):
-            names.add(node.attr)
+        for target in ast.walk(node) if isinstance(node, ast.Assign | ast.AnnAssign) else ():
+            if isinstance(target, ast.Name) and isinstance(target.ctx, ast.Store):
+                names.add(target.id)
+    for function in ast.walk(tree):
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            names |= {
+                node.id
+                for node in ast.walk(function)
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+            }
     return {n for n in names if n not in KEEP and not n.startswith("__")}
+
+
+def parameters(tree: ast.Module) -> set[str]:
+    """Every parameter name of the file: they keep their names everywhere, since a variable
+    renamed in one function would otherwise rename another function's parameter uses."""
+    return {node.arg for node in ast.walk(tree) if isinstance(node, ast.arg)}
 
 
 def reorder_and_redocument(body: list[ast.stmt]) -> list[ast.stmt]:
@@ -133,7 +149,8 @@ def disguise_tree(src: Path, dest: Path) -> Path:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, dest / rel)
     paths = sorted(dest.rglob("*.py"))
-    names = set().union(*(defined_names(ast.parse(p.read_text(encoding="utf-8"))) for p in paths))
+    trees = [ast.parse(p.read_text(encoding="utf-8")) for p in paths]
+    names = set().union(*map(defined_names, trees)) - set().union(*map(parameters, trees))
     names = {n for n in names if not n.startswith(ADAPTER_PREFIXES)}  # the grader calls them
     for path in paths:
         path.write_text(disguise_source(path.read_text(encoding="utf-8"), names), encoding="utf-8")
