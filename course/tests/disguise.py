@@ -3,10 +3,10 @@
 ``disguise_tree(src, dest)`` copies ``cs336_basics/`` and ``tests/adapters.py`` and rewrites
 every Python file: every function, class, constant and local variable of the tree gets a new
 name (adapters, methods, parameters and attributes keep theirs: the grader, the tests and
-libraries reach those by name, so the copy still runs), top-level definitions and methods come
-in reverse order,
-the code is re-printed by ``ast.unparse`` (new layout, quotes, parentheses; comments gone), and
-docstrings and comments are replaced by new ones.
+libraries reach those by name, so the copy still runs), undecorated functions and methods come
+in reverse order (classes, which may subclass each other, stay), the code is re-printed by
+``ast.unparse`` (new layout, quotes, parentheses; comments gone), and docstrings and comments are
+replaced by new ones.
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ class Renamer(ast.NodeTransformer):
     """Renames what the tree itself defines, and nothing the grader or a library reaches by
     name: adapters, methods, parameters and attributes keep theirs, so the copy still runs."""
 
-    def __init__(self, names: set[str]) -> None:
+    def __init__(self, names: set[str], tree: ast.Module) -> None:
         ordered = sorted(names)
         self.new = {name: f"{name[:1]}q{index}_{len(name)}" for index, name in enumerate(ordered)}
         self.modules: set[str] = set()  # names bound to modules of cs336_basics in this file
+        self.top_level = {id(node) for node in tree.body}  # methods keep their names
 
     def rename(self, name: str) -> str:
         return self.new.get(name, name)
@@ -64,7 +65,8 @@ class Renamer(ast.NodeTransformer):
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
         self.generic_visit(node)
-        node.name = self.rename(node.name)
+        if id(node) in self.top_level:
+            node.name = self.rename(node.name)
         return node
 
     def visit_ClassDef(self, node: ast.ClassDef) -> ast.ClassDef:
@@ -101,8 +103,11 @@ def parameters(tree: ast.Module) -> set[str]:
 
 
 def reorder_and_redocument(body: list[ast.stmt]) -> list[ast.stmt]:
-    """Definitions reversed (other statements keep their places); new docstrings."""
-    slots = [i for i, s in enumerate(body) if isinstance(s, ast.FunctionDef | ast.ClassDef)]
+    """Undecorated functions and methods reversed (classes, which may subclass each other,
+    and everything else keep their places); new docstrings."""
+    slots = [
+        i for i, s in enumerate(body) if isinstance(s, ast.FunctionDef) and not s.decorator_list
+    ]
     definitions = [body[i] for i in reversed(slots)]
     body = list(body)
     for slot, definition in zip(slots, definitions, strict=True):
@@ -131,7 +136,7 @@ def disguise_source(text: str, names: set[str]) -> str:
     ):
         tree.body = tree.body[1:]
     tree.body = reorder_and_redocument(tree.body)
-    tree = Renamer(names).visit(tree)
+    tree = Renamer(names, tree).visit(tree)
     lines = []
     for line in ast.unparse(ast.fix_missing_locations(tree)).splitlines():
         if line.lstrip().startswith(("def ", "class ")):
