@@ -231,9 +231,7 @@ def test_checkpoint_of_compiled_model_has_no_wrapper_prefix(tmp_path) -> None:
 def test_checkpoint_of_ddp_model_has_no_wrapper_prefix(tmp_path) -> None:
     if not dist.is_available():
         pytest.skip("torch.distributed is not available in this build")
-    dist.init_process_group(
-        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
-    )
+    dist.init_process_group("gloo", init_method=(tmp_path / "store").as_uri(), rank=0, world_size=1)
     try:
         plain = tiny_model(seed=0)
         check_plain_round_trip(DistributedDataParallel(plain), plain, tmp_path / "ddp.pt")
@@ -244,9 +242,7 @@ def test_checkpoint_of_ddp_model_has_no_wrapper_prefix(tmp_path) -> None:
 def test_checkpoint_loads_into_ddp_model(tmp_path) -> None:
     plain = tiny_model(seed=0)
     run_save_checkpoint(plain, trained_step(plain), 3, tmp_path / "plain.pt")
-    dist.init_process_group(
-        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
-    )
+    dist.init_process_group("gloo", init_method=(tmp_path / "store").as_uri(), rank=0, world_size=1)
     try:
         inner = tiny_model(seed=1)
         wrapped = DistributedDataParallel(inner)
