@@ -10,6 +10,7 @@ suites, so it lives in CI, not here.
 from __future__ import annotations
 
 import ast
+import re
 import zipfile
 from pathlib import Path
 
@@ -266,6 +267,14 @@ def test_the_python_pin_needs_a_plain_floor(fake_repo: Path, tmp_path: Path, spe
 def test_the_handout_pins_upstreams_floor_or_newer() -> None:
     """Upstream's handout needs Python 3.12; code written for it must parse where we grade."""
     assert tuple(map(int, grader_python().split("."))) >= (3, 12)
+
+
+def test_the_student_readme_names_the_versions_grading_runs() -> None:
+    pyproject = (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    pins = re.findall(r'"torch==([\d.]+); sys_platform != .darwin. or', pyproject)
+    readme = (REPO_ROOT / "course" / "handout_readme.md").read_text(encoding="utf-8")
+    assert len(pins) == 1 and f"torch {pins[0]}" in readme
+    assert f"Python {grader_python()} with this lock" in readme
 
 
 def test_extension_handout_ships_the_core_complete_and_variants_as_skeletons(
