@@ -200,8 +200,7 @@ def case_runner():
     from tests.cases.core import describe_exception
     from tests.cases.wire import write_bundle
 
-    clock = time.perf_counter
-    versions = grader_versions()
+    clock, noted, versions = time.perf_counter, with_versions, grader_versions()
 
     def run_cases(instances: list, adapters, import_error: str | None, out: Path, timeout: float):
         """Run each case and write its outputs the moment it finishes."""
@@ -218,7 +217,7 @@ def case_runner():
                 finally:
                     alarm(0)
             if outputs.raised is not None:
-                outputs = Outputs(outputs.data, with_versions(outputs.raised, versions))
+                outputs = Outputs(outputs.data, noted(outputs.raised, versions))
             header = {"case": case_id, "seconds": round(clock() - start, 3)}
             try:
                 write_bundle(out, case_id, outputs.data, header | status_of(outputs))
