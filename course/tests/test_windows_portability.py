@@ -50,8 +50,9 @@ OPENING_MODULES = frozenset({"io", "codecs", "gzip", "bz2", "lzma"})  # module.o
 
 
 def shipped_python() -> list[Path]:
+    """Both handouts' Python files, and course/submission.py (shipped as make_submission.py)."""
     both = set(shipped_files(REPO_ROOT, "base")) | set(shipped_files(REPO_ROOT, "extension"))
-    return sorted(p for p in both if p.suffix == ".py")
+    return sorted({p for p in both if p.suffix == ".py"} | {Path("course/submission.py")})
 
 
 def parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
