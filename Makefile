@@ -1,5 +1,5 @@
 # Developer and instructor commands; see README.md and docs/instructor.md.
-.PHONY: test test-all demo fixtures hidden-cases case-mutants check-fixtures import-graph handout handout-extensions verify-handout submission grade grade-batch grade-summary regrade similarity mutants mutants-smoke test-thorough ci-course gradescope gradescope-docker grader-attacks grader-attacks-container bench bench-smoke check-solutions
+.PHONY: test test-all demo fixtures hidden-cases case-mutants check-fixtures import-graph handout handout-extensions verify-handout submission grade grade-batch grade-summary regrade similarity mutants mutants-smoke test-thorough ci-course check-platforms gradescope gradescope-docker grader-attacks grader-attacks-container bench bench-smoke check-solutions
 
 test:
 	uv run pytest
@@ -102,6 +102,12 @@ ci-course:
 	uv run cs336-grade dist/own-names.zip --out dist/grading/own-names --expect full
 	uv run cs336-grade dist/upstream-style.zip --out dist/grading/upstream-style --expect full
 	uv run cs336-grade dist/bare-handout.zip --out dist/grading/bare-handout --expect zero
+
+# The handout's lock resolved for every platform students work on (Linux x86_64/aarch64, macOS
+# arm64/x86_64, Windows x86_64) by uv's cross-platform resolution: index metadata only, no wheels.
+check-platforms:
+	uv run python -m course.handout
+	uv run python -m course.check_platforms
 
 # The Gradescope autograder zip (setup.sh, run_autograder, grader, hidden cases; no solution).
 gradescope:

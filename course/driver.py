@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 
 EXIT_BAD_ARGUMENTS = 2
+IMPORT_FAILED = "importing your tests/adapters.py failed: "  # course/judge.py reads it back
+BLOCKED = "blocked while grading"  # in the message for a package the rubric blocks
 
 
 class CaseTimeout(BaseException):
@@ -95,7 +97,7 @@ class BlockedPackages:
     def find_spec(self, fullname: str, path=None, target=None):
         if fullname.split(".")[0] in self.names:
             raise ModuleNotFoundError(
-                f"{fullname} is blocked while grading: the course's grading policy does not "
+                f"{fullname} is {BLOCKED}: the course's grading policy does not "
                 f"allow packages that implement graded parts ({', '.join(self.names)})",
                 name=fullname,
             )
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         alarm(args.case_timeout)
         adapters = load_student_adapters(args.submission.resolve())
     except BaseException as error:  # noqa: BLE001  (syntax errors, exits, anything)
-        import_error = f"importing your tests/adapters.py failed: {describe_exception(error)}"
+        import_error = IMPORT_FAILED + describe_exception(error)
     finally:
         alarm(0)
     run_cases(instances, adapters, import_error, out, args.case_timeout)
@@ -164,6 +166,32 @@ def load_instances(inputs: Path, component_names: list[str], selected: set[str])
     return instances
 
 
+# Failures where the grader's versions are the likely cause: code that parses or imports on the
+# student's Python and libraries but not on the grader's.
+VERSION_SENSITIVE = frozenset(
+    ("SyntaxError", "IndentationError", "TabError", "ImportError", "ModuleNotFoundError")
+)
+
+
+def grader_versions() -> str:
+    """One line naming the grader's Python and the libraries students' code imports most."""
+    import numpy
+    import torch
+
+    python = ".".join(map(str, sys.version_info[:3]))
+    return f"graded with Python {python}, torch {torch.__version__}, numpy {numpy.__version__}"
+
+
+def with_versions(message: str, versions: str) -> str:
+    """``message`` (``"Name: text"``, perhaps after the import prefix), with the grader's
+    versions appended when it is a parse or import failure the versions may explain (not a
+    blocked package, nor a name missing from the student's own package)."""
+    name = message.removeprefix(IMPORT_FAILED).split(":", 1)[0]
+    if name not in VERSION_SENSITIVE or BLOCKED in message or "'cs336_basics" in message:
+        return message
+    return f"{message} ({versions}; code must parse and import there)"
+
+
 def case_runner():
     """``run_cases(instances, adapters, import_error, out, timeout)``, with what it calls bound
     now, before any student code runs: whatever that code later does to ``sys.modules`` or
@@ -172,7 +200,7 @@ def case_runner():
     from tests.cases.core import describe_exception
     from tests.cases.wire import write_bundle
 
-    clock = time.perf_counter
+    clock, noted, versions = time.perf_counter, with_versions, grader_versions()
 
     def run_cases(instances: list, adapters, import_error: str | None, out: Path, timeout: float):
         """Run each case and write its outputs the moment it finishes."""
@@ -188,6 +216,8 @@ def case_runner():
                     outputs = Outputs({}, describe_exception(error))
                 finally:
                     alarm(0)
+            if outputs.raised is not None:
+                outputs = Outputs(outputs.data, noted(outputs.raised, versions))
             header = {"case": case_id, "seconds": round(clock() - start, 3)}
             try:
                 write_bundle(out, case_id, outputs.data, header | status_of(outputs))

@@ -251,7 +251,7 @@ def baselines(pool: Pool, modules: list[str], nodeids, timeout: float) -> dict[s
 def run(
     modules: list[str], jobs: int, match: list[str] | None = None, root: Path = REPO_ROOT
 ) -> list[Outcome]:
-    from tqdm import tqdm
+    from cs336_basics.progress import progress_bar
 
     equivalents = load_equivalents()
     mutants = [
@@ -275,7 +275,7 @@ def run(
             + ", ".join(f"{m} {s:.1f} s" for m, s in sorted(durations.items()))
         )
         pending = list(reversed(mutants))
-        with tqdm(total=len(mutants), unit="mutant", dynamic_ncols=True) as bar:
+        with progress_bar(total=len(mutants), desc="mutants", unit="mutant") as bar:
             while pending or pool.running:
                 while pending and pool.free:
                     mutant = pending.pop()

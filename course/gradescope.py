@@ -52,26 +52,29 @@ BUNDLED = (
     "fixtures",
     *CASE_FILES,
 )
-SETUP_SH = f"""#!/usr/bin/env bash
+SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, when the autograder image is built.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
-# python3: where the image's own Python is 3.11 or newer, uv uses it instead of downloading one.
+# python3: for pip, should uv's installer fail; where it is the grader's Python, uv uses it.
 apt-get install -y --no-install-recommends bubblewrap curl ca-certificates python3 python3-venv
-mkdir -p {OPT}/bin
-if ! curl -LsSf https://astral.sh/uv/install.sh | env UV_INSTALL_DIR={OPT}/bin UV_NO_MODIFY_PATH=1 sh; then
-    python3 -m venv {OPT}/uv-venv && {OPT}/uv-venv/bin/pip install --quiet uv
-    ln -sf {OPT}/uv-venv/bin/uv {OPT}/bin/uv
+mkdir -p {opt}/bin
+if ! curl -LsSf https://astral.sh/uv/install.sh | env UV_INSTALL_DIR={opt}/bin UV_NO_MODIFY_PATH=1 sh; then
+    python3 -m venv {opt}/uv-venv && {opt}/uv-venv/bin/pip install --quiet uv
+    ln -sf {opt}/uv-venv/bin/uv {opt}/bin/uv
 fi
 cd /autograder/source
-# The environment lives outside /root so the sandbox's unprivileged uid can read it.
-UV_PYTHON_INSTALL_DIR={OPT}/python UV_PROJECT_ENVIRONMENT={OPT}/venv UV_PYTHON=3.11 \\
-    {OPT}/bin/uv sync --locked --no-install-project
-chmod -R a+rX {OPT}
+# The environment lives outside /root so the sandbox's unprivileged uid can read it. Its Python
+# is the handout's (.python-version): uv downloads it where the image has none, or uses the
+# interpreter CS336_GRADER_PYTHON names (make gradescope-docker lends the host's: no download).
+UV_PYTHON_INSTALL_DIR={opt}/python UV_PROJECT_ENVIRONMENT={opt}/venv \\
+    UV_PYTHON="${{CS336_GRADER_PYTHON:-{python}}}" \\
+    {opt}/bin/uv sync --locked --no-install-project
+chmod -R a+rX {opt}
 # The grader's files and the blocked packages: root only. Then: which isolation works here.
-{OPT}/venv/bin/python -m course.gradescope harden
-{OPT}/venv/bin/python -m course.gradescope check
+{opt}/venv/bin/python -m course.gradescope harden
+{opt}/venv/bin/python -m course.gradescope check
 """
 RUN_AUTOGRADER = f"""#!/usr/bin/env bash
 # Gradescope runs this for every submission, as root.
@@ -104,12 +107,19 @@ def bundle_files(root: Path = REPO_ROOT) -> list[Path]:
     return [p.relative_to(root) for p in files]
 
 
+def setup_script(root: Path = REPO_ROOT) -> str:
+    """``setup.sh`` for the checkout at ``root``: it installs the handout's Python minor."""
+    from course.handout import grader_python  # in the checkout that builds, not in the bundle
+
+    return SETUP_SH.format(opt=OPT, python=grader_python(root))
+
+
 def build(out: Path, root: Path = REPO_ROOT) -> Path:
     """Write the Gradescope autograder zip to ``out`` atomically."""
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(out.name + ".partial")
     with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
+        for name, text in (("setup.sh", setup_script(root)), ("run_autograder", RUN_AUTOGRADER)):
             info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
             info.external_attr = (stat.S_IFREG | 0o755) << 16
             info.compress_type = zipfile.ZIP_DEFLATED

@@ -23,7 +23,8 @@ container from nothing but Debian's packages and runs the bundle in it end to en
 Needs root, ``docker.io`` with its daemon running, and ``debootstrap`` (Debian/Ubuntu:
 ``apt-get install docker.io debootstrap``; ``dockerd &`` where no service manager runs). The
 host's uv cache is mounted into the container so ``uv sync`` does not download torch again,
-and a host whose network needs its own certificate authorities (``SSL_CERT_FILE``) lends the
+the host's Python is lent to ``setup.sh`` where it is the grader's minor version (the container
+cannot download one, as Gradescope's setup does; Debian bookworm's own is 3.11), and a host whose network needs its own certificate authorities (``SSL_CERT_FILE``) lends the
 container that bundle.
 """
 
@@ -51,6 +52,8 @@ MIRROR = "http://deb.debian.org/debian"
 RUN_SH = """#!/bin/bash
 set -u
 mkdir -p /autograder
+# A lent interpreter under /root (pyenv's): the sandbox's uid must reach it (search only).
+case "${CS336_GRADER_PYTHON:-}" in /root/*) chmod o+x /root ;; esac
 cp -r /work-in/source /autograder/source
 bash /autograder/source/setup.sh > /work-out/setup.log 2>&1 || { echo "setup.sh failed"; tail -30 /work-out/setup.log; exit 1; }
 tail -1 /work-out/setup.log
@@ -253,6 +256,21 @@ def certificate_options() -> list[str]:
     return ["-v", f"{bundle}:{inside}:ro", *(x for n in names for x in ("-e", f"{n}={inside}"))]
 
 
+def lent_python() -> list[str]:
+    """The host's interpreter for setup.sh, where it is the grader's Python minor: this check
+    cannot download one as Gradescope's setup does. Mounted at its own path (pyenv's finds its
+    libpython there) and named by CS336_GRADER_PYTHON; none where the minor differs."""
+    from course.handout import grader_python
+
+    if f"{sys.version_info.major}.{sys.version_info.minor}" != grader_python():
+        return []
+    prefix = Path(sys.base_prefix)
+    python = Path(sys._base_executable)  # the interpreter behind this venv
+    if not python.is_relative_to(prefix):
+        return []
+    return ["-v", f"{prefix}:{prefix}:ro", "-e", f"CS336_GRADER_PYTHON={python}"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rootfs", type=Path, default=ROOTFS, help="the debootstrap tree")
@@ -280,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         "-v", f"{args.work / 'out'}:/work-out",
         "-v", f"{cache}:/root/.cache/uv",
         *certificate_options(),
+        *lent_python(),
         IMAGE, "bash", "/work-in/run.sh",
     ])  # fmt: skip
     from course.judge import load_rubric

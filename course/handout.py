@@ -356,6 +356,20 @@ def project_version(root: Path = REPO_ROOT) -> str:
     return tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
 
 
+def grader_python(root: Path = REPO_ROOT) -> str:
+    """The Python minor version the handout pins (its ``.python-version``) and the grader runs:
+    the floor of ``requires-python``, so the lock and the pin agree."""
+    path = root / "pyproject.toml"
+    spec = tomllib.loads(path.read_text(encoding="utf-8"))["project"].get("requires-python", "")
+    floor = re.fullmatch(r">=\s*(3\.\d+)", spec.strip())
+    if floor is None:
+        raise ValueError(
+            f"{path}: requires-python is {spec!r}; the handout pins its floor, so it must read "
+            "'>=3.N' (e.g. '>=3.12')"
+        )
+    return floor.group(1)
+
+
 def git_stamp(root: Path = REPO_ROOT) -> tuple[str, str]:
     """``(short commit, commit date)`` of HEAD, ``("unknown", "unknown")`` outside git."""
     try:
@@ -517,6 +531,8 @@ def build(
         write_manifest(staging)  # the handout's own tests and fixtures
         stamp = f"{version} (commit {commit}, {date})"
         (staging / "HANDOUT_VERSION").write_text(stamp + "\n")
+        # uv (and pyenv) then use the grader's Python minor, whatever else the machine has.
+        (staging / ".python-version").write_text(grader_python(root) + "\n")
         template = (COURSE_DIR / "handout_readme.md").read_text(encoding="utf-8")
         readme = template.replace("{version}", stamp).replace("{scope}", scope)
         (staging / "README.md").write_text(

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from course.driver import BLOCKED, IMPORT_FAILED
 from tests.cases import CASES, Outputs, components, judge_case
 from tests.cases.wire import Caps, WireError, read_bundle
 
@@ -35,8 +36,6 @@ HIDDEN_DIR = Path(__file__).with_name("hidden")
 EXPECTED_ROOT, INPUTS_ROOT = HIDDEN_DIR / "expected", HIDDEN_DIR / "inputs"
 MESSAGE_LIMIT = 2000
 OUTPUT_CAPS = Caps()
-IMPORT_FAILED = "importing your tests/adapters.py failed: "  # the driver's prefix
-BLOCKED = "blocked while grading"  # in the driver's message for a blocked package
 BUILTIN_EXCEPTIONS = frozenset(
     name
     for name, value in vars(builtins).items()

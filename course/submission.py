@@ -103,7 +103,9 @@ def collect(root: Path, writeup: Path | None = None) -> tuple[dict[str, Path], l
 def manifest(files: dict[str, Path], root: Path) -> dict:
     version_file = root / "HANDOUT_VERSION"
     return {
-        "handout_version": version_file.read_text().strip() if version_file.is_file() else None,
+        "handout_version": version_file.read_text(encoding="utf-8").strip()
+        if version_file.is_file()
+        else None,
         "files": {
             name: {
                 "bytes": path.stat().st_size,

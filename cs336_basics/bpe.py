@@ -20,10 +20,9 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 
-from tqdm.auto import tqdm
-
 from cs336_basics.chunking import find_chunk_boundaries, read_text_range
 from cs336_basics.pretokenization import check_special_tokens, count_pretokens
+from cs336_basics.progress import progress_bar
 
 # Pre-tokenization chunks are at most this large, so workers' memory stays bounded on huge files.
 MAX_CHUNK_BYTES = 64 * 1024 * 1024
@@ -114,7 +113,7 @@ def pretokenize_file(
         for start, end in zip(boundaries, boundaries[1:], strict=False)
     ]
     counts: Counter[bytes] = Counter()
-    bar = tqdm(
+    bar = progress_bar(
         total=file_size, unit="B", unit_scale=True, desc="pre-tokenizing", disable=not progress
     )
     with bar:
@@ -212,7 +211,7 @@ def merge_pairs(
     # rises in the merge that makes its newer token, which pushes its entry). A popped entry whose
     # count is stale is pushed back with the true count; a fresh one is the best pair.
     merges: list[tuple[bytes, bytes]] = []
-    bar = tqdm(total=num_merges, unit="merge", desc="merging", disable=not progress)
+    bar = progress_bar(total=num_merges, unit="merge", desc="merging", disable=not progress)
     with bar, _gc_paused():
         while len(merges) < num_merges and heap:
             negative_count, key, pair = heapq.heappop(heap)

@@ -99,7 +99,7 @@ class ModelConfig:
             path = Path(path_or_text)
             if not path.is_file():
                 raise FileNotFoundError(f"model config not found: {path}")
-            text = path.read_text()
+            text = path.read_text(encoding="utf-8")
         return cls.from_dict(json.loads(text))
 
 

@@ -14,7 +14,9 @@ def read_metrics(path: str | os.PathLike) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [
+        json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
 
 
 def plot_losses(metrics_path: str | os.PathLike, out_path: str | os.PathLike) -> Path:

@@ -111,7 +111,7 @@ class MetricsLog:
     def write(self, record: dict[str, Any]) -> None:
         if not self.enabled:
             return
-        with open(self.path, "a") as handle:
+        with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
         if self.wandb_run is not None:
             split = record["split"]

@@ -87,11 +87,11 @@ def id_range(path: str | os.PathLike, dtype: str | np.dtype = "uint16") -> tuple
 
 @functools.lru_cache(maxsize=16)
 def _id_range(real_path: str, size: int, mtime_ns: int, dtype: str) -> tuple[int, int]:
-    from tqdm.auto import tqdm
+    from cs336_basics.progress import progress_bar
 
     tokens = load_tokens(real_path, dtype)
     low, high = 0, 0
-    with tqdm(
+    with progress_bar(
         total=len(tokens),
         unit="tok",
         unit_scale=True,

@@ -193,7 +193,7 @@ class _Run:
     batches: BatchPrefetcher
     val_tokens: np.ndarray | None
     metrics: MetricsLog
-    progress: Any  # a tqdm bar, silent off rank 0
+    progress: Any  # a progress bar (cs336_basics.progress), silent off rank 0
 
 
 @dataclass
@@ -309,15 +309,14 @@ def _start(
 
 
 def _progress_bar(config: TrainConfig, env: Distributed, initial: int):
-    from tqdm.auto import tqdm
+    from cs336_basics.progress import progress_bar
 
-    return tqdm(
+    return progress_bar(
         total=config.max_steps,
         initial=initial,
         desc="train",
         unit="step",
         disable=not (config.progress and env.is_main),
-        dynamic_ncols=True,
     )
 
 

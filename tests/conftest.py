@@ -68,7 +68,7 @@ def snapshot(request: pytest.FixtureRequest) -> SnapshotChecker:
 @pytest.fixture(scope="session")
 def model_config() -> dict:
     """The small reference model's hyperparameters (``fixtures/model/config.json``)."""
-    return json.loads((FIXTURES / "model" / "config.json").read_text())
+    return json.loads((FIXTURES / "model" / "config.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="session")

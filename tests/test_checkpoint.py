@@ -132,7 +132,7 @@ def test_checkpoint_bad_files_raise(tmp_path):
     run_save_checkpoint(model, optimizer, 1, tmp_path / "c.pt")
     data = (tmp_path / "c.pt").read_bytes()
     (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
-    (tmp_path / "notes.txt").write_text("hello")
+    (tmp_path / "notes.txt").write_text("hello", encoding="utf-8")
     torch.save(model.state_dict(), tmp_path / "plain_state_dict.pt")
     for name in ("cut.pt", "notes.txt", "missing.pt", "plain_state_dict.pt"):
         with raises_an_error():

@@ -194,7 +194,12 @@ def streams_within_budget(tmp_path, tokenizer, streaming: bool) -> tuple[bool, s
         )  # your Tokenizer must be picklable for this test
         args = [str(ROOT), str(pickled), str(CORPUS), str(MEMORY_BUDGET_MB), str(STREAM_CHARS)]
         result = subprocess.run(
-            [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120
+            [sys.executable, "-c", script, *args],
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            errors="replace",  # a traceback in the locale's encoding (Windows) still reads
+            timeout=120,
         )
         fitted = result.returncode == 0 and int(result.stdout.strip()) > STREAM_CHARS // 8
         return fitted, result.stderr[-2000:]

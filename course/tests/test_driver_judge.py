@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -17,7 +19,7 @@ import pytest
 import torch
 
 import tests.adapters as reference
-from course.driver import case_runner, load_instances, load_student_adapters
+from course.driver import case_runner, load_instances, load_student_adapters, with_versions
 from course.judge import INPUTS_ROOT, case_points, judge_component, load_rubric
 from tests.cases import components
 from tests.cases.wire import Caps
@@ -257,11 +259,51 @@ def test_driver_subprocess_survives_exits_interrupts_and_prints(tmp_path):
 
 
 def test_driver_reports_an_adapters_import_error_for_every_case(tmp_path):
+    """Every case fails; the public ones say on which Python and torch the code would not parse
+    (it may parse on the student's), the hidden ones keep their fixed text."""
     submission = write_submission(tmp_path / "submission", "def broken(:\n")
     result = run_driver(submission, tmp_path / "out", "rope")
     assert result.returncode == 0, result.stderr
     results = judge_component("rope", tmp_path / "out", rubric=RUBRIC)
     assert all("SyntaxError" in r.message and not r.passed for r in results)
+    versions = f"graded with Python {platform.python_version()}, torch {torch.__version__}, numpy "
+    assert all(versions in r.message for r in results if not r.hidden)
+    assert {r.message for r in results if r.hidden} == {
+        "importing your tests/adapters.py failed: raised SyntaxError"
+    }
+
+
+@pytest.mark.slow
+def test_a_submission_in_python_3_12_syntax_is_graded_normally(tmp_path):
+    """Upstream's handout needs 3.12, so students write its syntax (a `type` statement): the
+    grader's Python must parse it, or every tokenizer case scores 0."""
+    submission = tmp_path / "submission"
+    shutil.copytree(ROOT / "cs336_basics", submission / "cs336_basics")
+    (submission / "tests").mkdir()
+    shutil.copy(ROOT / "tests" / "adapters.py", submission / "tests" / "adapters.py")
+    tokenizer = submission / "cs336_basics" / "tokenizer.py"
+    tokenizer.write_text(tokenizer.read_text() + "\n\ntype _TokenIds = list[int]\n")
+    result = run_driver(submission, tmp_path / "out", "tokenizer")
+    assert result.returncode == 0, result.stderr
+    results = judge_component("tokenizer", tmp_path / "out", rubric=RUBRIC)
+    assert results and all(r.passed for r in results), [r.message for r in results]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "AssertionError: wrong",
+        "ModuleNotFoundError: tiktoken is blocked while grading: the course's policy",
+        "ImportError: cannot import name 'Foo' from 'cs336_basics.model'",
+    ],
+)
+def test_versions_are_left_out_where_they_explain_nothing(message):
+    assert with_versions(message, "graded with Python 9.9") == message
+    missing = "ImportError: cannot import name 'FILE_LIKE' from 'torch.serialization'"
+    assert with_versions(missing, "v") == f"{missing} (v; code must parse and import there)"
+    assert with_versions("SyntaxError: invalid syntax", "v").endswith(
+        "(v; code must parse and import there)"
+    )
 
 
 def test_load_student_adapters_registers_the_students_module(tmp_path, monkeypatch):

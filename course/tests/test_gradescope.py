@@ -15,6 +15,7 @@ import pytest
 
 from course.grade import REPO_ROOT
 from course.gradescope import build, harden, pack_folder
+from course.handout import grader_python
 from course.sandbox import SandboxUnavailable, isolation
 from course.unpack import UnsafeArchive, unpack_submission
 
@@ -41,6 +42,8 @@ def test_bundle_holds_the_grader_but_not_the_solution(bundle: Path) -> None:
     assert any(name.startswith("tests/cases/") for name in infos)
     assert "apt-get install" in setup and "bubblewrap" in setup
     assert "uv sync --locked" in setup
+    # The handout's Python minor (its .python-version), not whatever the image has.
+    assert f'UV_PYTHON="${{CS336_GRADER_PYTHON:-{grader_python()}}}"' in setup
     assert "course.gradescope harden" in setup and "course.gradescope check" in setup
     assert "course/confine.py" in infos  # container mode's seccomp and Landlock
     assert {"course/grading/__init__.py", "course/grading/policy.py"} <= set(infos)  # as a whole

@@ -10,6 +10,7 @@ suites, so it lives in CI, not here.
 from __future__ import annotations
 
 import ast
+import re
 import zipfile
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from course.handout import (
     apply_markers,
     build,
     check_stub_syntax,
+    grader_python,
     plan,
     shipped_files,
     strip_solutions,
@@ -150,7 +152,8 @@ def _twice(x: int) -> int:
 def fake_repo(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
     files = {
-        "pyproject.toml": '[project]\nname = "x"\nversion = "1.2.3"\n\n[project.scripts]\n'
+        "pyproject.toml": '[project]\nname = "x"\nversion = "1.2.3"\nrequires-python = ">=3.12"\n'
+        "\n[project.scripts]\n"
         'cs336 = "cs336_basics.cli:main"\ncs336-grade = "course.grade:main"\n\n'
         '[tool.hatch.build.targets.wheel]\npackages = ["cs336_basics", "course"]\n',
         "README.md": "instructor readme",
@@ -203,6 +206,7 @@ def test_build_follows_the_manifest_and_stamps(fake_repo: Path, tmp_path: Path) 
     handout = build(tmp_path / "dist", root=fake_repo)
     shipped = shipped_names(handout.directory)
     assert shipped == [
+        ".python-version",
         "HANDOUT_VERSION",
         "Makefile",
         "README.md",
@@ -241,6 +245,7 @@ def test_build_follows_the_manifest_and_stamps(fake_repo: Path, tmp_path: Path) 
     pyproject = (handout.directory / "pyproject.toml").read_text()
     assert "cs336-grade" not in pyproject and 'packages = ["cs336_basics"]' in pyproject
     assert (handout.directory / "HANDOUT_VERSION").read_text().startswith("1.2.3 ")
+    assert (handout.directory / ".python-version").read_text() == "3.12\n"
     readme = (handout.directory / "README.md").read_text()
     assert "1.2.3" in readme and "Fixed the RoPE docstring." in readme
     assert "make submission" in readme and "yours to write" in readme and "{" not in readme
@@ -249,6 +254,27 @@ def test_build_follows_the_manifest_and_stamps(fake_repo: Path, tmp_path: Path) 
     assert graded_code_problems(fake_repo, handout.directory, "base") == []
     with zipfile.ZipFile(handout.zip_path) as archive:
         assert sorted(archive.namelist()) == [f"cs336-basics/{name}" for name in shipped]
+
+
+@pytest.mark.parametrize("spec", ["", ">=3.12,<3.14", "~=3.12", ">=3"])
+def test_the_python_pin_needs_a_plain_floor(fake_repo: Path, tmp_path: Path, spec: str) -> None:
+    pyproject = fake_repo / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('">=3.12"', repr(spec).replace("'", '"')))
+    with pytest.raises(ValueError, match="requires-python is .*must read '>=3.N'"):
+        build(tmp_path / "dist", root=fake_repo)
+
+
+def test_the_handout_pins_upstreams_floor_or_newer() -> None:
+    """Upstream's handout needs Python 3.12; code written for it must parse where we grade."""
+    assert tuple(map(int, grader_python().split("."))) >= (3, 12)
+
+
+def test_the_student_readme_names_the_versions_grading_runs() -> None:
+    pyproject = (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    pins = re.findall(r'"torch==([\d.]+); sys_platform != .darwin. or', pyproject)
+    readme = (REPO_ROOT / "course" / "handout_readme.md").read_text(encoding="utf-8")
+    assert len(pins) == 1 and f"torch {pins[0]}" in readme
+    assert f"Python {grader_python()} with this lock" in readme
 
 
 def test_extension_handout_ships_the_core_complete_and_variants_as_skeletons(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -180,7 +181,6 @@ def test_training_tiny_pipeline_lowers_val_loss_and_leaves_loadable_checkpoint(t
                 "--tiny",
                 "--run-dir",
                 str(run_dir),
-                "--no-progress",
                 "--device",
                 "cpu",
                 "--workers",
@@ -189,7 +189,11 @@ def test_training_tiny_pipeline_lowers_val_loss_and_leaves_loadable_checkpoint(t
         )
         == 0
     )
-    assert "validation loss" in capsys.readouterr().out
+    # The progress goes to a capture, as to a log file: whole lines, no carriage returns.
+    output = capsys.readouterr()
+    assert "validation loss" in output.out
+    assert "\r" not in output.out + output.err
+    assert re.search(r"^train: done, \d+/\d+ step in ", output.err, re.MULTILINE), output.err
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stopped"] == "completed"
     assert summary["final_val_loss"] < summary["first_val_loss"] - 1.5  # about 5.7 -> 3.5 or below

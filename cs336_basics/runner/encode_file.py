@@ -23,11 +23,11 @@ from multiprocessing.connection import Connection
 from typing import NoReturn
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from cs336_basics.atomic_write import atomic_writer
 from cs336_basics.chunking import find_chunk_boundaries, read_text_range
 from cs336_basics.errors import RunFailedError
+from cs336_basics.progress import progress_bar
 from cs336_basics.tokenizer import Tokenizer
 
 # Text per job: small enough for a smooth progress bar and bounded memory, big enough that
@@ -90,7 +90,7 @@ def encode_file(
     total = 0
     with (
         atomic_writer(output_path) as out,
-        tqdm(
+        progress_bar(
             total=file_size, unit="B", unit_scale=True, desc="encoding", disable=not progress
         ) as bar,
         # Closed on the way out, so the workers are gone before the error is reported.

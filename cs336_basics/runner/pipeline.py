@@ -43,7 +43,9 @@ def embedded_config(preset: str = "default") -> dict[str, Any]:
     if preset not in PRESETS:
         raise InputError(f"unknown pipeline preset {preset!r}; choose from {', '.join(PRESETS)}")
     return tomllib.loads(
-        resources.files("cs336_basics.runner.configs").joinpath(PRESETS[preset]).read_text()
+        resources.files("cs336_basics.runner.configs")
+        .joinpath(PRESETS[preset])
+        .read_text(encoding="utf-8")
     )
 
 

@@ -24,7 +24,7 @@ class Shipped:
 
     @cached_property
     def config(self) -> dict:
-        return json.loads((self.root / "model" / "config.json").read_text())
+        return json.loads((self.root / "model" / "config.json").read_text(encoding="utf-8"))
 
     @cached_property
     def state_dict(self) -> dict[str, torch.Tensor]:

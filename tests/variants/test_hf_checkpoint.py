@@ -137,7 +137,9 @@ def test_sharded_directory_loads_and_a_missing_shard_is_named(tmp_path: Path) ->
 
 def edit_config(directory: Path, **changes) -> None:
     path = directory / "config.json"
-    path.write_text(json.dumps(json.loads(path.read_text()) | changes))
+    path.write_text(
+        json.dumps(json.loads(path.read_text(encoding="utf-8")) | changes), encoding="utf-8"
+    )
 
 
 def test_bad_directories_are_refused_by_file_and_field(llama_dir) -> None:

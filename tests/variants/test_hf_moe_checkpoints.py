@@ -103,7 +103,9 @@ def test_stacked_directory_still_loads(tmp_path: Path, family: str) -> None:
 def test_sharded_per_expert_directory_loads(tmp_path: Path) -> None:
     hf = deepseek_v3_moe()
     hf.save_pretrained(tmp_path, max_shard_size="20KB")
-    weight_map = json.loads((tmp_path / "model.safetensors.index.json").read_text())["weight_map"]
+    weight_map = json.loads(
+        (tmp_path / "model.safetensors.index.json").read_text(encoding="utf-8")
+    )["weight_map"]
     assert len(set(weight_map.values())) > 2
     assert "model.layers.1.mlp.experts.0.down_proj.weight" in weight_map
     model, *_ = run_load_pretrained(tmp_path)
