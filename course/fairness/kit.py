@@ -34,6 +34,7 @@ class Kit:
     cross_entropy: Callable[[Tensor, Tensor], Tensor]
     embed: Callable[[Tensor, Tensor], Tensor] = lambda weight, ids: weight[ids]
     fused_qkv: bool = False  # one projection by the stacked q, k, v weights
+    loop_heads: bool = False  # each head projected and attended on its own, then concatenated
     wrap: Callable[[Callable], Callable] = lambda function: function  # e.g. torch.compile
 
     def swiglu(self, x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
@@ -47,7 +48,20 @@ class Kit:
     def attention(self, x: Tensor, w: tuple[Tensor, ...], heads: int, rope=None, positions=None):
         """Causal MHSA on ``x``; ``w`` holds the q, k, v and output projections; ``rope`` is
         ``(theta, max_seq_len)`` or ``None``."""
-        q, k, v = self.project(x, *w[:3])
+        if self.loop_heads and heads > 1:
+            rows = w[0].shape[0] // heads
+            outs = [
+                self.heads_attention(
+                    x, tuple(m[h * rows : (h + 1) * rows] for m in w[:3]), 1, rope, positions
+                )
+                for h in range(heads)
+            ]
+            return self.linear(torch.cat(outs, dim=-1), w[3])
+        return self.linear(self.heads_attention(x, w[:3], heads, rope, positions), w[3])
+
+    def heads_attention(self, x: Tensor, w: tuple[Tensor, ...], heads: int, rope, positions):
+        """The attended values of ``heads`` heads before the output projection."""
+        q, k, v = self.project(x, *w)
         seq, d_k = x.shape[-2], q.shape[-1] // heads
 
         def split(t: Tensor) -> Tensor:
@@ -60,8 +74,7 @@ class Kit:
             positions = positions.unsqueeze(-2)  # broadcast over the heads
             q, k = self.rope(q, positions, *rope), self.rope(k, positions, *rope)
         causal = torch.ones(seq, seq, dtype=torch.bool, device=x.device).tril()
-        out = self.sdpa(q, k, v, causal).transpose(-3, -2).flatten(-2)
-        return self.linear(out, w[3])
+        return self.sdpa(q, k, v, causal).transpose(-3, -2).flatten(-2)
 
     def block(self, x: Tensor, w: Weights, heads: int, rope: tuple[float, int], eps: float):
         attn = tuple(w[f"attn.{n}_proj.weight"] for n in ("q", "k", "v", "output"))

@@ -3,11 +3,10 @@
 Each is what a student plausibly writes: ``x @ W.T``, ``einsum`` or ``F.linear``; ``1/sqrt`` or
 ``rsqrt``; softmax by subtracting the max or through ``logsumexp``; masks by ``masked_fill``,
 an additive ``-inf`` bias or ``F.scaled_dot_product_attention``; RoPE by a cos/sin table, by
-complex numbers or GPT-J's ``rotate_every_two``; heads split by view or by a loop. ``STYLES``
-combines them into whole solutions (``course/fairness/kit.py``); ``float64`` computes in
-float64 throughout and rounds once at the end. Written from the handout, not from
-``cs336_basics``.
-"""
+complex numbers or GPT-J's ``rotate_every_two``; heads split by a view or attended one by one in
+a loop. ``STYLES`` combines them into whole solutions (``course/fairness/kit.py``);
+``float64_inside`` computes in float64 throughout and rounds once at the end. Written from the
+handout, not from ``cs336_basics``."""
 
 from __future__ import annotations
 
@@ -211,6 +210,7 @@ BROADCAST = Kit(
     sdpa=sdpa_masked_fill,
     rope=rope_rotate_every_two,
     cross_entropy=cross_entropy_logsumexp,
+    loop_heads=True,
 )
 
 
