@@ -24,7 +24,8 @@ case-mutants:
 
 # Correct implementations in other arithmetic orders (course/fairness) must pass every numeric
 # graded case, public and hidden, on 1 and all threads and torch's scalar code path (and through
-# torch.compile); prints each case's worst margin (error / tolerance). fairness-smoke: CI-sized.
+# torch.compile in the first: long); prints each case's worst margin (error / tolerance).
+# fairness-smoke: CI-sized (two configurations, no torch.compile).
 fairness:
 	uv run python -m course.fairness --compiled
 
