@@ -1,5 +1,5 @@
 # Developer and instructor commands; see README.md and docs/instructor.md.
-.PHONY: test test-all demo fixtures hidden-cases case-mutants check-fixtures import-graph handout handout-extensions verify-handout submission grade grade-batch grade-summary regrade similarity mutants mutants-smoke test-thorough ci-course check-platforms gradescope gradescope-docker grader-attacks grader-attacks-container bench bench-smoke check-solutions
+.PHONY: test test-all demo fixtures hidden-cases case-mutants fairness fairness-smoke bench-suite check-fixtures import-graph handout handout-extensions verify-handout submission grade grade-batch grade-summary regrade similarity mutants mutants-smoke test-thorough ci-course check-platforms gradescope gradescope-docker grader-attacks grader-attacks-container bench bench-smoke check-solutions
 
 test:
 	uv run pytest
@@ -21,6 +21,16 @@ hidden-cases:
 # Every catalogued bug must lose points in grading (driver + judge on public and hidden cases).
 case-mutants:
 	uv run python -m course.case_mutants
+
+# Correct implementations in other arithmetic orders (course/fairness) must pass every numeric
+# graded case, public and hidden, on 1 and all threads and torch's scalar code path (and through
+# torch.compile in the first: long); prints each case's worst margin (error / tolerance).
+# fairness-smoke: CI-sized (two configurations, no torch.compile).
+fairness:
+	uv run python -m course.fairness --compiled
+
+fairness-smoke:
+	uv run python -m course.fairness --smoke
 
 check-fixtures:
 	uv run python -m course.manifest
@@ -137,3 +147,8 @@ bench:
 # The same harness end to end on tiny inputs (asserts no timings); for CI.
 bench-smoke:
 	uv run python -m benchmarks.run --smoke
+
+# How long the suites take, side by side on this machine: the repository's `pytest`, the handout's
+# suite with the reference solution and, given UPSTREAM=path/to/an/upstream/checkout, upstream's.
+bench-suite:
+	uv run python -m benchmarks.suite $(if $(UPSTREAM),--upstream "$(UPSTREAM)")

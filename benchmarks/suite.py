@@ -1,12 +1,30 @@
-"""The test suite's wall time: ``pytest`` in a fresh process, as a user runs it."""
+"""How long the test suites take: ``pytest`` in a fresh process, as a user runs it.
+
+``benchmark`` is ``make bench``'s row (the repository's suite). ``python -m benchmarks.suite``
+(``make bench-suite``) times, one after the other on this machine, the repository's
+``uv run pytest``, the handout's whole suite with the reference solution in place of the
+skeletons (the shipped tests and fixtures, as ``make check-solutions`` builds them), and, with
+``--upstream PATH``, the suite of an upstream checkout (with its solution filled in) under this
+environment's Python. Each row gives the wall time and pytest's own "in N s" test time; timings
+on a shared machine are noisy, so compare rows of one run.
+"""
 
 from __future__ import annotations
 
+import argparse
+import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# The repository's default suite (``-m "not slow"``) must take less test time than this.
+SUITE_TARGET_SECONDS = 60.0
 
 
 def benchmark(pytest_args: list[str] | None = None, log=print) -> dict[str, Any]:
@@ -32,7 +50,7 @@ def benchmark(pytest_args: list[str] | None = None, log=print) -> dict[str, Any]
         "speed ours/peer": "",
         "spread s (ours; peer)": summary.strip("= "),
         "seconds": seconds,
-        "max_seconds": 90.0,
+        "max_seconds": SUITE_TARGET_SECONDS,
     }
     return {
         "command": command,
@@ -42,3 +60,90 @@ def benchmark(pytest_args: list[str] | None = None, log=print) -> dict[str, Any]
         "counts": counts,
         "rows": [row],
     }
+
+
+@dataclass(frozen=True)
+class SuiteTime:
+    name: str
+    wall: float
+    test_seconds: float | None  # pytest's "in N s", None when it printed none
+    summary: str
+    exit_code: int
+
+
+def time_suite(name: str, command: list[str], cwd: Path, env: dict[str, str]) -> SuiteTime:
+    print(f"timing {name}: {' '.join(command)} (in {cwd})", file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    counts = [
+        line
+        for line in done.stdout.splitlines()
+        if re.search(r"(passed|failed|error).* in [0-9.]+s", line)
+    ]
+    summary = counts[-1].strip("= ") if counts else (done.stdout + done.stderr).strip()[-200:]
+    found = re.search(r" in ([0-9.]+)s", summary)
+    return SuiteTime(name, wall, float(found.group(1)) if found else None, summary, done.returncode)
+
+
+def handout_suite() -> SuiteTime:
+    """The shipped tests and fixtures with the reference's ``cs336_basics`` and adapters, run
+    by an interpreter that sees that tree and the environment's packages only."""
+    from course.check_solutions import build_tree, isolated_env
+
+    with tempfile.TemporaryDirectory(prefix="bench-handout-") as scratch:
+        root = Path(scratch)
+        build_tree(REPO_ROOT, root, set())
+        command = [sys.executable, "-S", "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider"]
+        return time_suite("handout + reference solution", command, root, isolated_env(root))
+
+
+def upstream_suite(checkout: Path) -> SuiteTime:
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    return time_suite(f"upstream ({checkout})", command, checkout, env)
+
+
+def table(rows: list[SuiteTime]) -> str:
+    upstream = next((r for r in rows if r.name.startswith("upstream")), None)
+    lines = [f"{'suite':<44} {'wall s':>7} {'test s':>7} {'x upstream':>10}  pytest says"]
+    for row in rows:
+        test = "" if row.test_seconds is None else f"{row.test_seconds:7.1f}"
+        ratio = ""
+        if upstream and upstream.test_seconds and row.test_seconds is not None:
+            ratio = f"{row.test_seconds / upstream.test_seconds:9.2f}x"
+        lines.append(f"{row.name[:44]:<44} {row.wall:7.1f} {test:>7} {ratio:>10}  {row.summary}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="the suites' times, side by side")
+    parser.add_argument(
+        "--upstream",
+        type=Path,
+        help="an upstream checkout (assignment1-basics) with its solution filled in",
+    )
+    args = parser.parse_args(argv)
+    if args.upstream is not None and not (args.upstream / "tests").is_dir():
+        parser.error(f"--upstream {args.upstream}: no tests/ folder there")
+    pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    rows = [time_suite("repository (uv run pytest)", pytest, REPO_ROOT, dict(os.environ))]
+    rows.append(handout_suite())
+    if args.upstream is not None:
+        rows.append(upstream_suite(args.upstream.resolve()))
+    print(table(rows))
+    if args.upstream is None:
+        print("upstream: not timed (no checkout given; make bench-suite UPSTREAM=path/to/it)")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    cores = os.cpu_count()
+    print(f"{cores} cores" + ("" if load is None else f", load average {load:.1f} at the end"))
+    repository = rows[0]
+    met = repository.test_seconds is not None and repository.test_seconds < SUITE_TARGET_SECONDS
+    print(
+        f"repository suite under {SUITE_TARGET_SECONDS:g} s of test time: {'yes' if met else 'NO'}"
+    )
+    return 0 if all(r.exit_code == 0 for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

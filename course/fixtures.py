@@ -8,8 +8,9 @@ floats within a few ulp), so any diff under ``fixtures/`` means behaviour change
 
 Every snapshot is cross-checked here against an independent float64 computation; a case whose
 reference disagrees, or whose catalogued mistake is indistinguishable from the right answer,
-stops the run before anything is written. Tolerances are derived, not guessed:
-``atol = 10 * max|reference_f32 - truth_f64| + 8 * eps_f32 * max|truth|``.
+stops the run before anything is written. Tolerances are derived, not guessed, from the spread of correct implementations
+(``course/fairness/spread.py``): ``atol = max(10 e_ref, 4 e_styles) + 8 eps_f32 max|truth|``,
+from the float32 errors of the reference and of the correct styles against the float64 truth.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from safetensors.torch import load_file, save
 
 import course.cases_model  # noqa: F401  (registers the model cases)
 import course.cases_variants  # noqa: F401  (registers the architecture-variant cases)
+from course.fairness.spread import AGREEMENT, derived_atol, spread_error
 from course.fixture_diff import fixture_differences
 from course.hidden_cases import write_hidden_cases
 from course.manifest import write_manifest
@@ -34,6 +36,9 @@ from cs336_basics.atomic_write import atomic_writer
 from cs336_basics.config import ModelConfig
 from cs336_basics.model import transformer_lm
 from cs336_basics.variants.config import VariantConfig
+from tests.cases import CASES
+from tests.cases.public import public_inputs
+from tests.cases.shipped import Shipped
 from tests.snapshots import match_tolerance
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -150,6 +155,14 @@ def load_fixture_data() -> FixtureData:
     return FixtureData(config, state_dict, inputs)
 
 
+def graded_spread(name: str, truth: torch.Tensor) -> float:
+    """The largest error of the correct styles on the public graded cases this snapshot
+    judges (0 for the snapshots of ungraded variants)."""
+    shipped = Shipped()
+    cases = [c for c in CASES.values() if c.snapshot == name and c.public_inputs is not None]
+    return max((spread_error(c, public_inputs(c, shipped), truth) for c in cases), default=0.0)
+
+
 def snapshot_arrays(name: str, data: FixtureData) -> dict[str, np.ndarray]:
     """Run case ``name``, check it against its independent truth, and derive its tolerance."""
     result = REGISTRY[name](data)
@@ -159,11 +172,11 @@ def snapshot_arrays(name: str, data: FixtureData) -> dict[str, np.ndarray]:
         raise RuntimeError(f"{name}: reference must be float32 of the truth's shape {truth.shape}")
     scale = float(np.abs(truth).max(initial=0.0))
     error = float(np.abs(reference.astype(np.float64) - truth).max(initial=0.0))
-    if not error <= 1e-4 * max(scale, 1.0):
+    if not error <= AGREEMENT * max(scale, 1.0):
         raise RuntimeError(
             f"{name}: reference disagrees with the independent computation (max error {error:.3e})"
         )
-    atol = 10 * error + 8 * float(np.finfo(np.float32).eps) * scale
+    atol = derived_atol(error, graded_spread(name, torch.from_numpy(truth)), scale)
     match_atol = match_tolerance(atol, truth)
     out = {"expected": truth, "reference_float32": reference, "atol": np.float64(atol)}
     for slug, (hint, _) in sorted(result.wrong.items()):

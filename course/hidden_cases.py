@@ -12,7 +12,9 @@ Expected values come from independent computations (``course/oracles``: ``torch.
 in float64, tiktoken, a naive BPE trainer; here, the float64 naive model of
 ``course/cases_model.py`` for the cases with snapshots); each case is
 then run on the reference solution and must pass before anything is written. Float tolerances
-are derived as the snapshots' are: ``atol = 10 * max|reference_f32 - truth| + 8 eps_f32 max|truth|``.
+are derived as the snapshots' are, from the spread of correct implementations
+(``course/fairness/spread.py``): ``atol = max(10 e_ref, 4 e_styles) + 8 eps_f32 max|truth|``,
+from the float32 errors of the reference and of the correct styles against the truth.
 Deterministic: rerunning rewrites identical files.
 """
 
@@ -24,12 +26,12 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 import tests.adapters as reference_adapters
 from course.cases_model import complex_rope, naive_attention, naive_block, naive_lm
+from course.fairness.spread import AGREEMENT, derived_atol, spread_error
 from course.hidden_inputs import HIDDEN
 from course.manifest import write_manifest
 from course.oracles import ORACLES
@@ -115,7 +117,8 @@ TRUTHS: dict[tuple[str, str], Callable[[Bundle], torch.Tensor]] = {
 
 
 def derived_expected(case: Case, inputs: Bundle) -> Bundle:
-    """The truth of ``out`` and its tolerance, derived from the reference's float32 error."""
+    """The truth of ``out`` and its tolerance, derived from the float32 errors of the reference
+    and of the correct styles (``course/fairness/spread.py``)."""
     truth = TRUTHS[(case.component, case.name)](inputs).detach().to(f64)
     reference = run_case(case, reference_adapters, inputs)
     if reference.raised:
@@ -127,11 +130,11 @@ def derived_expected(case: Case, inputs: Bundle) -> Bundle:
         )
     scale = float(truth.abs().max())
     error = float((ours.to(f64) - truth).abs().max())
-    if not error <= 1e-4 * max(scale, 1.0):
+    if not error <= AGREEMENT * max(scale, 1.0):
         raise RuntimeError(
             f"{case.component}/{case.name}: reference disagrees with the truth ({error:.3e})"
         )
-    return expect_close("out", truth, 10 * error + 8 * float(np.finfo(np.float32).eps) * scale)
+    return expect_close("out", truth, derived_atol(error, spread_error(case, inputs, truth), scale))
 
 
 def computed_expected(case: Case, inputs: Bundle) -> Bundle:

@@ -238,6 +238,7 @@ def run_linear(d_in, d_out, weight, x):
 """
 
 
+@pytest.mark.slow  # a driver subprocess: run by `make test-all` and CI, not by plain `pytest`
 def test_driver_subprocess_survives_exits_interrupts_and_prints(tmp_path):
     submission = write_submission(tmp_path / "submission", HOSTILE_ADAPTERS)
     # Modules the driver needs, shadowed: it imports them before the student's folder is on
@@ -258,6 +259,7 @@ def test_driver_subprocess_survives_exits_interrupts_and_prints(tmp_path):
     assert "shape" in messages["linear-public-basic"]
 
 
+@pytest.mark.slow  # a driver subprocess: run by `make test-all` and CI, not by plain `pytest`
 def test_driver_reports_an_adapters_import_error_for_every_case(tmp_path):
     """Every case fails; the public ones say on which Python and torch the code would not parse
     (it may parse on the student's), the hidden ones keep their fixed text."""
@@ -352,6 +354,7 @@ def test_case_weights_and_rubric_errors(tmp_path):
             load_rubric(rubric)
 
 
+@pytest.mark.slow  # a driver subprocess: run by `make test-all` and CI, not by plain `pytest`
 def test_driver_soft_timeout_stops_a_hanging_case_and_goes_on(tmp_path):
     adapters = """
     import time
@@ -383,6 +386,7 @@ def test_driver_soft_timeout_stops_a_hanging_case_and_goes_on(tmp_path):
     )  # not chosen
 
 
+@pytest.mark.slow  # a driver subprocess: run by `make test-all` and CI, not by plain `pytest`
 def test_case_mutants_grades_a_catalogued_bug(tmp_path):
     from course.bugs import BUGS
     from course.case_mutants import CASE_FILES, grade_bug, stage
@@ -393,6 +397,7 @@ def test_case_mutants_grades_a_catalogued_bug(tmp_path):
     assert result.hidden_failed == 2 and not result.note
 
 
+@pytest.mark.slow  # a driver subprocess: run by `make test-all` and CI, not by plain `pytest`
 def test_hidden_feedback_is_a_fixed_text_whatever_the_code_raised(tmp_path):
     """A hidden case that fails says which builtin exception was raised and nothing else: not
     its message, not a class name of the student's, not the case's values."""

@@ -104,6 +104,7 @@ def test_parameter_groups_decay_matrices_only():
     assert {id(p) for p in kept["params"]} == {id(p) for p in expected_kept}
 
 
+@pytest.mark.slow  # two whole training runs: run by `make test-all` and CI, not by plain `pytest`
 def test_training_with_foreach_adamw_gives_the_same_losses(tmp_path):
     rng = np.random.default_rng(0)
     pieces = [np.arange(s, s + 6) % 32 for s in rng.integers(0, 32, 300)]

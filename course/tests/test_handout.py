@@ -415,11 +415,13 @@ def test_real_repository_ships_no_instructor_code() -> None:
     assert Path("tests/adapters.py") in shipped
 
 
+@pytest.mark.slow  # pytest subprocesses on a handout: run by `make test-all` and CI, not by plain `pytest`
 @pytest.mark.parametrize("kind", ["base", "extension"])
 def test_verifier_passes_a_sound_handout_end_to_end(fake_repo: Path, kind: str) -> None:
     assert verify(fake_repo, kind=kind, check_reference=kind == "base") == []
 
 
+@pytest.mark.slow  # pytest subprocesses on a handout: run by `make test-all` and CI, not by plain `pytest`
 def test_verifier_names_the_tests_that_fail_for_the_wrong_reason(fake_repo: Path) -> None:
     (fake_repo / "tests" / "test_more.py").write_text(
         "import pytest\n\nfrom tests.adapters import run_double\n\n\n"

@@ -70,6 +70,7 @@ def test_the_core_importing_the_tooling_is_a_violation(tmp_path):
     ]
 
 
+@pytest.mark.slow  # a Python subprocess per module: run by `make test-all` and CI, not by plain `pytest`
 def test_a_module_that_needs_another_imported_first_fails_alone(tmp_path):
     write_tree(
         tmp_path,

@@ -6,9 +6,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from course.handout import REPO_ROOT
 
 
+@pytest.mark.slow  # pytest in a subprocess: run by `make test-all` and CI, not by plain `pytest`
 def test_a_run_ends_with_graded_cases_and_points_then_advice() -> None:
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     command += ["tests/test_cases.py", "tests/test_layers.py", "-k", "linear"]

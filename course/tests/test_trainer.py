@@ -59,6 +59,7 @@ def _losses(history, split):
     return [(r["step"], r["loss"]) for r in history if r["split"] == split]
 
 
+@pytest.mark.slow  # a whole training pipeline: run by `make test-all` and CI, not by plain `pytest`
 def test_training_resume_reproduces_uninterrupted_run(token_files, tmp_path):
     straight = train(_config(token_files, tmp_path / "straight", grad_accum_steps=2))
     assert straight.step == 8 and straight.stopped == "completed"
@@ -168,6 +169,7 @@ def test_cli_train_reports_a_nan_as_its_one_error_line(token_files, tmp_path, mo
     assert lines[-1].startswith("cs336 train: error: the training loss is nan at step 3"), lines
 
 
+@pytest.mark.slow  # a whole training pipeline: run by `make test-all` and CI, not by plain `pytest`
 def test_training_tiny_pipeline_lowers_val_loss_and_leaves_loadable_checkpoint(tmp_path, capsys):
     from cs336_basics.checkpoint import model_from_checkpoint
     from cs336_basics.generation import generate
@@ -230,6 +232,7 @@ def test_training_wandb_missing_gives_clear_error(token_files, tmp_path, monkeyp
         train(_config(token_files, tmp_path / "run", wandb_project="cs336"))
 
 
+@pytest.mark.slow  # a whole training pipeline: run by `make test-all` and CI, not by plain `pytest`
 def test_training_pipeline_takes_user_data_at_every_stage(tmp_path):
     import numpy as np
 

@@ -144,6 +144,7 @@ def test_train_reproduces_the_plain_loop(tmp_path, log_interval):
     np.testing.assert_allclose([v for _, v in logged], [v for _, v in means], rtol=1e-5)
 
 
+@pytest.mark.slow  # a whole training run: run by `make test-all` and CI, not by plain `pytest`
 def test_train_finds_a_nan_between_reads_and_keeps_the_checkpoint_before_it(tmp_path, monkeypatch):
     import cs336_basics.training as training
     from cs336_basics.checkpoint import read_checkpoint

@@ -81,7 +81,7 @@ def check_cosine(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | Non
     actual = outputs.get("lrs")
     if not isinstance(actual, list) or not all(isinstance(x, float) for x in actual):
         return "lrs: expected a list of floats"
-    tolerance = 1e-9 * max(1.0, abs(inputs["max"]))
+    tolerance = expected["lrs.atol"]
 
     def same(a: list[float], b: list[float]) -> bool:
         return len(a) == len(b) and all(abs(x - y) <= tolerance for x, y in zip(a, b, strict=True))

@@ -82,7 +82,14 @@ class CountingBackend:
         return graph_module.forward
 
 
-@pytest.mark.parametrize("variant", ["gqa", "mla", "learned positions", "nope"])
+# Tracing a graph takes seconds: plain pytest traces one kind; `pytest -m ""` (CI) all four.
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "gqa",
+        *(pytest.param(v, marks=pytest.mark.slow) for v in ("mla", "learned positions", "nope")),
+    ],
+)
 def test_compiled_decoding_equals_uncached_and_compiles_one_graph(variant: str) -> None:
     torch.compiler.reset()  # graphs of earlier tests must not count against the recompile limit
     model, backend = tiny_model(variant), CountingBackend()
