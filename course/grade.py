@@ -38,12 +38,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from course.driver import CASE_TIMEOUT_S, IMPORT_REPORT, WALL_FACTOR
 from course.judge import (
     IMPORT_FAILED,
     CaseResult,
@@ -67,6 +69,7 @@ from course.unpack import UnsafeArchive, unpack_submission
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RUBRIC = REPO_ROOT / "course" / "rubric.toml"
 OUTPUT_LIMIT = 6000
+IMPORT_NOT_ENDED = "not run: your tests/adapters.py did not finish importing in time (see the top)"
 # The pristine files the driver imports (GRADING_INTERFACE.md): the case definitions only.
 CASE_FILES = (
     "tests/__init__.py",
@@ -232,24 +235,33 @@ class Phase:
     cases: dict[str, list[CaseResult]]
     error: str | None = None
     seconds: float = 0.0
+    limits: SandboxLimits | None = None  # what it ran under (its share of the budget)
+    import_timeout: str | None = None  # the public run: why the hidden runs were not started
 
 
 def run_phase(
-    names: list[str], hidden: bool, submission: Path, scratch: Path, setting: Setting
+    names: list[str],
+    hidden: bool,
+    submission: Path,
+    scratch: Path,
+    setting: Setting,
+    budget: Budget,
 ) -> Phase:
-    """Run the driver on ``names``' hidden (or public) cases in one sandbox, then judge them;
-    never raises."""
+    """Run the driver on ``names``' hidden (or public) cases in one sandbox, within its share
+    of ``budget``, then judge them; never raises. The public run runs alone."""
     started = time.monotonic()
     label = f"hidden-{names[0]}" if hidden else "public"
+    limits = budget.share(setting.limits)
+    run = None
     try:
         staged = stage_grader_files(setting.course, names, hidden, scratch / "grader" / label)
         outputs = scratch / "outputs" / label
         if setting.level is None:
-            run = run_unsandboxed(staged, names, submission, outputs, setting.limits)
+            run = run_unsandboxed(staged, names, submission, outputs, limits)
         else:
             runtime = Runtime.current()
             job = driver_job(staged, names, submission, runtime, setting.rubric.blocked_packages)
-            run = run_sandboxed(job, setting.limits, outputs, setting.level)
+            run = run_sandboxed(job, limits, outputs, setting.level, alone=not hidden)
         course = setting.course
         cases = {
             name: judge_component(
@@ -262,11 +274,71 @@ def run_phase(
             )
             for name in names
         }
-        phase = Phase(run, cases)
+        phase = Phase(run, cases, limits=limits)
+        if not hidden and not import_ended(outputs, run):
+            phase.import_timeout = import_timeout(run, limits)
     except Exception as error:  # noqa: BLE001  (a grader-side failure: this phase only)
-        phase = Phase(None, {}, f"grader error: {describe(error)}")
+        phase = Phase(None, {}, f"grader error: {describe(error)}", limits=limits)
+    finally:
+        budget.settle(limits, run.seconds if run else 0.0)
     phase.seconds = time.monotonic() - started
     return phase
+
+
+class Budget:
+    """The submission's time budget: wall-clock seconds its sandboxes may run in all (waiting
+    for a turn does not count). Each sandbox may run for the smaller of ``wall_s`` and what the
+    budget can give while keeping a floor for every sandbox not started yet (half the budget,
+    split evenly); what it does not use goes back. So the whole zip is bounded, and a component
+    that runs long costs no other component its points: each gets at least its floor, far more
+    than an honest component needs."""
+
+    def __init__(self, seconds: float, sandboxes: int) -> None:
+        self.left, self.waiting = float(seconds), sandboxes
+        self.floor = seconds / (2 * sandboxes)
+        self._lock = threading.Lock()
+
+    def share(self, limits: SandboxLimits) -> SandboxLimits:
+        with self._lock:
+            self.waiting -= 1
+            bound = max(1, int(min(limits.wall_s, self.left - self.floor * self.waiting)))
+            self.left -= bound
+        return replace(limits, wall_s=bound)
+
+    def settle(self, limits: SandboxLimits, used: float) -> None:
+        with self._lock:
+            self.left += max(limits.wall_s - used, 0.0)
+
+
+def import_ended(outputs: Path, run: SandboxResult) -> bool:
+    """Whether importing the student's adapters ended in the public run, as its driver reported
+    (``driver.IMPORT_REPORT``); without a report, whether the run ended other than at a limit
+    (a crash or an exit at import: the hidden runs, each quickly done, say what happened)."""
+    try:
+        with open(outputs / IMPORT_REPORT, "rb") as stream:
+            return json.loads(stream.read(100)) == {"ended": True}
+    except (OSError, ValueError):
+        return not (run.timed_out or run.killed_for)
+
+
+def import_timeout(run: SandboxResult, limits: SandboxLimits) -> str:
+    """The one sentence a student reads when the hidden runs were not started."""
+    reached = {
+        "cpu": f"the public run's limit of {limits.cpu_s:g} CPU-seconds",
+        "memory": f"the public run's memory limit of {limits.memory_bytes / 2**30:g} GiB",
+        "disk": "the public run's disk limit",
+    }.get(run.killed_for or "", f"the public run's wall-clock limit of {limits.wall_s:g} s")
+    if not (run.timed_out or run.killed_for):
+        reached = (
+            f"the driver's limit of {CASE_TIMEOUT_S:g} CPU-seconds "
+            f"({CASE_TIMEOUT_S * WALL_FACTOR:g} s of wall clock) for importing it"
+        )
+    return (
+        "No hidden case was run, so every component scores 0: importing your tests/adapters.py "
+        f"(with the cs336_basics modules it imports) did not finish within {reached}; "
+        "work at module level (a training run, a loop) runs on every import: move it into a "
+        "function."
+    )
 
 
 def death_note(result: SandboxResult, limits: SandboxLimits) -> str | None:
@@ -298,7 +370,7 @@ def summarize(component, hidden: Phase, public: Phase, limits: SandboxLimits) ->
     shown = public.cases.get(component.name, [])
     passed = sum(c.passed for c in cases)
     score = round(min(sum(c.points for c in cases), component.points), 4)
-    lines = [f"{passed}/{len(cases)} hidden cases passed (they carry the points)"]
+    lines = [f"{passed}/{len(cases)} hidden cases passed (they carry the points)"] if cases else []
     note = death_note(hidden.run, limits) if hidden.run else hidden.error
     if note:
         lines.append(note + ".")
@@ -363,6 +435,7 @@ class Setting:
     limits: SandboxLimits
     course: Course
     level: Isolation | None
+    budget_s: float | None = None  # wall-clock seconds for all of a zip's sandboxes together
 
 
 def protected_paths(course: Course) -> tuple[Path, ...]:
@@ -387,9 +460,11 @@ def grade(
     try:
         loaded = load_rubric(rubric)
         components = list(loaded.components)
-        limits = limits or sandbox_limits(dict(loaded.limits))
+        rubric_limits = dict(loaded.limits)
+        budget_s = rubric_limits.pop("budget_s", None)
+        limits = limits or sandbox_limits(rubric_limits)
         level = isolation(protected_paths(course)) if sandbox else None
-        setting = Setting(loaded, limits, course, level)
+        setting = Setting(loaded, limits, course, level, budget_s)
         results, note = grade_components(zip_path, components, setting, jobs)
     except Exception as error:  # noqa: BLE001  (the catch-all: every zip gets a result)
         message = f"grader error: {describe(error)}"
@@ -411,7 +486,12 @@ def grade_components(
     zip_path: Path, components: list, setting: Setting, jobs: int
 ) -> tuple[list[ComponentResult], str]:
     """Every component's result, and a note on the public run: one sandbox runs the public
-    cases of every component, then one sandbox per component its hidden cases."""
+    cases of every component, then one sandbox per component its hidden cases. The public run
+    comes first and runs alone (``alone``: no sandbox that holds hidden inputs runs beside the
+    one whose output the student reads, and each sandbox's writable places die or are wiped
+    with it, so nothing of a hidden run reaches a later public one); the hidden runs follow,
+    ``jobs`` at a time, within the submission's time budget, and only if the public run's
+    driver imported the adapters in time (every case goes through them)."""
     with tempfile.TemporaryDirectory(prefix="cs336-grade-") as tmp:
         scratch = Path(tmp)
         submission = scratch / "submission"
@@ -421,17 +501,25 @@ def grade_components(
             refused = f"Submission refused, nothing was run: {error}"
             return [ComponentResult(c.name, 0.0, c.points, refused) for c in components], ""
         names = [c.name for c in components]
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            public = pool.submit(run_phase, names, False, submission, scratch, setting)
-            hidden = list(
-                pool.map(lambda n: run_phase([n], True, submission, scratch, setting), names)
-            )
-            public_phase = public.result()
+        budget = Budget(
+            setting.budget_s or (len(names) + 1) * setting.limits.wall_s, len(names) + 1
+        )
+        public = run_phase(names, False, submission, scratch, setting, budget)
+        if public.import_timeout:
+            hidden = [Phase(None, {}, IMPORT_NOT_ENDED) for _ in names]
+        else:
+            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+                hidden = list(
+                    pool.map(
+                        lambda n: run_phase([n], True, submission, scratch, setting, budget), names
+                    )
+                )
     results = [
-        summarize(c, h, public_phase, setting.limits)
+        summarize(c, h, public, h.limits or setting.limits)
         for c, h in zip(components, hidden, strict=True)
     ]
-    return results, public_note(public_phase, results, setting.limits)
+    note = public_note(public, results, public.limits or setting.limits)
+    return results, "\n".join(text for text in (public.import_timeout, note) if text)
 
 
 def gradescope_results(
