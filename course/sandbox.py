@@ -904,10 +904,11 @@ def run_sandboxed(
     """Run ``job`` in a fresh sandbox at ``level`` (default: the best this machine offers);
     write its ``/out`` files into ``out_dir`` (created). As root, the run gets a uid of its own
     (a free one, see Slots) for as long as it runs. ``alone``: no other sandbox of this machine's
-    graders runs meanwhile (``Slots.turn``); the time spent waiting for that is not the run's
-    (``SandboxResult.seconds``)."""
+    graders runs meanwhile (``Slots.turn``); in container mode every run is alone, since runs
+    there share ``/dev/shm`` and the abstract socket names, which are wiped only when a run
+    ends. The time spent waiting for a turn is not the run's (``SandboxResult.seconds``)."""
     mode = (level or isolation()).mode
-    with SLOTS.turn(alone):
+    with SLOTS.turn(alone or mode == CONTAINER):
         if os.geteuid() != 0:
             return _run(job, limits, out_dir, mode, uid=None)
         uid = SLOTS.take()
