@@ -462,6 +462,8 @@ def grade(
         components = list(loaded.components)
         rubric_limits = dict(loaded.limits)
         budget_s = rubric_limits.pop("budget_s", None)
+        if budget_s is not None and not (isinstance(budget_s, int | float) and budget_s > 0):
+            raise ValueError(f"{rubric}: [limits] budget_s must be a positive number of seconds")
         limits = limits or sandbox_limits(rubric_limits)
         level = isolation(protected_paths(course)) if sandbox else None
         setting = Setting(loaded, limits, course, level, budget_s)

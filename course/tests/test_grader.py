@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from course.grade import REPO_ROOT, grade, grade_batch, write_json
+from course.grade import REPO_ROOT, Budget, grade, grade_batch, write_json
 from course.sandbox import (
     CONTAINER,
     NAMESPACES,
@@ -694,3 +694,19 @@ def test_container_mode_without_landlock_holds_only_where_ownership_does(tmp_pat
             assert done.returncode == 0, done.stderr
             assert "not available here: Landlock" in done.stdout, done.stdout
     shutil.rmtree(secret)
+
+
+def test_the_budget_keeps_a_floor_for_every_sandbox_not_started() -> None:
+    """One sandbox that runs to its bound leaves every later one its floor (budget / 2 / 4 =
+    15 s here); what an honest one does not use goes back to those after it."""
+    budget = Budget(120, 4)
+    limits = SandboxLimits(wall_s=100)
+    first = budget.share(limits)
+    assert first.wall_s == 75  # 120 minus the floor of the three not started
+    budget.settle(first, 75.0)
+    bounds = []
+    for _ in range(3):
+        share = budget.share(limits)
+        bounds.append(share.wall_s)
+        budget.settle(share, 1.0)
+    assert bounds == [15, 29, 43]
