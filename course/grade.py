@@ -7,12 +7,14 @@ grader
    deep folders, bad CRCs, unsupported compression and bombs refuse the whole zip; only
    ``cs336_basics/`` and ``tests/adapters.py`` are kept;
 2. runs the fixed driver (``course/driver.py``) in fresh sandboxes (``course/sandbox.py``, at
-   the best isolation level the machine offers: namespaces, else container mode): one for the
-   public cases of every component, then one per component for its hidden cases, each with
+   the best isolation level the machine offers: namespaces, else container mode): first one,
+   alone on the machine, for the public cases of every component, then (if the student's
+   adapters imported in time there) one per component for its hidden cases, each with
    the student's copy, the pristine case definitions, only those cases' inputs and a Python
    environment without the reference solution (and without the packages the rubric blocks);
    no network, no host files, no expected values; CPU-time, wall, memory, disk, process and
-   output limits. The driver writes outputs only;
+   output limits, and one time budget for the whole zip (``Budget``). The driver writes
+   outputs only; a sandbox ends when its driver does;
 3. after the sandbox is gone, the judge (``course/judge.py``) compares those outputs, outside,
    with expected values the sandbox never saw;
 4. always writes a Gradescope ``results.json`` (``score``, ``tests``: name, score, max_score,

@@ -23,7 +23,12 @@ BPF, keyrings) come before any student code; ``RLIMIT_AS``, ``RLIMIT_CPU``, ``RL
 ``RLIMIT_NPROC`` and no core dumps bind every process; a watchdog kills every process of the
 run when its CPU time (all processes together, so a busy neighbour cannot make it time out),
 its resident plus shared memory, its disk use in the box, or a generous wall clock pass their
-limits; at the end every process the uid still has is killed.
+limits. A run ends when its command does: the launcher then kills everything else it may
+signal, and the process that started the run (outside it, as root) kills every process of the
+uid when the launcher ends or the grader dies. Then, as root, the grader deletes whatever the
+uid left in the places every user may write (``remove_files_of``). In container mode, where
+runs share ``/dev/shm`` and the abstract socket names, no two runs overlap (``Slots.turn``).
+Command lines, environments and mount tables inside a run name sandbox paths only.
 
 When the command has finished, a small launcher inside the sandbox streams ``/out`` as a tar
 to a pipe; the grader reads at most ``out_bytes`` from it and accepts only regular files with
@@ -120,18 +125,18 @@ def children_left():
         return False
     return True
 def end_run(*_):
-    for _ in range(500):
-        if spec["uid"] is not None:
-            helper = os.fork()
-            if helper == 0:  # the run's uid signals everything it may: exactly the run
-                try:
-                    os.setgroups([])
-                    os.setgid(spec["uid"])
-                    os.setuid(spec["uid"])
-                    os.kill(-1, signal.SIGKILL)
-                finally:
-                    os._exit(0)
-            os.waitpid(helper, 0)
+    # Without a uid of its own the run is namespaces mode's: bwrap ends it (--die-with-parent).
+    for _ in range(500 if spec["uid"] is not None else 0):
+        helper = os.fork()
+        if helper == 0:  # the run's uid signals everything it may: exactly the run
+            try:
+                os.setgroups([])
+                os.setgid(spec["uid"])
+                os.setuid(spec["uid"])
+                os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        os.waitpid(helper, 0)
         if not children_left():
             break
         time.sleep(0.01)
