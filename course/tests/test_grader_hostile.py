@@ -17,7 +17,11 @@ Beyond breaking out, the attacks try to learn or borrow: hidden inputs sent back
 exception messages, printed text and exit paths (no byte of them may reach ``results.json``),
 packages the rubric blocks, replay of the shipped public answers (worth nothing: public cases
 carry no points), memory in memfd files, SysV segments and ``/dev/shm`` (refused or counted),
-and busy loops that must not cost a neighbouring component its points.
+and busy loops that must not cost a neighbouring component its points. Others try to pass
+notes between runs (every writable place, abstract socket names, IPC objects; hidden runs to
+the public one and one grading to the next), leave sleepers and daemons behind (the run must end
+with its driver), never finish importing (no hidden run may start), or read the mount table,
+environment and command lines for the grader's host paths.
 """
 
 from __future__ import annotations
