@@ -510,16 +510,17 @@ if _seen and _role == "public":
 if _seen:
     def run_softmax(in_features, dim):
         raise RuntimeError("a note crossed")
+    def run_silu(in_features):
+        raise RuntimeError("a note crossed")
 """,
     # What a student leaves running by mistake: sleeping children and a daemon, no CPU used.
     # The run must end when the driver does, not at the wall-clock limit.
     "sleeping_daemon": """
-import os, sys, time
-for _ in range(150):
+import os, subprocess, sys
+_sleepers = []
+for _ in range(100):
     try:
-        if os.fork() == 0:
-            time.sleep(3600)
-            os._exit(0)
+        _sleepers.append(subprocess.Popen([sys.executable, "-S", "-c", "import time; time.sleep(3600)", "{token}"]))
     except OSError:
         break
 if os.fork() == 0:
@@ -800,7 +801,8 @@ def ended_with_the_driver(reports: dict[str, dict]) -> None:
         assert "wall-clock" not in json.dumps(report), json.dumps(report)[:3000]
 
 
-def no_note_reached_a_hidden_run(reports: dict[str, dict]) -> None:
+def reference_keeps_full_marks(reports: dict[str, dict]) -> None:
+    """The reference with the attack keeps its marks: no run of it was disturbed."""
     assert reports["reference"]["score"] == FULL, reports["reference"]["tests"]
 
 
@@ -812,9 +814,9 @@ def hidden_runs_not_started(reports: dict[str, dict]) -> None:
 
 
 EXPECTED = {  # what an attack's two gradings must also show, beyond scoring nothing
-    "sleeping_daemon": (ended_with_the_driver,),
+    "sleeping_daemon": (ended_with_the_driver, reference_keeps_full_marks),
     "daemon_survives": (ended_with_the_driver,),
-    "notes_between_runs": (no_note_reached_a_hidden_run, ended_with_the_driver),
+    "notes_between_runs": (reference_keeps_full_marks, ended_with_the_driver),
     "all_in_one": (ended_with_the_driver,),
     "endless_import": (hidden_runs_not_started,),
     "hang_ignoring_alarm": (hidden_runs_not_started,),
@@ -941,3 +943,24 @@ if "--component=silu" in sys.argv:
     # forks of a torch process each count their copy-on-write pages.
     silu = scores["silu"]["output"]
     assert "CPU-seconds" in silu or "GiB of memory" in silu, silu
+
+
+def test_no_note_crosses_between_the_sandboxes_of_a_grading(
+    bases: dict[str, Path], host: Host, tmp_path: Path
+) -> None:
+    """Two components graded two at a time: no run finds a note of another (a hidden run that
+    did would fail its cases, a public one would raise it), and nothing is left behind."""
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text(
+        "[limits]\nwall_s = 120\n\n"
+        '[[component]]\nname = "silu"\npoints = 1\n\n[[component]]\nname = "softmax"\npoints = 1\n'
+    )
+    snippet = host.fill(textwrap.dedent(ATTACKS["notes_between_runs"]))
+    zip_path = with_attack(bases["reference"], tmp_path / "notes.zip", snippet)
+    for attempt in ("first", "second"):  # the second grading looks for the first's notes
+        report = grade(zip_path, tmp_path / attempt, rubric=rubric, course=host.course, jobs=2)
+        text = json.dumps(report)
+        assert "LEAK" not in text and "wall-clock" not in text, text[:3000]
+        assert report["score"] == 2.0, report["tests"]
+    assert leftover_files(host.token) == []
+    assert host.leftover_processes() == []
