@@ -277,8 +277,10 @@ def run_phase(
             for name in names
         }
         phase = Phase(run, cases, limits=limits)
-        if not hidden and not import_ended(outputs, run):
-            phase.import_timeout = import_timeout(run, limits)
+        report = None if hidden else import_report(outputs)
+        # Outputs the grader could not read back say nothing either way: the hidden runs go on.
+        if not hidden and not report and not run.output_error:
+            phase.import_timeout = import_timeout(report, run, limits)
     except Exception as error:  # noqa: BLE001  (a grader-side failure: this phase only)
         phase = Phase(None, {}, f"grader error: {describe(error)}", limits=limits)
     finally:
@@ -312,34 +314,31 @@ class Budget:
             self.left += max(limits.wall_s - used, 0.0)
 
 
-def import_ended(outputs: Path, run: SandboxResult) -> bool:
-    """Whether importing the student's adapters ended in the public run, as its driver reported
-    (``driver.IMPORT_REPORT``); without a report, whether the run ended other than at a limit
-    (a crash or an exit at import: the hidden runs, each quickly done, say what happened)."""
+def import_report(outputs: Path) -> bool | None:
+    """Whether importing the student's adapters ended in the public run before the driver's
+    alarm, as its driver reported (``driver.IMPORT_REPORT``, written before any case); None
+    without a report: the import never ended, because a limit stopped it (the watchdog's, or
+    ``RLIMIT_CPU``'s SIGXCPU) or it ended the process, and each hidden run would spend the same."""
     try:
         with open(outputs / IMPORT_REPORT, "rb") as stream:
             return json.loads(stream.read(100)) == {"ended": True}
     except (OSError, ValueError):
-        return not (run.timed_out or run.killed_for)
+        return None
 
 
-def import_timeout(run: SandboxResult, limits: SandboxLimits) -> str:
+def import_timeout(report: bool | None, run: SandboxResult, limits: SandboxLimits) -> str:
     """The one sentence a student reads when the hidden runs were not started."""
-    reached = {
-        "cpu": f"the public run's limit of {limits.cpu_s:g} CPU-seconds",
-        "memory": f"the public run's memory limit of {limits.memory_bytes / 2**30:g} GiB",
-        "disk": "the public run's disk limit",
-    }.get(run.killed_for or "", f"the public run's wall-clock limit of {limits.wall_s:g} s")
-    if not (run.timed_out or run.killed_for):
-        reached = (
-            f"the driver's limit of {CASE_TIMEOUT_S:g} CPU-seconds "
-            f"({CASE_TIMEOUT_S * WALL_FACTOR:g} s of wall clock) for importing it"
+    if report is None:
+        how = f"the public run {death_note(run, limits) or 'ended first'}"
+    else:
+        how = (
+            f"the driver's limit for importing it: {CASE_TIMEOUT_S:g} CPU-seconds "
+            f"({CASE_TIMEOUT_S * WALL_FACTOR:g} s of wall clock)"
         )
     return (
         "No hidden case was run, so every component scores 0: importing your tests/adapters.py "
-        f"(with the cs336_basics modules it imports) did not finish within {reached}; "
-        "work at module level (a training run, a loop) runs on every import: move it into a "
-        "function."
+        f"(with the cs336_basics modules it imports) did not finish ({how}); work at module "
+        "level (a training run, a loop) runs on every import: move it into a function."
     )
 
 

@@ -264,6 +264,17 @@ def test_driver_reports_an_adapters_import_error_for_every_case(tmp_path):
     assert all("SyntaxError" in r.message and not r.passed for r in results)
 
 
+def test_driver_says_whether_importing_the_adapters_ended(tmp_path):
+    """import.json: ended for an import that raised; not ended for one its alarm stopped."""
+    slow = "import time\nwhile True:\n    time.sleep(0.05)\n"
+    for name, adapters, ended in (("raised", "def broken(:\n", True), ("looped", slow, False)):
+        submission = write_submission(tmp_path / name, adapters)
+        out = tmp_path / f"{name}-out"
+        result = run_driver(submission, out, "rope", "--case-timeout", "1")
+        assert result.returncode == 0, result.stderr
+        assert json.loads((out / "import.json").read_text()) == {"ended": ended}
+
+
 def test_load_student_adapters_registers_the_students_module(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "tests.adapters", reference)
     submission = write_submission(tmp_path, "def run_silu(x):\n    return 'mine'\n")
