@@ -72,6 +72,7 @@ MAX_OUTPUT_FILES = 10_000
 POLL_S = 0.2
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 MAX_BOX_FILES = 20_000  # files a container-mode run may keep in its box
+CPU_BACKSTOP_S = 10  # RLIMIT_CPU is the CPU limit plus this
 
 # Runs inside the sandbox before anything of the student's, after the source of
 # course/confine.py: copy their files (namespaces mode), confine itself, run the command, then
@@ -231,7 +232,7 @@ class Isolation:
 @dataclass(frozen=True)
 class SandboxLimits:
     wall_s: float = 900  # a generous wall-clock bound: busy neighbours only slow a run down
-    cpu_s: int = 300  # CPU seconds of all the run's processes together (and RLIMIT_CPU)
+    cpu_s: int = 300  # CPU seconds of all the run's processes together (RLIMIT_CPU: a bit more)
     memory_bytes: int = 8 * 2**30  # proportional + shared memory of all the run's processes
     address_space_bytes: int = 16 * 2**30  # per process; torch maps far more than it touches
     processes: int = 256  # processes and threads (RLIMIT_NPROC)
@@ -671,7 +672,9 @@ def _rlimits(limits: SandboxLimits, uid: int | None) -> dict[str, int]:
     own = 0 if uid is not None else len(_processes_of(os.getuid(), threads=True))
     return {
         "RLIMIT_AS": limits.address_space_bytes,
-        "RLIMIT_CPU": int(limits.cpu_s),
+        # A backstop a little past the watchdog's limit, which counts every process and, when
+        # it stops a run, says so (at the limit itself the kernel's SIGKILL would say nothing).
+        "RLIMIT_CPU": int(limits.cpu_s) + CPU_BACKSTOP_S,
         "RLIMIT_FSIZE": limits.file_size_bytes,
         "RLIMIT_NPROC": own + limits.processes,
         "RLIMIT_CORE": 0,
