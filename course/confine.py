@@ -13,8 +13,9 @@ Standard library only: the launcher receives this file's source as text and runs
 * ``confine_syscalls()`` refuses (``EPERM``) what a graded run never needs and what could reach
   past the sandbox or hold memory the watchdog does not see: ``ptrace`` and cross-process memory
   access, mounts and namespaces (``clone`` with ``CLONE_NEW*`` flags too), keyrings, BPF, perf,
-  ``userfaultfd``, ``io_uring`` (which bypasses seccomp), ``memfd_create`` and SysV shared
-  memory and message queues, ``setsid`` (a session of its own would also be a scheduling
+  ``userfaultfd``, ``io_uring`` (which bypasses seccomp), ``memfd_create``, SysV shared
+  memory, semaphores and message queues and POSIX message queues (objects any other sandbox
+  of the machine could open: a channel between sandboxes), ``setsid`` (a session of its own would also be a scheduling
   group of its own, out of its neighbours' fair share), modules, kexec, reboot and swap; and
   sockets other than ``AF_UNIX`` (no TCP, UDP, raw or netlink). ``clone3`` answers ``ENOSYS``,
   so the C library falls back to ``clone``, whose flags a filter can read.
@@ -45,7 +46,8 @@ SYSCALLS = {  # the calls the filters name, per architecture (from the kernel's 
         "open_by_handle_at": 304, "name_to_handle_at": 303, "swapon": 167, "swapoff": 168,
         "reboot": 169, "acct": 163, "quotactl": 179, "mount_setattr": 442, "open_tree": 428,
         "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
-        "pidfd_getfd": 438, "kcmp": 312, "syslog": 103, "setsid": 112,
+        "pidfd_getfd": 438, "kcmp": 312, "syslog": 103, "setsid": 112, "semget": 64,
+        "mq_open": 240,
     },
     "aarch64": {
         "socket": 198, "ptrace": 117, "mount": 40, "umount2": 39, "pivot_root": 41,
@@ -58,7 +60,8 @@ SYSCALLS = {  # the calls the filters name, per architecture (from the kernel's 
         "open_by_handle_at": 265, "name_to_handle_at": 264, "swapon": 224, "swapoff": 225,
         "reboot": 142, "acct": 89, "quotactl": 60, "mount_setattr": 442, "open_tree": 428,
         "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
-        "pidfd_getfd": 438, "kcmp": 272, "syslog": 116, "setsid": 157,
+        "pidfd_getfd": 438, "kcmp": 272, "syslog": 116, "setsid": 157, "semget": 190,
+        "mq_open": 180,
     },
 }  # fmt: skip
 LANDLOCK_CALLS = {
@@ -76,7 +79,7 @@ SANDBOX_DENIED = (
     *NAMESPACE_CALLS, "chroot", "ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
     "pidfd_getfd", "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
     "io_uring_setup", "io_uring_enter", "io_uring_register", "memfd_create", "memfd_secret",
-    "shmget", "msgget", "setsid", "kexec_load", "kexec_file_load", "init_module",
+    "shmget", "msgget", "semget", "mq_open", "setsid", "kexec_load", "kexec_file_load", "init_module",
     "finit_module", "delete_module", "open_by_handle_at", "name_to_handle_at", "swapon",
     "swapoff", "reboot", "acct", "quotactl", "syslog",
 )  # fmt: skip

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import json
 import os
 import signal
 import sys
@@ -29,6 +30,7 @@ from pathlib import Path
 EXIT_BAD_ARGUMENTS = 2
 IMPORT_FAILED = "importing your tests/adapters.py failed: "  # course/judge.py reads it back
 BLOCKED = "blocked while grading"  # in the message for a package the rubric blocks
+CASE_TIMEOUT_S = 60.0
 
 
 class CaseTimeout(BaseException):
@@ -48,7 +50,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, required=True, help="an empty writable folder")
     parser.add_argument("--cases", default="", help="comma-separated case ids (default: all)")
     parser.add_argument(
-        "--case-timeout", type=float, default=60.0, help="soft CPU-time alarm per case; 0: none"
+        "--case-timeout",
+        type=float,
+        default=CASE_TIMEOUT_S,
+        help="soft CPU-time alarm per case (and for importing the adapters); 0: none",
     )
     parser.add_argument("--blocked", default="", help="comma-separated packages to refuse")
     return parser.parse_args(argv)
@@ -84,6 +89,17 @@ def alarm(seconds: float) -> None:
 
 def on_alarm(signum, frame) -> None:
     raise CaseTimeout("the case ran past the driver's per-case time limit")
+
+
+IMPORT_REPORT = "import.json"  # in --out: whether importing the adapters ended in time
+
+
+def report_import(out: Path, error: BaseException | None) -> None:
+    """Say in ``out`` whether importing the adapters ended before the per-case alarm (the
+    grader starts the hidden runs only if it did). The student's code runs in this process and
+    could write the same file: a forgery only costs its own submission time."""
+    with contextlib.suppress(BaseException), open(out / IMPORT_REPORT, "w") as stream:
+        stream.write(json.dumps({"ended": not isinstance(error, CaseTimeout)}))
 
 
 class BlockedPackages:
@@ -135,14 +151,16 @@ def main(argv: list[str] | None = None) -> int:
     sys.meta_path.insert(0, BlockedPackages(blocked))
     signal.signal(signal.SIGALRM, on_alarm)
     signal.signal(signal.SIGPROF, on_alarm)
-    adapters, import_error = None, None
+    adapters, import_error, failure = None, None, None
     try:
         alarm(args.case_timeout)
         adapters = load_student_adapters(args.submission.resolve())
     except BaseException as error:  # noqa: BLE001  (syntax errors, exits, anything)
         import_error = IMPORT_FAILED + describe_exception(error)
+        failure = error
     finally:
         alarm(0)
+    report_import(out, failure)
     run_cases(instances, adapters, import_error, out, args.case_timeout)
     with contextlib.suppress(BaseException):  # the student may have closed or replaced stderr
         sys.stderr.flush()

@@ -7,12 +7,14 @@ grader
    deep folders, bad CRCs, unsupported compression and bombs refuse the whole zip; only
    ``cs336_basics/`` and ``tests/adapters.py`` are kept;
 2. runs the fixed driver (``course/driver.py``) in fresh sandboxes (``course/sandbox.py``, at
-   the best isolation level the machine offers: namespaces, else container mode): one for the
-   public cases of every component, then one per component for its hidden cases, each with
+   the best isolation level the machine offers: namespaces, else container mode): first one,
+   alone on the machine, for the public cases of every component, then (if the student's
+   adapters imported in time there) one per component for its hidden cases, each with
    the student's copy, the pristine case definitions, only those cases' inputs and a Python
    environment without the reference solution (and without the packages the rubric blocks);
    no network, no host files, no expected values; CPU-time, wall, memory, disk, process and
-   output limits. The driver writes outputs only;
+   output limits, and one time budget for the whole zip (``Budget``). The driver writes
+   outputs only; a sandbox ends when its driver does;
 3. after the sandbox is gone, the judge (``course/judge.py``) compares those outputs, outside,
    with expected values the sandbox never saw;
 4. always writes a Gradescope ``results.json`` (``score``, ``tests``: name, score, max_score,
@@ -37,12 +39,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from course.driver import CASE_TIMEOUT_S, IMPORT_REPORT, WALL_FACTOR
 from course.grading.export import write_batch_outputs
 from course.grading.report import finish as finish_report
 from course.judge import (
@@ -68,6 +72,7 @@ from course.unpack import UnsafeArchive, unpack_submission
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RUBRIC = REPO_ROOT / "course" / "rubric.toml"
 OUTPUT_LIMIT = 6000
+IMPORT_NOT_ENDED = "not run: your tests/adapters.py did not finish importing in time (see the top)"
 # The pristine files the driver imports (GRADING_INTERFACE.md): the case definitions only.
 CASE_FILES = (
     "tests/__init__.py",
@@ -240,24 +245,33 @@ class Phase:
     cases: dict[str, list[CaseResult]]
     error: str | None = None
     seconds: float = 0.0
+    limits: SandboxLimits | None = None  # what it ran under (its share of the budget)
+    import_timeout: str | None = None  # the public run: why the hidden runs were not started
 
 
 def run_phase(
-    names: list[str], hidden: bool, submission: Path, scratch: Path, setting: Setting
+    names: list[str],
+    hidden: bool,
+    submission: Path,
+    scratch: Path,
+    setting: Setting,
+    budget: Budget,
 ) -> Phase:
-    """Run the driver on ``names``' hidden (or public) cases in one sandbox, then judge them;
-    never raises."""
+    """Run the driver on ``names``' hidden (or public) cases in one sandbox, within its share
+    of ``budget``, then judge them; never raises. The public run runs alone."""
     started = time.monotonic()
     label = f"hidden-{names[0]}" if hidden else "public"
+    limits = budget.share(setting.limits)
+    run = None
     try:
         staged = stage_grader_files(setting.course, names, hidden, scratch / "grader" / label)
         outputs = scratch / "outputs" / label
         if setting.level is None:
-            run = run_unsandboxed(staged, names, submission, outputs, setting.limits)
+            run = run_unsandboxed(staged, names, submission, outputs, limits)
         else:
             runtime = Runtime.current()
             job = driver_job(staged, names, submission, runtime, setting.rubric.blocked_packages)
-            run = run_sandboxed(job, setting.limits, outputs, setting.level)
+            run = run_sandboxed(job, limits, outputs, setting.level, alone=not hidden)
         course = setting.course
         cases = {
             name: judge_component(
@@ -270,11 +284,70 @@ def run_phase(
             )
             for name in names
         }
-        phase = Phase(run, cases)
+        phase = Phase(run, cases, limits=limits)
+        report = None if hidden else import_report(outputs)
+        # Outputs the grader could not read back say nothing either way: the hidden runs go on.
+        if not hidden and not report and not run.output_error:
+            phase.import_timeout = import_timeout(report, run, limits)
     except Exception as error:  # noqa: BLE001  (a grader-side failure: this phase only)
-        phase = Phase(None, {}, f"grader error: {describe(error)}")
+        phase = Phase(None, {}, f"grader error: {describe(error)}", limits=limits)
+    finally:
+        budget.settle(limits, run.seconds if run else 0.0)
     phase.seconds = time.monotonic() - started
     return phase
+
+
+class Budget:
+    """The submission's time budget: wall-clock seconds its sandboxes may run in all (waiting
+    for a turn does not count). Each sandbox may run for the smaller of ``wall_s`` and what the
+    budget can give while keeping a floor for every sandbox not started yet (half the budget,
+    split evenly); what it does not use goes back. So the whole zip is bounded, and a component
+    that runs long costs no other component its points: each gets at least its floor, far more
+    than an honest component needs."""
+
+    def __init__(self, seconds: float, sandboxes: int) -> None:
+        self.left, self.waiting = float(seconds), sandboxes
+        self.floor = seconds / (2 * sandboxes)
+        self._lock = threading.Lock()
+
+    def share(self, limits: SandboxLimits) -> SandboxLimits:
+        with self._lock:
+            self.waiting -= 1
+            bound = max(1, int(min(limits.wall_s, self.left - self.floor * self.waiting)))
+            self.left -= bound
+        return replace(limits, wall_s=bound)
+
+    def settle(self, limits: SandboxLimits, used: float) -> None:
+        with self._lock:
+            self.left += max(limits.wall_s - used, 0.0)
+
+
+def import_report(outputs: Path) -> bool | None:
+    """Whether importing the student's adapters ended in the public run before the driver's
+    alarm, as its driver reported (``driver.IMPORT_REPORT``, written before any case); None
+    without a report: the import never ended, because a limit stopped it (the watchdog's, or
+    ``RLIMIT_CPU``'s SIGXCPU) or it ended the process, and each hidden run would spend the same."""
+    try:
+        with open(outputs / IMPORT_REPORT, "rb") as stream:
+            return json.loads(stream.read(100)) == {"ended": True}
+    except (OSError, ValueError):
+        return None
+
+
+def import_timeout(report: bool | None, run: SandboxResult, limits: SandboxLimits) -> str:
+    """The one sentence a student reads when the hidden runs were not started."""
+    if report is None:
+        how = f"the public run {death_note(run, limits) or 'ended first'}"
+    else:
+        how = (
+            f"the driver's limit for importing it: {CASE_TIMEOUT_S:g} CPU-seconds "
+            f"({CASE_TIMEOUT_S * WALL_FACTOR:g} s of wall clock)"
+        )
+    return (
+        "No hidden case was run, so every component scores 0: importing your tests/adapters.py "
+        f"(with the cs336_basics modules it imports) did not finish ({how}); work at module "
+        "level (a training run, a loop) runs on every import: move it into a function."
+    )
 
 
 def death_note(result: SandboxResult, limits: SandboxLimits) -> str | None:
@@ -306,7 +379,7 @@ def summarize(component, hidden: Phase, public: Phase, limits: SandboxLimits) ->
     shown = public.cases.get(component.name, [])
     passed = sum(c.passed for c in cases)
     score = round(min(sum(c.points for c in cases), component.points), 4)
-    lines = [f"{passed}/{len(cases)} hidden cases passed (they carry the points)"]
+    lines = [f"{passed}/{len(cases)} hidden cases passed (they carry the points)"] if cases else []
     note = death_note(hidden.run, limits) if hidden.run else hidden.error
     if note:
         lines.append(note + ".")
@@ -376,6 +449,7 @@ class Setting:
     limits: SandboxLimits
     course: Course
     level: Isolation | None
+    budget_s: float | None = None  # wall-clock seconds for all of a zip's sandboxes together
 
 
 def protected_paths(course: Course) -> tuple[Path, ...]:
@@ -402,9 +476,13 @@ def grade(
     try:
         loaded = load_rubric(rubric)
         components = list(loaded.components)
-        limits = limits or sandbox_limits(dict(loaded.limits))
+        rubric_limits = dict(loaded.limits)
+        budget_s = rubric_limits.pop("budget_s", None)
+        if budget_s is not None and not (isinstance(budget_s, int | float) and budget_s > 0):
+            raise ValueError(f"{rubric}: [limits] budget_s must be a positive number of seconds")
+        limits = limits or sandbox_limits(rubric_limits)
         level = isolation(protected_paths(course)) if sandbox else None
-        setting = Setting(loaded, limits, course, level)
+        setting = Setting(loaded, limits, course, level, budget_s)
         results, note = grade_components(zip_path, components, setting, jobs)
         report = gradescope_results(results, time.monotonic() - started, level, note)
         report = finish_report(report, results, rubric, zip_path, metadata)
@@ -426,7 +504,12 @@ def grade_components(
     zip_path: Path, components: list, setting: Setting, jobs: int
 ) -> tuple[list[ComponentResult], str]:
     """Every component's result, and a note on the public run: one sandbox runs the public
-    cases of every component, then one sandbox per component its hidden cases."""
+    cases of every component, then one sandbox per component its hidden cases. The public run
+    comes first and runs alone (``alone``: no sandbox that holds hidden inputs runs beside the
+    one whose output the student reads, and each sandbox's writable places die or are wiped
+    with it, so nothing of a hidden run reaches a later public one); the hidden runs follow,
+    ``jobs`` at a time, within the submission's time budget, and only if the public run's
+    driver imported the adapters in time (every case goes through them)."""
     with tempfile.TemporaryDirectory(prefix="cs336-grade-") as tmp:
         scratch = Path(tmp)
         submission = scratch / "submission"
@@ -436,17 +519,25 @@ def grade_components(
             refused = f"Submission refused, nothing was run: {error}"
             return [ComponentResult(c.name, 0.0, c.points, refused) for c in components], ""
         names = [c.name for c in components]
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            public = pool.submit(run_phase, names, False, submission, scratch, setting)
-            hidden = list(
-                pool.map(lambda n: run_phase([n], True, submission, scratch, setting), names)
-            )
-            public_phase = public.result()
+        budget = Budget(
+            setting.budget_s or (len(names) + 1) * setting.limits.wall_s, len(names) + 1
+        )
+        public = run_phase(names, False, submission, scratch, setting, budget)
+        if public.import_timeout:
+            hidden = [Phase(None, {}, IMPORT_NOT_ENDED) for _ in names]
+        else:
+            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+                hidden = list(
+                    pool.map(
+                        lambda n: run_phase([n], True, submission, scratch, setting, budget), names
+                    )
+                )
     results = [
-        summarize(c, h, public_phase, setting.limits)
+        summarize(c, h, public, h.limits or setting.limits)
         for c, h in zip(components, hidden, strict=True)
     ]
-    return results, public_note(public_phase, results, setting.limits)
+    note = public_note(public, results, public.limits or setting.limits)
+    return results, "\n".join(text for text in (public.import_timeout, note) if text)
 
 
 def gradescope_results(

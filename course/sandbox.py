@@ -23,7 +23,12 @@ BPF, keyrings) come before any student code; ``RLIMIT_AS``, ``RLIMIT_CPU``, ``RL
 ``RLIMIT_NPROC`` and no core dumps bind every process; a watchdog kills every process of the
 run when its CPU time (all processes together, so a busy neighbour cannot make it time out),
 its resident plus shared memory, its disk use in the box, or a generous wall clock pass their
-limits; at the end every process the uid still has is killed.
+limits. A run ends when its command does: the launcher then kills everything else it may
+signal, and the process that started the run (outside it, as root) kills every process of the
+uid when the launcher ends or the grader dies. Then, as root, the grader deletes whatever the
+uid left in the places every user may write (``remove_files_of``). In container mode, where
+runs share ``/dev/shm`` and the abstract socket names, no two runs overlap (``Slots.turn``).
+Command lines, environments and mount tables inside a run name sandbox paths only.
 
 When the command has finished, a small launcher inside the sandbox streams ``/out`` as a tar
 to a pipe; the grader reads at most ``out_bytes`` from it and accepts only regular files with
@@ -48,7 +53,8 @@ import tarfile
 import tempfile
 import threading
 import time
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -66,12 +72,13 @@ MAX_OUTPUT_FILES = 10_000
 POLL_S = 0.2
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 MAX_BOX_FILES = 20_000  # files a container-mode run may keep in its box
+CPU_BACKSTOP_S = 10  # RLIMIT_CPU is the CPU limit plus this
 
 # Runs inside the sandbox before anything of the student's, after the source of
 # course/confine.py: copy their files (namespaces mode), confine itself, run the command, then
 # stream the outputs folder to the channel. Stdlib only, started with `python -S`.
 LAUNCHER = r"""
-import json, os, shutil, subprocess, sys, tarfile
+import json, os, shutil, signal, subprocess, sys, tarfile
 spec = json.loads(sys.argv[1])
 if spec["copy_from"]:
     shutil.copytree(spec["copy_from"], spec["cwd"])
@@ -85,42 +92,88 @@ if spec["report"]:
     with open(os.path.join(spec["out"], "isolation.json"), "w") as stream:
         json.dump(enforced, stream)
 code = subprocess.call(spec["argv"], stdin=subprocess.DEVNULL, cwd=spec["cwd"], env=spec["env"])
+# The command has ended: so does everything it left running (all this uid's processes but this
+# one, or all of the PID namespace's but its init), before its outputs are read.
+try:
+    os.kill(-1, signal.SIGKILL)
+except OSError:  # none left, or (Landlock's scope) none it may signal
+    pass
 with os.fdopen(spec["channel"], "wb") as channel, tarfile.open(fileobj=channel, mode="w|") as tar:
     tar.add(spec["out"], arcname="out")
 sys.exit(code if code >= 0 else 128 - code)
 """
-# Runs on the host between fork and exec: set the limits, and, as root, become the sandbox's
-# unprivileged uid (in namespaces mode first exposing the binds through a private mount
-# namespace). It stays as the sandbox's parent and a child subreaper, so orphans are reaped
-# here, and exits with its child's status. After setuid the stdlib may be unreadable: nothing
-# is imported late.
+# Runs on the host as the grader's user (root, or the instructor), reading its spec from stdin,
+# so that no command line shows a host path: set the limits (in namespaces mode, as root, first
+# exposing the binds through a private mount namespace), then fork the run, which becomes the
+# sandbox's unprivileged uid and execs the launcher (or bwrap). This process stays outside it, as
+# the run's parent and a child subreaper (orphans are reaped here), and a root process the run's
+# uid cannot signal. When the run's first process ends, or the grader dies (PR_SET_PDEATHSIG:
+# SIGTERM), every process of the run's uid is killed at once; then it exits with that status.
 PREPARE = r"""
-import ctypes, json, os, resource, sys
-spec = json.loads(sys.argv[1])
+import ctypes, json, os, resource, signal, sys, time
+spec = json.loads(sys.stdin.read())
+os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
 libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 def check(result, what):
     if result != 0:
         sys.exit(f"sandbox setup: {what}: {os.strerror(ctypes.get_errno())}")
+def children_left():
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        return False
+    return True
+def end_run(*_):
+    # Without a uid of its own the run is namespaces mode's: bwrap ends it (--die-with-parent).
+    for _ in range(500 if spec["uid"] is not None else 0):
+        helper = os.fork()
+        if helper == 0:  # the run's uid signals everything it may: exactly the run
+            try:
+                os.setgroups([])
+                os.setgid(spec["uid"])
+                os.setuid(spec["uid"])
+                os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        os.waitpid(helper, 0)
+        if not children_left():
+            break
+        time.sleep(0.01)
+    os._exit(status)
+status = 1
 for name, value in spec["rlimits"].items():
     resource.setrlimit(getattr(resource, name), (value, value))
 if spec["stage"]:
-    CLONE_NEWNS, MS_BIND, MS_REC, MS_PRIVATE = 0x20000, 4096, 16384, 1 << 18
+    CLONE_NEWNS, MS_RDONLY, MS_BIND, MS_REC, MS_PRIVATE = 0x20000, 1, 4096, 16384, 1 << 18
     check(libc.unshare(CLONE_NEWNS), "unshare")
     check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "private mounts")
-    for source, target in spec["stage"]:
-        check(libc.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None), source)
-if spec["uid"] is not None:
-    os.setgroups([])
-    os.setgid(spec["uid"])
-    os.setuid(spec["uid"])
-check(libc.prctl(36, 1, 0, 0, 0), "PR_SET_CHILD_SUBREAPER")
-# Die with the grader (bwrap's --die-with-parent then ends the sandbox). Set after setuid,
-# which clears it; a grader already gone is seen as a changed parent.
-check(libc.prctl(1, 9, 0, 0, 0), "PR_SET_PDEATHSIG")
-if os.getppid() != spec["parent"]:
+    for source, point, veil in spec["stage"]:
+        check(libc.mount(source.encode(), point.encode(), None, MS_BIND | MS_REC, None), source)
+        if veil is None:
+            continue
+        empty = os.path.join(os.path.dirname(point), "empty")
+        layers = f"lowerdir={point}:{empty}".encode()
+        if libc.mount(b"overlay", veil.encode(), b"overlay", MS_RDONLY, layers) != 0:
+            # No overlay here: the bind itself (the mount table then names the original).
+            check(libc.mount(point.encode(), veil.encode(), None, MS_BIND | MS_REC, None), veil)
+check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "PR_SET_CHILD_SUBREAPER")
+signal.signal(signal.SIGTERM, end_run)
+check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0), "PR_SET_PDEATHSIG")
+if os.getppid() != spec["parent"]:  # the grader is gone already
     os._exit(1)
+me = os.getpid()
 child = os.fork()
 if child == 0:
+    if spec["uid"] is not None:
+        os.setgroups([])
+        os.setgid(spec["uid"])
+        os.setuid(spec["uid"])
+    # Die with this process (set after setuid, which clears it).
+    check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "PR_SET_PDEATHSIG")
+    if os.getppid() != me:
+        os._exit(1)
     try:
         os.execve(spec["argv"][0], spec["argv"], spec["env"])  # no PATH search
     except OSError as error:
@@ -128,7 +181,6 @@ if child == 0:
               "(every user must be able to read the runtime: install it under /opt, as "
               "the Gradescope setup does)", file=sys.stderr)
         os._exit(127)
-status = 0
 while True:
     try:
         pid, code = os.wait()
@@ -136,7 +188,9 @@ while True:
         break
     if pid == child:
         status = os.waitstatus_to_exitcode(code)
-os._exit(status if status >= 0 else 128 - status)
+        status = status if status >= 0 else 128 - status
+        break
+end_run()
 """
 NAMESPACES, CONTAINER = "namespaces", "container"
 # Read-only system folders of a container-mode run (Landlock); devices it may read and write.
@@ -153,6 +207,9 @@ SYSTEM_READ = (
     "/sys",
 )
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/shm")
+# Where any user may create files on an ordinary Linux machine (searched, with the world-writable
+# folders below them, for what a run's uid left behind).
+SHARED_PLACES = ("/dev/shm", "/dev/mqueue", "/tmp", "/var/tmp", "/run/lock", "/var/lock")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -175,7 +232,7 @@ class Isolation:
 @dataclass(frozen=True)
 class SandboxLimits:
     wall_s: float = 900  # a generous wall-clock bound: busy neighbours only slow a run down
-    cpu_s: int = 300  # CPU seconds of all the run's processes together (and RLIMIT_CPU)
+    cpu_s: int = 300  # CPU seconds of all the run's processes together (RLIMIT_CPU: a bit more)
     memory_bytes: int = 8 * 2**30  # proportional + shared memory of all the run's processes
     address_space_bytes: int = 16 * 2**30  # per process; torch maps far more than it touches
     processes: int = 256  # processes and threads (RLIMIT_NPROC)
@@ -301,6 +358,26 @@ class Slots:
     def give(self, uid: int) -> None:
         with self._lock:
             os.close(self._held.pop(uid))  # closing releases the lock
+
+    @contextmanager
+    def turn(self, alone: bool) -> Iterator[None]:
+        """Hold a turn to run a sandbox: ``alone`` while no other sandbox of any grader that
+        shares this folder runs (a sandbox whose output the student reads must not run beside
+        one that holds hidden inputs), else beside any others that do not need to be alone.
+        The gate makes those waiting to be alone go first: later sandboxes queue behind them."""
+        folder = self._folder()
+        gate = os.open(folder / "gate.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        turns = os.open(folder / "turns.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(turns, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+            finally:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+            yield
+        finally:
+            os.close(turns)  # closing releases the lock
+            os.close(gate)
 
 
 SLOTS = Slots()
@@ -469,9 +546,16 @@ def _namespaces_launch(
         "landlock": None,
         "report": job.report_isolation,
     }
-    argv = [*bwrap_command(job, limits, sources, passwd_r), *launcher_argv(job.python, spec)]
+    # bwrap reads its options from a file, so that the sandbox's init (a copy of bwrap, whose
+    # command line the run can read) names no host path; the launcher's names sandbox paths.
+    bwrap, *options = bwrap_command(job, limits, sources, passwd_r)
+    with tempfile.TemporaryFile(dir=scratch) as stream:
+        stream.write(b"\0".join(option.encode() for option in options))
+        stream.seek(0)
+        options_fd = os.dup(stream.fileno())
+    argv = [bwrap, "--args", str(options_fd), *launcher_argv(job.python, spec)]
     # The sandbox's init keeps this environment; it can read it.
-    return _Launch(argv, {"PATH": "/usr/bin:/bin"}, stage, (channel, passwd_r))
+    return _Launch(argv, {"PATH": "/usr/bin:/bin"}, stage, (channel, passwd_r, options_fd))
 
 
 def _container_launch(
@@ -484,7 +568,14 @@ def _container_launch(
     box = scratch / "box"
     box.mkdir(mode=0o750)
     os.chown(box, 0, uid)
-    places = {target: str(source) for target, source in job.runtime.items()}
+    # The runtime is used in place, named through links in the box, so that the run's command
+    # line and environment name box paths only.
+    (box / "rt").mkdir(mode=0o755)
+    places = {}
+    for target, source in job.runtime.items():
+        link = box / "rt" / Path(target).name
+        link.symlink_to(source, target_is_directory=True)
+        places[target] = str(link)
     for i, (target, source) in enumerate(sorted(job.binds.items())):
         copy = box / "ro" / str(i)
         copy.parent.mkdir(exist_ok=True)
@@ -554,19 +645,24 @@ def _runtime_reads(job: Job, places: dict[str, str]) -> tuple[list[str], list[st
 
 
 def _stage(binds: dict[str, Path], staging: Path, as_root: bool) -> tuple[dict[str, str], list]:
-    """Host paths bwrap binds from, and (as root) the bind mounts that expose them to the
-    sandbox uid, which may not be able to walk to the originals (e.g. under /root)."""
+    """Host paths bwrap binds from, and (as root) the mounts that expose them to the sandbox
+    uid, which may not be able to walk to the originals (e.g. under /root): a bind of each
+    original, and over a folder's bind a read-only overlay, so that the sandbox's mount table
+    shows the overlay's root and this staging folder, never the original's host path (a bind
+    mount's entry names the folder it shows)."""
     if not as_root:
         return {target: str(source) for target, source in binds.items()}, []
     sources, mounts = {}, []
+    (staging / "empty").mkdir(mode=0o755)  # an overlay without an upper layer needs two lower
     for i, (target, source) in enumerate(sorted(binds.items())):
-        point = staging / f"bind{i}"
+        point, veil = staging / f"bind{i}", staging / f"view{i}"
         if source.is_dir():
             point.mkdir(mode=0o755)
+            veil.mkdir(mode=0o755)
         else:
             point.touch(mode=0o644)
-        sources[target] = str(point)
-        mounts.append((str(source), str(point)))
+        sources[target] = str(veil if source.is_dir() else point)
+        mounts.append((str(source), str(point), str(veil) if source.is_dir() else None))
     return sources, mounts
 
 
@@ -576,7 +672,9 @@ def _rlimits(limits: SandboxLimits, uid: int | None) -> dict[str, int]:
     own = 0 if uid is not None else len(_processes_of(os.getuid(), threads=True))
     return {
         "RLIMIT_AS": limits.address_space_bytes,
-        "RLIMIT_CPU": int(limits.cpu_s),
+        # A backstop a little past the watchdog's limit, which counts every process and, when
+        # it stops a run, says so (at the limit itself the kernel's SIGKILL would say nothing).
+        "RLIMIT_CPU": int(limits.cpu_s) + CPU_BACKSTOP_S,
         "RLIMIT_FSIZE": limits.file_size_bytes,
         "RLIMIT_NPROC": own + limits.processes,
         "RLIMIT_CORE": 0,
@@ -769,37 +867,63 @@ def kill_uid(uid: int) -> None:
 def _end(process: subprocess.Popen, uid: int | None, box: Path | None) -> None:
     if uid is not None:
         kill_uid(uid)
-    if uid is not None and box is not None:
-        remove_shared_files(uid)
+    if uid is not None:
+        remove_files_of(uid)
     if process.returncode is None:  # never signal a reaped pid: it may be reused
         kill_tree(process)
 
 
-def remove_shared_files(uid: int) -> None:
-    """Delete what ``uid`` left in ``/dev/shm``, the one place outside its box a container-mode
-    run may write: it is memory, and the next run of the same uid would be charged for it."""
-    for entry in _shared_files_of(uid):
-        with suppress(OSError):
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path, ignore_errors=True)
-            else:
-                os.unlink(entry.path)
+def remove_files_of(uid: int) -> list[str]:
+    """Delete, as root, what ``uid`` left in the places every user may write (``/dev/shm``, the
+    machine's ``/tmp`` and the like, and any world-writable folder below them): nothing a run
+    wrote survives it for a later run to read, and ``/dev/shm`` is memory. Returns what went.
+    (With Landlock, ``/dev/shm`` is the one such place a container-mode run may write; without
+    it, these are where the run's uid may create files; the box goes with the run's scratch.)"""
+    removed = []
+    todo = [Path(p) for p in SHARED_PLACES]
+    while todo:
+        folder = todo.pop()
+        with suppress(OSError), os.scandir(folder) as entries:
+            for entry in entries:
+                with suppress(OSError):
+                    info = entry.stat(follow_symlinks=False)
+                    if info.st_uid == uid:
+                        _remove(entry)
+                        removed.append(entry.path)
+                    elif stat.S_ISDIR(info.st_mode) and info.st_mode & 0o002:
+                        todo.append(Path(entry.path))
+    return removed
+
+
+def _remove(entry: os.DirEntry) -> None:
+    if entry.is_dir(follow_symlinks=False):
+        shutil.rmtree(entry.path, ignore_errors=True)
+    else:
+        os.unlink(entry.path)
 
 
 def run_sandboxed(
-    job: Job, limits: SandboxLimits, out_dir: Path, level: Isolation | None = None
+    job: Job,
+    limits: SandboxLimits,
+    out_dir: Path,
+    level: Isolation | None = None,
+    alone: bool = False,
 ) -> SandboxResult:
     """Run ``job`` in a fresh sandbox at ``level`` (default: the best this machine offers);
     write its ``/out`` files into ``out_dir`` (created). As root, the run gets a uid of its own
-    (a free one, see Slots) for as long as it runs."""
+    (a free one, see Slots) for as long as it runs. ``alone``: no other sandbox of this machine's
+    graders runs meanwhile (``Slots.turn``); in container mode every run is alone, since runs
+    there share ``/dev/shm`` and the abstract socket names, which are wiped only when a run
+    ends. The time spent waiting for a turn is not the run's (``SandboxResult.seconds``)."""
     mode = (level or isolation()).mode
-    if os.geteuid() != 0:
-        return _run(job, limits, out_dir, mode, uid=None)
-    uid = SLOTS.take()
-    try:
-        return _run(job, limits, out_dir, mode, uid=uid)
-    finally:
-        SLOTS.give(uid)
+    with SLOTS.turn(alone or mode == CONTAINER):
+        if os.geteuid() != 0:
+            return _run(job, limits, out_dir, mode, uid=None)
+        uid = SLOTS.take()
+        try:
+            return _run(job, limits, out_dir, mode, uid=uid)
+        finally:
+            SLOTS.give(uid)
 
 
 def _run(
@@ -829,15 +953,7 @@ def _run(
         outputs = _CappedReader(channel_r, limits.out_bytes + 2**20, keep_tail=False)
         log = _CappedReader(log_r, limits.log_bytes // 2, keep_tail=True)
         try:
-            process = subprocess.Popen(
-                [sys.executable, "-S", "-c", PREPARE, json.dumps(prepare)],
-                stdin=subprocess.DEVNULL,
-                stdout=log_w,
-                stderr=log_w,
-                env={"PATH": "/usr/bin:/bin"},
-                pass_fds=launch.fds,
-                start_new_session=True,  # its own session: its own share of the CPU (autogroup)
-            )
+            process = _start_prepare(prepare, scratch, log_w, launch.fds)
         finally:
             for fd in (*launch.fds, log_w):
                 os.close(fd)
@@ -856,6 +972,24 @@ def _run(
     result.cpu_seconds = meter.cpu_s
     _collect_outputs(result, outputs, out_dir, limits.out_bytes)
     return result
+
+
+def _start_prepare(
+    prepare: dict, scratch: Path, log: int, fds: tuple[int, ...]
+) -> subprocess.Popen:
+    """Start PREPARE with its spec on stdin (a file: no pipe to fill, no command line to read)."""
+    with tempfile.TemporaryFile(dir=scratch) as spec:
+        spec.write(json.dumps(prepare).encode())
+        spec.seek(0)
+        return subprocess.Popen(
+            [sys.executable, "-S", "-c", PREPARE],
+            stdin=spec,
+            stdout=log,
+            stderr=log,
+            env={"PATH": "/usr/bin:/bin"},
+            pass_fds=fds,
+            start_new_session=True,  # its own session: its own share of the CPU (autogroup)
+        )
 
 
 def _collect_outputs(

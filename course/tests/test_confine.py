@@ -42,8 +42,22 @@ def pool():
     import multiprocessing
     with multiprocessing.Pool(2) as workers:
         return 0 if workers.map(abs, [-1, -2]) == [1, 2] else -1
+def sysv_semaphore():
+    ident = libc.semget(0, 1, 0o1000 | 0o600)  # IPC_PRIVATE, IPC_CREAT
+    if ident >= 0:
+        libc.semctl(ident, 0, 0)  # IPC_RMID: it would outlive this process
+    return ident
+def posix_queue():
+    name = b"/cs336-confine-%d" % os.getpid()
+    queue = libc.mq_open(name, 0o100 | 2, 0o600, None)  # O_CREAT | O_RDWR
+    if queue >= 0:
+        libc.mq_close(queue)
+        libc.mq_unlink(name)
+    return queue
 results = {
     "memfd": attempt(lambda: os.memfd_create("x")),
+    "sysv_semaphore": attempt(sysv_semaphore),
+    "posix_queue": attempt(posix_queue),
     "sysv_shm": attempt(lambda: libc.shmget(0, 4096, 0o1000 | 0o600)),
     "inet": attempt(lambda: socket.socket(socket.AF_INET)),
     "inet6": attempt(lambda: socket.socket(socket.AF_INET6)),
@@ -74,7 +88,8 @@ def run_confined(setup: str, tries: str = TRIES, **options) -> dict:
 
 def test_the_sandbox_filter_refuses_escapes_and_keeps_what_code_needs() -> None:
     results = run_confined("from course.confine import confine_syscalls\nconfine_syscalls()")
-    refused = ["memfd", "sysv_shm", "inet", "inet6", "netlink", "user_namespace"]
+    refused = ["memfd", "sysv_shm", "sysv_semaphore", "posix_queue", "inet", "inet6", "netlink"]
+    refused += ["user_namespace"]
     refused += ["mount_namespace", "setsid", "ptrace"]
     allowed = ["unix", "socketpair", "thread", "fork", "subprocess", "pool"]
     assert {k: results[k] for k in refused} == dict.fromkeys(refused, "refused")
@@ -84,9 +99,8 @@ def test_the_sandbox_filter_refuses_escapes_and_keeps_what_code_needs() -> None:
 def test_without_the_filter_the_same_program_gets_through() -> None:
     """The probes have teeth: unconfined, the calls the filter refuses succeed."""
     results = run_confined("")
-    assert {k: results[k] for k in ("memfd", "sysv_shm", "inet", "setsid")} == dict.fromkeys(
-        ("memfd", "sysv_shm", "inet", "setsid"), "ok"
-    )
+    probes = ("memfd", "sysv_shm", "sysv_semaphore", "posix_queue", "inet", "setsid")
+    assert {k: results[k] for k in probes} == dict.fromkeys(probes, "ok")
 
 
 def test_programs_are_assembled_with_every_jump_in_range() -> None:

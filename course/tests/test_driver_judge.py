@@ -308,6 +308,17 @@ def test_versions_are_left_out_where_they_explain_nothing(message):
     )
 
 
+def test_driver_says_whether_importing_the_adapters_ended(tmp_path):
+    """import.json: ended for an import that raised; not ended for one its alarm stopped."""
+    slow = "import time\nwhile True:\n    time.sleep(0.05)\n"
+    for name, adapters, ended in (("raised", "def broken(:\n", True), ("looped", slow, False)):
+        submission = write_submission(tmp_path / name, adapters)
+        out = tmp_path / f"{name}-out"
+        result = run_driver(submission, out, "rope", "--case-timeout", "1")
+        assert result.returncode == 0, result.stderr
+        assert json.loads((out / "import.json").read_text()) == {"ended": ended}
+
+
 def test_load_student_adapters_registers_the_students_module(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "tests.adapters", reference)
     submission = write_submission(tmp_path, "def run_silu(x):\n    return 'mine'\n")

@@ -13,22 +13,27 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from course.grade import REPO_ROOT, grade, grade_batch, write_json
+from course.grade import REPO_ROOT, Budget, grade, grade_batch, write_json
 from course.sandbox import (
     CONTAINER,
     NAMESPACES,
+    SANDBOX_UID_BASE,
+    SHARED_PLACES,
     Isolation,
     Job,
     Runtime,
     SandboxLimits,
     SandboxUnavailable,
+    Slots,
     isolation,
     probe,
     run_sandboxed,
@@ -458,12 +463,14 @@ except OSError:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_parallel_sandboxes_run_as_different_users(tmp_path: Path, mode: str) -> None:
-    """As root, each running sandbox has a uid of its own, so process limits never mix."""
+    """As root, each running sandbox has a uid of its own, so process limits never mix; in
+    container mode, where runs share /dev/shm, one runs after the other."""
     if os.geteuid() != 0:
         pytest.skip("the grader runs sandboxes as dedicated uids only when it runs as root")
-    from concurrent.futures import ThreadPoolExecutor
-
-    code = "import os, sys, time\nopen(sys.argv[1] + '/uid', 'w').write(str(os.getuid()))\ntime.sleep(2)\n"
+    code = (
+        "import os, sys, time\nstart = time.time()\ntime.sleep(2)\n"
+        "open(sys.argv[1] + '/run', 'w').write(f'{os.getuid()} {start} {time.time()}')\n"
+    )
     with ThreadPoolExecutor(2) as pool:
         results = list(
             pool.map(
@@ -471,16 +478,150 @@ def test_parallel_sandboxes_run_as_different_users(tmp_path: Path, mode: str) ->
                 range(2),
             )
         )
-    assert all(r.output_files == ["uid"] for r in results)
-    uids = {(tmp_path / str(i) / "out" / "uid").read_text() for i in range(2)}
-    assert len(uids) == 2
+    assert all(r.output_files == ["run"] for r in results)
+    runs = sorted((tmp_path / str(i) / "out" / "run").read_text().split() for i in range(2))
+    (uid_a, start_a, end_a), (uid_b, start_b, end_b) = sorted(runs, key=lambda r: float(r[1]))
+    if mode == CONTAINER:
+        assert float(end_a) <= float(start_b), runs
+    else:
+        assert uid_a != uid_b and float(start_b) < float(end_a), runs
 
 
-def test_the_sandbox_dies_with_the_grader(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_a_run_ends_when_its_command_ends(tmp_path: Path, mode: str) -> None:
+    """Sleeping children and a double-forked daemon, no CPU used: the run ends with the
+    command that left them (not at the wall clock), and none of them survives it."""
+    marker = f"cs336-sleeper-{os.getpid()}-{mode}"
+    code = f"""
+import os, sys, time
+for _ in range(100):
+    if os.fork() == 0:
+        time.sleep(300)
+        os._exit(0)
+if os.fork() == 0:
+    if os.fork() == 0:
+        os.execv(sys.executable, [sys.executable, "-S", "-c", "import time; time.sleep(300)", {marker!r}])
+    os._exit(0)
+time.sleep(1)
+"""
+    result = sandboxed(code, tmp_path, SandboxLimits(wall_s=240, processes=200), mode=mode)
+    assert not result.timed_out and result.returncode == 0, result.log
+    assert _with_marker(marker) == []
+
+
+def _leave_notes(name: str) -> str:
+    """A run that writes a file and a folder named ``name`` wherever it can outside its own
+    folders, and lists where it could in ``written``."""
+    return f"""
+import os, sys
+written = []
+for place in {list(SHARED_PLACES)!r} + ["/"]:
+    try:
+        os.makedirs(os.path.join(place, {name!r} + "-dir", "inner"))
+        with open(os.path.join(place, {name!r}), "w") as stream:
+            stream.write("note")
+        written.append(place)
+    except OSError:
+        pass
+open(sys.argv[1] + "/written", "w").write(" ".join(written))
+"""
+
+
+def _left_behind(name: str) -> list[str]:
+    return [f"{p}/{entry}" for p in SHARED_PLACES for entry in _listing(p) if name in entry]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_nothing_a_run_writes_outlives_it(tmp_path: Path, mode: str) -> None:
+    """What a run leaves wherever it may write outside its own folders (/dev/shm, the machine's
+    /tmp and the like) is gone when it ends: no later run can read it, no memory stays held."""
+    name = f"cs336-left-{os.getpid()}-{mode}"
+    result = sandboxed(_leave_notes(name), tmp_path, SandboxLimits(wall_s=60), mode=mode)
+    assert result.output_files == ["written"], result.log
+    assert "/dev/shm" in (tmp_path / "out" / "written").read_text()  # it could write there
+    assert _left_behind(name) == []
+
+
+def test_nothing_outlives_a_container_run_without_landlock(tmp_path: Path) -> None:
+    """Without Landlock a container-mode run may write in every world-writable folder: the
+    machine's /tmp too. All of it goes when the run ends."""
+    if os.geteuid() != 0:
+        pytest.skip("container mode runs code as a uid of its own: it needs root")
+    name = f"cs336-left-{os.getpid()}-no-landlock"
+    script = (
+        "from pathlib import Path\nfrom course.sandbox import SandboxLimits\n"
+        "from course.tests.test_grader import _leave_notes, sandboxed\n"
+        f"sandboxed(_leave_notes({name!r}), Path({str(tmp_path)!r}), SandboxLimits(wall_s=60), "
+        "mode='container')\n"
+    )
+    command = [sys.executable, "-m", "course.confine", "no-namespaces", "--no-landlock", "--"]
+    done = subprocess.run(
+        [*command, sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO_ROOT
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "/tmp" in (tmp_path / "out" / "written").read_text().split()
+    assert _left_behind(name) == []
+
+
+def _listing(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def test_a_run_that_must_be_alone_waits_for_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn alone starts only once every other turn has ended, and those asked for after it
+    wait for it (so a stream of hidden runs cannot keep a public run waiting forever)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # lock files of this test's own
+    slots = Slots(base=SANDBOX_UID_BASE)
+    order: list[str] = []
+    first_held, alone_waiting = threading.Event(), threading.Event()
+
+    def beside(name: str, hold: threading.Event | None) -> None:
+        with slots.turn(alone=False):
+            order.append(f"{name} start")
+            if hold:
+                hold.set()
+                alone_waiting.wait(30)
+                time.sleep(0.5)  # the one alone is blocked meanwhile (checked by the order)
+            order.append(f"{name} end")
+
+    def alone() -> None:
+        first_held.wait(30)
+        threading.Timer(0.2, alone_waiting.set).start()
+        with slots.turn(alone=True):
+            order.append("alone start")
+            order.append("alone end")
+
+    threads = [threading.Thread(target=beside, args=("first", first_held))]
+    threads.append(threading.Thread(target=alone))
+    threads[0].start()
+    threads[1].start()
+    alone_waiting.wait(30)
+    time.sleep(0.1)
+    threads.append(threading.Thread(target=beside, args=("later", None)))
+    threads[2].start()
+    for thread in threads:
+        thread.join(60)
+    assert order == [
+        "first start",
+        "first end",
+        "alone start",
+        "alone end",
+        "later start",
+        "later end",
+    ]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_sandbox_dies_with_the_grader(tmp_path: Path, mode: str) -> None:
     """A grader killed mid-run (OOM killer, Ctrl-C) takes its sandbox and daemons with it.
-    (Namespaces mode: the PID namespace dies with it. In container mode the run's daemons
-    outlive a grader killed outright until its container ends; no later run gets their uid.)"""
-    needs_sandbox(NAMESPACES)
+    (Namespaces mode: the PID namespace dies with it. Container mode: the process that started
+    the run, outside it, is told by the kernel and kills every process of the run's uid.)"""
+    needs_sandbox(mode)
     daemon = f"cs336-daemon-{os.getpid()}"  # spelled in two halves below: only the daemon's
     split = f"'cs336-' + 'daemon-{os.getpid()}'"  # own command line holds it whole
     script = f"""
@@ -492,7 +633,7 @@ folder.mkdir()
 folder.chmod(0o755)
 code = "import os, sys, time\\nif os.fork() == 0:\\n    os.setpgid(0, 0)\\n    os.execv(sys.executable, [sys.executable, '-S', '-c', 'import time; time.sleep(300)', {split}])\\ntime.sleep(300)"
 job = Job(runtime.python, [runtime.python, "-S", "-c", code], {{}}, folder, runtime.env(), runtime=runtime.binds())
-run_sandboxed(job, SandboxLimits(wall_s=300), Path({str(tmp_path)!r}) / "out", Isolation("namespaces", ()))
+run_sandboxed(job, SandboxLimits(wall_s=300), Path({str(tmp_path)!r}) / "out", Isolation({mode!r}, ()))
 """
     grader = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_ROOT)
     deadline = time.monotonic() + 60
@@ -553,3 +694,19 @@ def test_container_mode_without_landlock_holds_only_where_ownership_does(tmp_pat
             assert done.returncode == 0, done.stderr
             assert "not available here: Landlock" in done.stdout, done.stdout
     shutil.rmtree(secret)
+
+
+def test_the_budget_keeps_a_floor_for_every_sandbox_not_started() -> None:
+    """One sandbox that runs to its bound leaves every later one its floor (budget / 2 / 4 =
+    15 s here); what an honest one does not use goes back to those after it."""
+    budget = Budget(120, 4)
+    limits = SandboxLimits(wall_s=100)
+    first = budget.share(limits)
+    assert first.wall_s == 75  # 120 minus the floor of the three not started
+    budget.settle(first, 75.0)
+    bounds = []
+    for _ in range(3):
+        share = budget.share(limits)
+        bounds.append(share.wall_s)
+        budget.settle(share, 1.0)
+    assert bounds == [15, 29, 43]

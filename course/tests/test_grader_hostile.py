@@ -17,12 +17,17 @@ Beyond breaking out, the attacks try to learn or borrow: hidden inputs sent back
 exception messages, printed text and exit paths (no byte of them may reach ``results.json``),
 packages the rubric blocks, replay of the shipped public answers (worth nothing: public cases
 carry no points), memory in memfd files, SysV segments and ``/dev/shm`` (refused or counted),
-and busy loops that must not cost a neighbouring component its points.
+and busy loops that must not cost a neighbouring component its points. Others try to pass
+notes between runs (every writable place, abstract socket names, IPC objects; hidden runs to
+the public one and one grading to the next), leave sleepers and daemons behind (the run must end
+with its driver), never finish importing (no hidden run may start), or read the mount table,
+environment and command lines for the grader's host paths.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -40,7 +45,7 @@ import pytest
 from safetensors.torch import save
 
 from course.grade import CASE_FILES, REPO_ROOT, Course, grade, grade_batch
-from course.sandbox import SANDBOX_UID_BASE, SandboxUnavailable, isolation
+from course.sandbox import SANDBOX_UID_BASE, SHARED_PLACES, Runtime, SandboxUnavailable, isolation
 
 pytestmark = pytest.mark.slow  # subprocesses: run by `make test-all` and CI, not by plain `pytest`
 
@@ -454,6 +459,102 @@ if _written > 3 * 2**30:
 if _got:
     raise RuntimeError("LEAK memory %r" % _got)
 """,
+    # Notes between runs: every run (public and hidden, of this grading and of the next one)
+    # looks for notes of other runs in every place it may write, then leaves its own there,
+    # with a piece of a hidden input in a hidden run's, and holds an abstract socket name from
+    # a daemon. A public run that finds anything raises it (LEAK in results.json); a hidden one
+    # fails every case, which costs the reference its marks.
+    "notes_between_runs": """
+import ctypes, glob, os, socket, sys, time
+_inputs = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--inputs=")]
+_hidden = sorted(p for p in glob.glob(os.path.join(_inputs[0] if _inputs else "/nowhere", "*", "*"))
+                 if "-hidden-" in p)
+_role = "hidden" if _hidden else "public"
+_note = _role + " " + (open(_hidden[0], "rb").read()[-32:].hex() if _hidden else "")
+_mine = "cs336note-{token}-%s-%d" % (_role, os.getpid())
+_places = {"/dev/shm", "/tmp", "/var/tmp", "/run/lock", "/var/lock", "/dev/mqueue", "/", "/work",
+           "/out", os.environ.get("TMPDIR", "/tmp"), os.environ.get("HOME", "/"), os.getcwd()}
+_up = os.getcwd()
+for _ in range(4):
+    _up = os.path.dirname(_up)
+    _places.add(_up)
+_seen = []
+for _place in sorted(_places):
+    try:
+        for _name in os.listdir(_place):
+            if _name.startswith("cs336note-{token}") and _name != _mine:
+                _seen.append(open(os.path.join(_place, _name)).read())
+    except OSError:
+        pass
+    try:
+        with open(os.path.join(_place, _mine), "w") as _stream:
+            _stream.write(_note)
+        os.chmod(os.path.join(_place, _mine), 0o666)
+    except OSError:
+        pass
+_held = socket.socket(socket.AF_UNIX)
+try:
+    _held.bind("\\0cs336note-{token}")
+except OSError as _error:
+    _seen.append("abstract socket name in use: %s" % _error)
+_libc = ctypes.CDLL(None, use_errno=True)
+if _libc.semget(0x336, 1, 0o1000 | 0o666) >= 0:
+    _seen.append("a SysV semaphore any run can open")
+if hasattr(_libc, "mq_open") and _libc.mq_open(b"/cs336note", 0o100 | 2, 0o666, None) >= 0:
+    _seen.append("a POSIX message queue any run can open")
+if os.fork() == 0:  # holds the socket name, and would hold it into the next run if it could
+    time.sleep(600)
+    os._exit(0)
+if _seen and _role == "public":
+    raise RuntimeError("LEAK notes from other runs: %r" % _seen)
+if _seen:
+    def run_softmax(in_features, dim):
+        raise RuntimeError("a note crossed")
+    def run_silu(in_features):
+        raise RuntimeError("a note crossed")
+""",
+    # What a student leaves running by mistake: sleeping children and a daemon, no CPU used.
+    # The run must end when the driver does, not at the wall-clock limit.
+    "sleeping_daemon": """
+import os, subprocess, sys
+_sleepers = []
+for _ in range(100):
+    try:
+        _sleepers.append(subprocess.Popen([sys.executable, "-S", "-c", "import time; time.sleep(3600)", "{token}"]))
+    except OSError:
+        break
+if os.fork() == 0:
+    if os.fork() == 0:
+        os.execv(sys.executable, [sys.executable, "-S", "-c", "import time; time.sleep(3600)", "{token}"])
+    os._exit(0)
+""",
+    # An import that never ends, deaf to the driver's alarm: the hidden runs are not started.
+    "endless_import": """
+while True:
+    try:
+        while True:
+            pass
+    except BaseException:
+        pass
+""",
+    # The mount table, environment and command lines of every process of the run: no host path
+    # of the grader's (checkout, course files, Python install) may be in them.
+    "dump_mount_table_and_environment": """
+import os, sys
+_dump = [open("/proc/self/mountinfo").read(), repr(dict(os.environ)), repr(sys.argv)]
+for _pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        if os.stat("/proc/" + _pid).st_uid == os.getuid():
+            for _what in ("cmdline", "environ", "mountinfo"):
+                _dump.append(open("/proc/%s/%s" % (_pid, _what), "rb").read().decode(errors="replace"))
+    except OSError:
+        pass
+_text = "\\n".join(_dump)
+_found = [p for p in ("{repo}", "{course}", "{prefix}", "{site}") if p in _text]
+if _found:
+    raise RuntimeError("LEAK host paths %r" % _found)
+raise ValueError("DUMP " + _text[-1500:])
+""",
 }
 
 
@@ -469,6 +570,7 @@ ATTACKS["all_in_one"] = "\n".join(
         "namespaces_and_setuid",
         "borrow_blocked_packages",
         "daemon_survives",
+        "notes_between_runs",
         "leak_hidden_inputs",
         "forge_outputs_then_exit",
     )
@@ -573,6 +675,8 @@ class Host:
             "port6": self.inet6.getsockname()[1] if self.inet6 else 1,
             "unix": self.unix_path,
             "abstract": self.abstract_name,
+            "prefix": str(Runtime.current().prefix),
+            "site": str(Runtime.current().site_packages),
         }
         for key, value in values.items():
             snippet = snippet.replace("{" + key + "}", str(value))
@@ -678,22 +782,59 @@ def test_attack(
         "conftest.py": "raise SystemExit(0)\n",
         "tests/conftest.py": "import os\nos._exit(0)\n",
     }
-    scores = {}
-    for base in ("bare", "reference"):
+    reports = {}
+    for base in ("bare", "reference"):  # the same attack twice: notes may cross gradings too
         zip_path = with_attack(bases[base], tmp_path / f"{base}.zip", snippet, extra)
-        report = grade_attack(zip_path, tmp_path / base, rubric, host)
-        scores[base] = report["score"]
-    assert scores["bare"] == 0.0
-    assert scores["reference"] <= FULL
+        reports[base] = grade_attack(zip_path, tmp_path / base, rubric, host)
+    assert reports["bare"]["score"] == 0.0
+    assert reports["reference"]["score"] <= FULL
+    for check in EXPECTED.get(attack, ()):
+        check(reports)
     host.assert_untouched()
     assert host.leftover_processes() == []
-    assert leftover_shared_files() == []
+    assert leftover_files(host.token) == []
 
 
-def leftover_shared_files() -> list[str]:
-    """Files a sandbox uid of this grader left in /dev/shm (memory nobody would free)."""
+def ended_with_the_driver(reports: dict[str, dict]) -> None:
+    """No run waited for what the student left running (it would stop at the wall clock)."""
+    for report in reports.values():
+        assert "wall-clock" not in json.dumps(report), json.dumps(report)[:3000]
+
+
+def reference_keeps_full_marks(reports: dict[str, dict]) -> None:
+    """The reference with the attack keeps its marks: no run of it was disturbed."""
+    assert reports["reference"]["score"] == FULL, reports["reference"]["tests"]
+
+
+def hidden_runs_not_started(reports: dict[str, dict]) -> None:
+    for report in reports.values():
+        assert "No hidden case was run" in report["output"], report["output"]
+        assert "tests/adapters.py" in report["output"]
+        assert "did not finish importing in time" in report["tests"][0]["output"]
+
+
+EXPECTED = {  # what an attack's two gradings must also show, beyond scoring nothing
+    "sleeping_daemon": (ended_with_the_driver, reference_keeps_full_marks),
+    "daemon_survives": (ended_with_the_driver,),
+    "notes_between_runs": (reference_keeps_full_marks, ended_with_the_driver),
+    "all_in_one": (ended_with_the_driver,),
+    "endless_import": (hidden_runs_not_started,),
+    "hang_ignoring_alarm": (hidden_runs_not_started,),
+}
+
+
+def leftover_files(token: str) -> list[str]:
+    """What a sandbox uid of this grader (or a file named with this test's token) left in the
+    places every user may write: memory nobody would free, notes for a later run."""
     ours = range(SANDBOX_UID_BASE, SANDBOX_UID_BASE + 256)
-    return [e.name for e in os.scandir("/dev/shm") if e.stat(follow_symlinks=False).st_uid in ours]
+    found = []
+    for place in SHARED_PLACES:
+        with contextlib.suppress(OSError), os.scandir(place) as entries:
+            for entry in entries:
+                owner = entry.stat(follow_symlinks=False).st_uid
+                if owner in ours or token in entry.name:
+                    found.append(entry.path)
+    return found
 
 
 @pytest.mark.parametrize("probe", list(READING_PROBES))
@@ -802,3 +943,24 @@ if "--component=silu" in sys.argv:
     # forks of a torch process each count their copy-on-write pages.
     silu = scores["silu"]["output"]
     assert "CPU-seconds" in silu or "GiB of memory" in silu, silu
+
+
+def test_no_note_crosses_between_the_sandboxes_of_a_grading(
+    bases: dict[str, Path], host: Host, tmp_path: Path
+) -> None:
+    """Two components graded two at a time: no run finds a note of another (a hidden run that
+    did would fail its cases, a public one would raise it), and nothing is left behind."""
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text(
+        "[limits]\nwall_s = 120\n\n"
+        '[[component]]\nname = "silu"\npoints = 1\n\n[[component]]\nname = "softmax"\npoints = 1\n'
+    )
+    snippet = host.fill(textwrap.dedent(ATTACKS["notes_between_runs"]))
+    zip_path = with_attack(bases["reference"], tmp_path / "notes.zip", snippet)
+    for attempt in ("first", "second"):  # the second grading looks for the first's notes
+        report = grade(zip_path, tmp_path / attempt, rubric=rubric, course=host.course, jobs=2)
+        text = json.dumps(report)
+        assert "LEAK" not in text and "wall-clock" not in text, text[:3000]
+        assert report["score"] == 2.0, report["tests"]
+    assert leftover_files(host.token) == []
+    assert host.leftover_processes() == []
