@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .adapters import get_transformer_lm, run_count_parameters, run_forward_flops
+from .lazy_adapters import get_transformer_lm, run_count_parameters, run_forward_flops
 
 SHAPES = [
     dict(vocab_size=100, context_length=16, d_model=32, num_layers=2, num_heads=4, d_ff=48),

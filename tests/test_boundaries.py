@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from .adapters import (
+from .lazy_adapters import (
     run_gradient_clipping,
     run_load_checkpoint,
     run_sample_next_token,

@@ -6,9 +6,11 @@ grader runs the same cases, plus hidden ones on other inputs, in a sandbox; see 
 
 from __future__ import annotations
 
+import importlib
+import traceback
+
 import pytest
 
-from tests import adapters
 from tests.cases import CASES, Outputs, judge_case
 from tests.cases.core import normalize
 from tests.cases.public import public_expected, public_inputs
@@ -20,10 +22,29 @@ PUBLIC = sorted(
 SHIPPED = Shipped()
 
 
+def import_adapters():
+    """``tests.adapters``; when it does not import, every graded case fails with that error
+    first (the suite still runs: one broken file must not hide the cases as a collection error)."""
+    try:
+        return importlib.import_module("tests.adapters")
+    except (Exception, SystemExit) as error:  # noqa: BLE001  (whatever the file raises)
+        problem = error
+    if isinstance(problem, SyntaxError):
+        where = f"{problem.filename}:{problem.lineno}"
+    else:
+        frame = traceback.extract_tb(problem.__traceback__)[-1]
+        where = f"{frame.filename}:{frame.lineno}"
+    pytest.fail(
+        f"tests/adapters.py failed to import ({type(problem).__name__}: {problem}, at {where}), "
+        "so this graded case could not run",
+        pytrace=False,
+    )
+
+
 @pytest.mark.parametrize("case", PUBLIC, ids=[c.public_id for c in PUBLIC])
 def test_case(case):
     inputs = public_inputs(case, SHIPPED)
     # Exceptions propagate, so a failing case shows its traceback (NotImplementedError, ...).
-    outputs = Outputs(normalize(case.call(adapters, inputs)))
+    outputs = Outputs(normalize(case.call(import_adapters(), inputs)))
     message = judge_case(case, outputs, public_expected(case), inputs)
     assert message is None, message
