@@ -15,6 +15,7 @@ from tests.cases import CASES, Outputs, judge_case
 from tests.cases.core import normalize
 from tests.cases.public import public_expected, public_inputs
 from tests.cases.shipped import Shipped
+from tests.localize import localize
 
 PUBLIC = sorted(
     (c for c in CASES.values() if c.public_inputs is not None), key=lambda c: c.public_id
@@ -45,6 +46,10 @@ def import_adapters():
 def test_case(case):
     inputs = public_inputs(case, SHIPPED)
     # Exceptions propagate, so a failing case shows its traceback (NotImplementedError, ...).
-    outputs = Outputs(normalize(case.call(import_adapters(), inputs)))
-    message = judge_case(case, outputs, public_expected(case), inputs)
+    adapters = import_adapters()
+    outputs = Outputs(normalize(case.call(adapters, inputs)))
+    expected = public_expected(case)
+    message = judge_case(case, outputs, expected, inputs)
+    if message is not None:
+        message += localize(case.component, adapters, inputs, outputs.data, expected)
     assert message is None, message
