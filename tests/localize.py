@@ -30,6 +30,7 @@ import torch
 from tests.cases.core import Bundle
 from tests.cases.shipped import Shipped
 from tests.common import FIXTURES_PATH
+from tests.measure import adamw_steps, clipping_norms, largest, schedule_phases
 
 STAGES = FIXTURES_PATH / "stages.npz"
 # A stage is off when it differs from the reference's float64 output by more than this share of
@@ -481,10 +482,6 @@ def named_scale(scale: float, d_k: int, d_v: int) -> str:
     return ""
 
 
-def largest(t: torch.Tensor) -> float:
-    return float(t.abs().max()) if t.numel() else 0.0
-
-
 def weights_hints(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, mask) -> list[str]:
     """Rows sum to 1, masked positions are 0, and scores carry 1/sqrt(d_k)."""
     allowed = (
@@ -613,16 +610,32 @@ MAIN_OUTPUT = {"cross_entropy": "loss"}
 def localize(
     component: str, adapters: ModuleType, inputs: Bundle, outputs: Bundle, expected: Bundle
 ) -> str:
-    """``diagnosis:`` lines for a failed public case whose main output is clearly off (by more
-    than a float32 computation could be); ``""`` otherwise or when nothing was measured."""
-    key = MAIN_OUTPUT.get(component, "out")
+    """``diagnosis:`` lines for a failed public case: measured from its outputs, or, for a
+    component with a localizer, only when its main output is clearly off (by more than a
+    float32 computation could be); ``""`` when nothing was measured."""
+    measured = OUTPUT_DIAGNOSES.get(component)
     localizer = LOCALIZERS.get(component)
+    key = MAIN_OUTPUT.get(component, "out")
+    if measured is not None:
+        return as_lines(lambda: measured(inputs, outputs, expected))
     if localizer is None or key not in outputs or key not in expected:
         return ""
     if not stage_error(outputs[key], to_array(expected[key])):
         return ""
+    return as_lines(lambda: localizer(adapters, inputs))
+
+
+def as_lines(diagnose: Callable[[], list[str]]) -> str:
     try:
-        lines = localizer(adapters, inputs)
+        lines = diagnose()
     except Exception:  # noqa: BLE001  (a diagnosis must never break the test it explains)
         return ""
     return "".join(f"\n  diagnosis: {line}" for line in lines)
+
+
+# Diagnoses read off the outputs alone (the inputs, outputs and expected values of the case).
+OUTPUT_DIAGNOSES: dict[str, Callable[[Bundle, Bundle, Bundle], list[str]]] = {
+    "cosine_schedule": schedule_phases,
+    "gradient_clipping": clipping_norms,
+    "adamw": adamw_steps,
+}
