@@ -290,8 +290,10 @@ def run_all(
                 if result.caught
                 else ("STALE" if result.note.startswith("STALE") else "SURVIVED")
             )
+            first_hint = f"\n           hint: {result.hints[0][:150]}" if result.hints else ""
             print(
-                f"  {status:<8} {bug.name} ({len(result.caught_by)} tests, {result.seconds:.0f} s)",
+                f"  {status:<8} {bug.name} ({len(result.caught_by)} tests, {result.seconds:.0f} s)"
+                + first_hint,
                 flush=True,
             )
             return result
