@@ -62,3 +62,68 @@ def text_difference(got: object, want: str, label: str) -> str:
         f"{label} first differs at character {first}: got {got[first : first + 12]!r}, "
         f"expected {want[first : first + 12]!r} (after {want[max(0, first - 12) : first]!r})"
     )
+
+
+# GPT-2's pre-tokenization pattern (the handout's).
+PRETOKEN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def word_counts(text: str, special_tokens: list[str]) -> dict[tuple[bytes, ...], int]:
+    import regex
+
+    pieces = [text]
+    if special_tokens:
+        split = "|".join(regex.escape(t) for t in sorted(special_tokens, key=len, reverse=True))
+        pieces = regex.split(split, text)
+    counts: dict[tuple[bytes, ...], int] = {}
+    for piece in pieces:
+        for match in regex.finditer(PRETOKEN, piece):
+            word = tuple(bytes([b]) for b in match.group().encode("utf-8"))
+            counts[word] = counts.get(word, 0) + 1
+    return counts
+
+
+def merged(word: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[bytes, ...]:
+    out, i = [], 0
+    while i < len(word):
+        if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
+            out.append(word[i] + word[i + 1])
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def merge_difference(
+    text: str, special_tokens: list[str], got: list, want: list[tuple[bytes, bytes]]
+) -> str:
+    """At the first merge that differs: how often each side's pair occurs after the merges
+    before it (the expected ones, applied to the corpus's pre-tokens)."""
+    first = next((k for k, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), None)
+    if first is None:
+        return ""
+    counts = word_counts(text, special_tokens)
+    for pair in want[:first]:
+        counts = {merged(w, pair): c for w, c in counts.items()}
+    pairs: dict[tuple[bytes, bytes], int] = {}
+    for word, count in counts.items():
+        for pair in zip(word, word[1:], strict=False):
+            pairs[pair] = pairs.get(pair, 0) + count
+    yours, expected = tuple(got[first]), want[first]
+    mine, theirs = pairs.get(yours, 0), pairs.get(expected, 0)
+    line = (
+        f"merge {first} is the first that differs: after the {first} merges before it, your "
+        f"pair {yours} occurs {mine} times, the expected {expected} {theirs} times"
+    )
+    if mine == theirs:
+        return line + ": a tie, which goes to the lexicographically greater pair of bytes"
+    if mine < theirs:
+        return (
+            line
+            + ": the most frequent pair must win (are your pair counts updated after each merge?)"
+        )
+    return (
+        line
+        + ": your counts differ from the corpus's (special tokens split off first, GPT-2 pre-tokens, each occurrence counted)"
+    )
