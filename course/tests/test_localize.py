@@ -149,3 +149,16 @@ def test_schedule_names_the_phase():
     line = measure.schedule_phases(inputs, {"lrs": lrs}, expected)[0]
     assert "cosine (7 <= it <= 21): 1 rates off, first at it=9" in line
     assert "right in warm-up, after the cycle" in line
+
+
+def test_tokenizer_differences_point_at_the_first_id_or_character():
+    from tests.cases.tokenizer_diff import encode_difference, text_difference
+
+    vocab = {i: bytes([i]) for i in range(256)} | {256: b"oo", 257: b"ooo"}
+    merges = [(b"o", b"o"), (b"oo", b"o")]
+    x, o = ord("x"), ord("o")
+    assert encode_difference([x, 257], [x, 257], vocab, merges) == ""
+    split = encode_difference([x, 256, o], [x, 257], vocab, merges)
+    assert "merge #1 (b'oo', b'o'), which yours did not apply here" in split
+    assert text_difference("same", "same", "decode") == ""
+    assert "character 2: got 'x'" in text_difference("abx", "abc", "decode")
