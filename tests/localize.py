@@ -317,18 +317,32 @@ def block_probes(adapters: ModuleType, s: Shipped) -> list:
     ]
 
 
-def localize_block(adapters: ModuleType) -> list[str]:
-    s = Shipped()
-    off = first_off(block_stages(adapters, s))
+def stages_then_probes(stages: list, checked: str, probes: list) -> list[str] | None:
+    """The first stage that is off, else the first probe that is off; ``None`` when neither."""
+    off = first_off(stages)
     if off:
-        return [stage_line(*off, "ln1, attention, ln2 and feed-forward")]
-    off = first_probe_off(block_probes(adapters, s))
+        return [stage_line(*off, checked)]
+    off = first_probe_off(probes)
     if off:
         return [f"each of your sub-components is right alone, but {off[0]} ({off[1]})"]
-    return [
-        "each of your sub-components and each sublayer alone is right, so the sublayers are "
-        "chained wrongly: the feed-forward takes h = x + attn(ln1(x)), not x"
-    ]
+    return None
+
+
+def localize_block(adapters: ModuleType) -> list[str]:
+    s = Shipped()
+    found = stages_then_probes(
+        block_stages(adapters, s),
+        "ln1, attention, ln2 and feed-forward",
+        block_probes(adapters, s),
+    )
+    return (
+        found
+        if found is not None
+        else [
+            "each of your sub-components and each sublayer alone is right, so the sublayers are "
+            "chained wrongly: the feed-forward takes h = x + attn(ln1(x)), not x"
+        ]
+    )
 
 
 def lm_args(s: Shipped, layers: int) -> list:
@@ -416,13 +430,8 @@ def lm_probes(adapters: ModuleType, s: Shipped) -> list:
 
 def localize_lm(adapters: ModuleType) -> list[str]:
     s = Shipped()
-    off = first_off(lm_stages(adapters, s))
-    if off:
-        return [stage_line(*off, "embedding, each layer, final norm and LM head")]
-    off = first_probe_off(lm_probes(adapters, s))
-    if off:
-        return [f"each of your sub-components is right alone, but {off[0]} ({off[1]})"]
-    return []
+    checked = "embedding, each layer, final norm and LM head"
+    return stages_then_probes(lm_stages(adapters, s), checked, lm_probes(adapters, s)) or []
 
 
 # --- SwiGLU ----------------------------------------------------------------------------------
