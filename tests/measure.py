@@ -157,30 +157,40 @@ def bias_correction_names(b1: float, b2: float) -> dict[str, float]:
 
 
 def adamw_first_step(out: torch.Tensor, inputs: Bundle) -> list[str]:
+    """Step 1 is ``theta - lr sign(g)`` decayed by ``(1 - lr wd)``, the decay applied before the
+    update (torch's order: ``a = -lr``) or after it (the handout's: ``a = -lr (1 + b)``)."""
     defaults = inputs["defaults"]
-    ratios = bias_correction_names(*defaults["betas"])
+    b1, b2 = defaults["betas"]
+    ratios = bias_correction_names(b1, b2)
     for group, a, b in first_step_terms(out, inputs):
         options = defaults | inputs["groups"][group]
         lr, wd = options["lr"], options["weight_decay"]
         where = f"group {group}: " if len(inputs["groups"]) > 1 else ""
-        step = -a / lr
-        if not math.isclose(step, 1.0, rel_tol=1e-4):
-            if lr != defaults["lr"] and math.isclose(-a, defaults["lr"], rel_tol=1e-4):
+        steps = (-a / lr, -a / (lr * (1 + b)))
+        if not any(math.isclose(step, 1.0, rel_tol=1e-4) for step in steps):
+            if lr != defaults["lr"] and any(
+                math.isclose(step * lr, defaults["lr"], rel_tol=1e-4) for step in steps
+            ):
                 return [
                     f"{where}step 1 moved each parameter by the default lr {defaults['lr']:g}, "
                     f"not its group's lr {lr:g}: read lr (every hyperparameter) from the group"
                 ]
-            named = next((n for n, r in ratios.items() if math.isclose(step, r, rel_tol=2e-2)), "")
+            named = next(
+                (n for n, r in ratios.items() for st in steps if math.isclose(st, r, rel_tol=1e-3)),
+                "",
+            )
             return [
-                f"{where}step 1 moved each parameter by {step:.4g} x lr against sign(grad); "
-                "with bias correction it is 1 x lr (m_hat / sqrt(v_hat) = g / |g| at step 1)"
-                + (f": this is {named}" if named else "")
+                f"{where}step 1 moved each parameter by {steps[0]:.4g} x lr against sign(grad) "
+                "(decay aside); with bias correction it is 1 x lr (m_hat / sqrt(v_hat) = g / |g| "
+                "at step 1)" + (f": this is {named}" if named else "")
             ]
         decay = -b / (lr * wd) if wd else 0.0
         if wd and not math.isclose(decay, 1.0, rel_tol=1e-4):
             named = {
                 0.0: ": no decoupled decay (decay added to the gradient vanishes in m / sqrt(v))",
                 1 / lr: ": the decay lacks the lr factor",
+                math.sqrt(1 - b2) / (1 - b1): ": the decay uses the bias-corrected step size "
+                "alpha_t, not lr",
             }
             found = next((n for v, n in named.items() if math.isclose(decay, v, abs_tol=1e-2)), "")
             return [
