@@ -559,7 +559,9 @@ def localize_sdpa(adapters: ModuleType, inputs: Bundle) -> list[str]:
     except Exception:  # noqa: BLE001  (nothing measured)
         return []
     hints = weights_hints(weights, q, k, mask)
-    return hints or [
+    if hints or not torch.isfinite(weights).all():
+        return hints
+    return [
         "your attention weights are right (rows sum to 1, masked positions 0, scores scaled by "
         "1/sqrt(d_k)), so the weighted sum of the values differs: weights @ V"
     ]

@@ -162,3 +162,13 @@ def test_tokenizer_differences_point_at_the_first_id_or_character():
     assert "merge #1 (b'oo', b'o'), which yours did not apply here" in split
     assert text_difference("same", "same", "decode") == ""
     assert "character 2: got 'x'" in text_difference("abx", "abc", "decode")
+
+
+def test_attention_weights_that_are_not_finite_get_no_verdict():
+    def over_queries(q, k, v, mask=None):
+        scores = (q @ k.transpose(-1, -2)).masked_fill(~mask, -math.inf)
+        return torch.softmax(scores, -2) @ v
+
+    q, k, mask = (SHIPPED.inputs[n] for n in ("q", "k", "mask"))
+    wrong = with_adapter("run_scaled_dot_product_attention", over_queries)
+    assert localize.localize_sdpa(wrong, {"q": q, "k": k, "mask": mask}) == []
