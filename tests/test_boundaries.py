@@ -46,6 +46,12 @@ def nucleus_diagnosis(probabilities: torch.Tensor, top_p: float, kept: torch.Ten
     inside = order[mass_before < top_p]
     boundary = int(inside[-1])
     got = kept.double()
+    if not torch.isfinite(got).all():
+        return (
+            "\ndiagnosis: your kept probabilities hold NaN, as renormalizing nothing (0/0) gives: "
+            "the token that brings the mass to top_p always stays, so the most likely token "
+            "is kept whatever top_p is"
+        )
     lines = []
     if got[boundary] <= 0:
         lines.append(
@@ -90,6 +96,7 @@ def test_top_p_limits() -> None:
     only_best = run_top_p_filter(probabilities, 1e-9)
     assert torch.allclose(only_best.double(), torch.tensor([0.0, 0, 1, 0], dtype=torch.float64)), (
         f"a tiny top_p keeps just the most likely token, got {only_best.tolist()}"
+        + nucleus_diagnosis(probabilities, 1e-9, only_best)
     )
     just_over = run_top_p_filter(probabilities, 0.5 + 1e-9)  # now 0.5 alone is not enough
     assert torch.allclose(
