@@ -31,6 +31,7 @@ from course.fixture_diff import fixture_differences
 from course.hidden_cases import write_hidden_cases
 from course.manifest import write_manifest
 from course.snapshot_case import REGISTRY, FixtureData
+from course.stage_fixtures import stage_arrays
 from course.tokenizer_fixtures import write_tokenizer_fixtures
 from cs336_basics.atomic_write import atomic_writer
 from cs336_basics.config import ModelConfig
@@ -226,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     data = load_fixture_data()
     names = args.names or sorted(REGISTRY)
     written = sum(write_snapshot(name, data) for name in names)
+    if not args.names and update_fixture(FIXTURES / "stages.npz", npz_bytes(stage_arrays(data))):
+        print("wrote fixtures/stages.npz")
     write_hidden_cases()  # the grader's cases (course/hidden), which read the fixtures above
     write_manifest()
     print(

@@ -7,11 +7,17 @@ report lists, per bug, the tests that caught it and whether a failure printed a 
 the bug (a ``hint:``/``diagnosis:`` line matching its ``EXPECTED_HINTS`` pattern: "right"), a hint
 that does not ("other"), or none; the last lines are the kill rate and the hinted share.
 Exits 1 unless every bug is caught.
+
+``--set blind`` runs the mistakes written blind (``course/blind_mistakes.py``), which have no
+expected patterns: the report then says whether a hint or diagnosis printed and lists, per bug,
+its description and the first hint lines, to judge whether they name the wrong stage or property
+(``--log FILE`` keeps every bug's hints and first failure message as JSON lines).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import queue
 import re
@@ -147,6 +153,7 @@ class MutantResult:
     note: str = ""
     seconds: float = 0.0
     hints: list[str] = field(default_factory=list)
+    first_message: str = ""
 
     @property
     def caught(self) -> bool:
@@ -245,7 +252,8 @@ def mutate_and_test(
         for word in ("hint", "diagnosis:")
     )
     hints = sorted({h for nodeid in caught_by for h in hint_lines(outcomes[nodeid]["message"])})
-    return MutantResult(bug, caught_by, hinted, note, time.monotonic() - started, hints)
+    first = outcomes[caught_by[0]]["message"] if caught_by else ""
+    return MutantResult(bug, caught_by, hinted, note, time.monotonic() - started, hints, first)
 
 
 def run_all(
@@ -282,14 +290,59 @@ def run_all(
                 if result.caught
                 else ("STALE" if result.note.startswith("STALE") else "SURVIVED")
             )
+            first_hint = f"\n           hint: {result.hints[0][:150]}" if result.hints else ""
             print(
-                f"  {status:<8} {bug.name} ({len(result.caught_by)} tests, {result.seconds:.0f} s)",
+                f"  {status:<8} {bug.name} ({len(result.caught_by)} tests, {result.seconds:.0f} s)"
+                + first_hint,
                 flush=True,
             )
             return result
 
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             return list(pool.map(one, bugs)), broken
+
+
+def set_of(name: str) -> list[Bug]:
+    """The bugs of a named set: the catalogue, or the mistakes written blind."""
+    if name == "blind":
+        from course.blind_mistakes import BLIND
+
+        return BLIND
+    return BUGS
+
+
+def blind_report(results: list[MutantResult]) -> str:
+    """Per bug: caught, whether a hint printed, its description and the first hint lines (to be
+    judged against the description: no pattern was written for these)."""
+    lines = []
+    for r in results:
+        status = "caught" if r.caught else "SURVIVED"
+        lines.append(f"{r.bug.name} ({r.bug.component}): {status}, {len(r.hints)} hint lines")
+        lines.append(f"    bug:  {r.bug.hint[:160]}")
+        lines += [f"    hint: {h[:160]}" for h in r.hints[:2]]
+    killed = sum(r.caught for r in results)
+    hinted = sum(r.caught and bool(r.hints) for r in results)
+    lines.append(
+        f"kill rate: {killed}/{len(results)} = {killed / len(results):.0%} caught; "
+        f"{hinted}/{len(results)} = {hinted / len(results):.0%} with a hint or diagnosis line "
+        "(judge above whether each names the wrong stage or property)"
+    )
+    return "\n".join(lines)
+
+
+def write_log(results: list[MutantResult], path: Path) -> None:
+    records = [
+        {
+            "name": r.bug.name,
+            "component": r.bug.component,
+            "caught": r.caught,
+            "caught_by": r.caught_by,
+            "hints": r.hints,
+            "first_message": r.first_message[:3000],
+        }
+        for r in results
+    ]
+    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
 
 
 def report(results: list[MutantResult], broken: list[str]) -> str:
@@ -330,14 +383,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", help="only these bugs (default: the whole catalogue)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=300, help="seconds per mutant run")
+    parser.add_argument(
+        "--set",
+        choices=("catalogue", "blind"),
+        default="catalogue",
+        help="the catalogue (course/bugs.py) or the mistakes written blind (course/blind_mistakes.py)",
+    )
+    parser.add_argument("--log", type=Path, help="write each bug's hints and message (JSON lines)")
     args = parser.parse_args(argv)
-    bugs = [b for b in BUGS if not args.names or b.name in args.names]
+    bugs = [b for b in set_of(args.set) if not args.names or b.name in args.names]
     missing = set(args.names) - {b.name for b in bugs}
     if missing:
         parser.error(f"no such bug(s): {sorted(missing)}")
-    print(f"mutation testing {len(bugs)} catalogued bugs, {args.jobs} at a time")
+    print(f"mutation testing {len(bugs)} bugs of the {args.set}, {args.jobs} at a time")
     results, broken = run_all(bugs, args.jobs, args.timeout)
-    print(report(results, broken))
+    if args.log:
+        write_log(results, args.log)
+    print(report(results, broken) if args.set == "catalogue" else blind_report(results))
     return 0 if all(r.caught for r in results) else 1
 
 

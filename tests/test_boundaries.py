@@ -18,12 +18,14 @@ Probabilities are dyadic (0.5, 0.25, ...), so sums are exact in float32 and floa
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from .adapters import (
+from .lazy_adapters import (
     run_gradient_clipping,
     run_load_checkpoint,
     run_sample_next_token,
@@ -35,6 +37,36 @@ from .adapters import (
 # --- top-p ------------------------------------------------------------------------------------
 
 
+def nucleus_diagnosis(probabilities: torch.Tensor, top_p: float, kept: torch.Tensor) -> str:
+    """What the kept distribution shows at the boundary: the token whose probability brings the
+    mass (most likely first) to top_p or more must stay, the ones after it go, and what stays
+    sums to 1. ``""`` when none of that is off."""
+    order = torch.argsort(probabilities.double(), descending=True, stable=True)
+    mass_before = torch.cumsum(probabilities.double()[order], 0) - probabilities.double()[order]
+    inside = order[mass_before < top_p]
+    boundary = int(inside[-1])
+    got = kept.double()
+    if not torch.isfinite(got).all():
+        return (
+            "\ndiagnosis: your kept probabilities hold NaN, as renormalizing nothing (0/0) gives: "
+            "the token that brings the mass to top_p always stays, so the most likely token "
+            "is kept whatever top_p is"
+        )
+    lines = []
+    if got[boundary] <= 0:
+        lines.append(
+            f"the token that brings the mass to top_p (p={float(probabilities[boundary]):g}, "
+            f"mass before it {float(mass_before[len(inside) - 1]):g}) was dropped: keep the "
+            "token that crosses top_p"
+        )
+    outside = [int(i) for i in order[len(inside) :] if got[int(i)] > 0]
+    if outside:
+        lines.append(f"tokens {outside} after the one that reaches top_p were kept")
+    if not math.isclose(float(got.sum()), 1.0, abs_tol=1e-6):
+        lines.append(f"the kept probabilities sum to {float(got.sum()):.6g}: renormalize them")
+    return "".join(f"\ndiagnosis: {line}" for line in lines)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_top_p_mass_exactly_at_threshold_is_inclusive(dtype) -> None:
     probabilities = torch.tensor([0.125, 0.5, 0.0625, 0.25, 0.0625], dtype=dtype)
@@ -42,7 +74,7 @@ def test_top_p_mass_exactly_at_threshold_is_inclusive(dtype) -> None:
     expected = torch.tensor([0.0, 2 / 3, 0.0, 1 / 3, 0.0], dtype=torch.float64)
     assert torch.allclose(kept.double(), expected, atol=1e-6), (
         f"top_p=0.75 on {probabilities.tolist()} kept {kept.tolist()}, expected "
-        f"{expected.tolist()}\nhint: the nucleus is the smallest set whose mass is >= top_p: "
+        f"{expected.tolist()}{nucleus_diagnosis(probabilities, 0.75, kept)}\nhint: the nucleus is the smallest set whose mass is >= top_p: "
         "a token that brings the mass to exactly top_p closes it (compare the mass *before* "
         "each token with top_p, keep the token while that is < top_p)"
     )
@@ -64,11 +96,15 @@ def test_top_p_limits() -> None:
     only_best = run_top_p_filter(probabilities, 1e-9)
     assert torch.allclose(only_best.double(), torch.tensor([0.0, 0, 1, 0], dtype=torch.float64)), (
         f"a tiny top_p keeps just the most likely token, got {only_best.tolist()}"
+        + nucleus_diagnosis(probabilities, 1e-9, only_best)
     )
     just_over = run_top_p_filter(probabilities, 0.5 + 1e-9)  # now 0.5 alone is not enough
     assert torch.allclose(
         just_over.double(), torch.tensor([1 / 3, 0, 2 / 3, 0], dtype=torch.float64)
-    ), f"top_p just above 0.5 keeps the two most likely tokens, got {just_over.tolist()}"
+    ), (
+        f"top_p just above 0.5 keeps the two most likely tokens, got {just_over.tolist()}"
+        + nucleus_diagnosis(probabilities, 0.5 + 1e-9, just_over)
+    )
 
 
 # --- temperature ------------------------------------------------------------------------------

@@ -6,13 +6,16 @@ grader runs the same cases, plus hidden ones on other inputs, in a sandbox; see 
 
 from __future__ import annotations
 
+import importlib
+import traceback
+
 import pytest
 
-from tests import adapters
 from tests.cases import CASES, Outputs, judge_case
 from tests.cases.core import normalize
 from tests.cases.public import public_expected, public_inputs
 from tests.cases.shipped import Shipped
+from tests.localize import localize
 
 PUBLIC = sorted(
     (c for c in CASES.values() if c.public_inputs is not None), key=lambda c: c.public_id
@@ -20,10 +23,33 @@ PUBLIC = sorted(
 SHIPPED = Shipped()
 
 
+def import_adapters():
+    """``tests.adapters``; when it does not import, every graded case fails with that error
+    first (the suite still runs: one broken file must not hide the cases as a collection error)."""
+    try:
+        return importlib.import_module("tests.adapters")
+    except (Exception, SystemExit) as error:  # noqa: BLE001  (whatever the file raises)
+        problem = error
+    if isinstance(problem, SyntaxError):
+        where = f"{problem.filename}:{problem.lineno}"
+    else:
+        frame = traceback.extract_tb(problem.__traceback__)[-1]
+        where = f"{frame.filename}:{frame.lineno}"
+    pytest.fail(
+        f"tests/adapters.py failed to import ({type(problem).__name__}: {problem}, at {where}), "
+        "so this graded case could not run",
+        pytrace=False,
+    )
+
+
 @pytest.mark.parametrize("case", PUBLIC, ids=[c.public_id for c in PUBLIC])
 def test_case(case):
     inputs = public_inputs(case, SHIPPED)
     # Exceptions propagate, so a failing case shows its traceback (NotImplementedError, ...).
+    adapters = import_adapters()
     outputs = Outputs(normalize(case.call(adapters, inputs)))
-    message = judge_case(case, outputs, public_expected(case), inputs)
+    expected = public_expected(case)
+    message = judge_case(case, outputs, expected, inputs)
+    if message is not None:
+        message += localize(case.component, adapters, inputs, outputs.data, expected)
     assert message is None, message

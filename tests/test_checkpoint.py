@@ -9,13 +9,13 @@ import pickle
 import pytest
 import torch
 
-from .adapters import (
+from .expect import raises_an_error
+from .lazy_adapters import (
     get_adamw_cls,
     get_transformer_lm,
     run_load_checkpoint,
     run_save_checkpoint,
 )
-from .expect import raises_an_error
 
 ADAMW = dict(lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
 

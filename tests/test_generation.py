@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from .adapters import get_transformer_lm, run_generate
+from .lazy_adapters import get_transformer_lm, run_generate
 
 PROMPT = [11, 7, 300, 42]
 # A nucleus this small keeps only the most likely token: sampling becomes greedy decoding

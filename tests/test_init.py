@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from .adapters import run_init_embedding, run_init_linear, run_init_rmsnorm
+from .lazy_adapters import run_init_embedding, run_init_linear, run_init_rmsnorm
 
 SIGMAS = 6.0  # how many standard errors of an estimator a correct init may stray
 

@@ -48,7 +48,7 @@ def tricky_expected(inputs: Bundle) -> Bundle:
             "as_text": as_text.encode(text, disallowed_special=()),
             "per_piece": {
                 label: [i for piece in pieces for i in right.encode(piece, allowed_special="all")]
-                for label, pieces in pieces_of(text, inputs["chunk_sizes"]).items()
+                for label, pieces in pieces_of(text, inputs["special_tokens"]).items()
             },
         }
     return {"ids": ids, "mistakes": mistakes}

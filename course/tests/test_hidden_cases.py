@@ -3,10 +3,14 @@ ones, and the rule that keeps committed files when a regeneration says the same.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import torch
 
 from course.hidden_cases import same_value
 from course.judge import EXPECTED_ROOT, INPUTS_ROOT
+from tests.cases import CASES, Outputs, judge_case
+from tests.cases.core import normalize
 from tests.cases.wire import read_bundle
 
 
@@ -42,3 +46,32 @@ def test_same_value_allows_rounding_but_not_behaviour_changes():
     assert not same_value("", {"ids": [1, 2]}, {"ids": [1, 3]})
     assert not same_value("", {"ids": [1, 2]}, {"ids": [1, 2], "extra": 0})
     assert not same_value("n", torch.tensor([1, 2]), torch.tensor([1, 3]))
+
+
+def test_a_public_case_and_its_hidden_instances_apply_the_same_check():
+    # Clipping by max / sqrt(sum of squares + 1e-6) instead of max / (norm + 1e-6): a small
+    # deviation from the handout's formula that the public small-norm instance catches, so the
+    # hidden ones must too (and the right formula passes all of them).
+    def clip(eps_under_root: bool):
+        def run_gradient_clipping(parameters, max_l2_norm):
+            grads = [p.grad for p in parameters if p.grad is not None]
+            squares = sum(float((g.double() ** 2).sum()) for g in grads)
+            norm = (squares + 1e-6) ** 0.5 if eps_under_root else squares**0.5 + 1e-6
+            if norm > max_l2_norm:
+                for g in grads:
+                    g.mul_(max_l2_norm / norm)
+
+        return SimpleNamespace(run_gradient_clipping=run_gradient_clipping)
+
+    case = CASES["gradient_clipping", "small_norm"]
+    inputs, expected = (
+        bundles(INPUTS_ROOT, "gradient_clipping"),
+        bundles(EXPECTED_ROOT, "gradient_clipping"),
+    )
+    ids = [i for i in inputs if i.startswith("gradient_clipping-") and "-small_norm" in i]
+    assert any("-public-" in i for i in ids) and any("-hidden-" in i for i in ids)
+    for case_id in ids:
+        for eps_under_root, should_fail in ((False, False), (True, True)):
+            outputs = Outputs(normalize(case.call(clip(eps_under_root), inputs[case_id])))
+            verdict = judge_case(case, outputs, expected[case_id], inputs[case_id])
+            assert (verdict is not None) == should_fail, (case_id, eps_under_root, verdict)

@@ -13,6 +13,7 @@ from pathlib import Path
 from tests.cases.compare import equal_mismatch, first_failure
 from tests.cases.core import Bundle, case
 from tests.cases.shipped import END_OF_TEXT
+from tests.cases.tokenizer_diff import encode_difference, text_difference
 
 
 def vocab_to_wire(vocab: dict[int, bytes]) -> dict[str, str]:
@@ -43,8 +44,9 @@ def check_train_bpe(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | 
     ours = {bytes.fromhex(t) for t in vocab}
     theirs = {bytes.fromhex(t) for t in expected["vocab"].values()}
     difference = sorted(ours ^ theirs)[:5]
+    merge_problem = equal_mismatch(merges, expected["merges"], "merges (as hex byte pairs)", reveal)
     return first_failure(
-        equal_mismatch(merges, expected["merges"], "merges (as hex byte pairs)", reveal),
+        merge_problem,
         len(vocab) != len(expected["vocab"])
         and f"vocab has {len(vocab)} entries, expected {len(expected['vocab'])}",
         difference and "vocab tokens differ" + (f", e.g. {difference}" if reveal else ""),
@@ -112,16 +114,26 @@ def tokenizer_inputs(
 def check_encode(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
     reveal = expected.get("reveal", True)
     for name, text in inputs["texts"].items():
-        mismatch = first_failure(
-            equal_mismatch(
-                outputs["ids"].get(name), expected["ids"][name], f"encode({name})", reveal
-            ),
-            outputs["decoded"].get(name) != text
-            and f"decode(encode({name})) does not give the text back",
-        )
+        got, want = outputs["ids"].get(name), expected["ids"][name]
+        mismatch = equal_mismatch(got, want, f"encode({name})", reveal)
+        where = mismatch and reveal and encode_difference(got, want, *vocab_and_merges(inputs))
         if mismatch:
-            return mismatch
+            return mismatch + (f"\n  diagnosis: {where}" if where else "")
+        decoded = outputs["decoded"].get(name)
+        if decoded != text:
+            where = reveal and text_difference(decoded, text, f"decode(encode({name}))")
+            return f"decode(encode({name})) does not give the text back" + (
+                f"\n  diagnosis: {where}" if where else ""
+            )
     return None
+
+
+def vocab_and_merges(inputs: Bundle) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    vocab = vocab_from_wire(inputs["vocab"])
+    for token in inputs.get("special_tokens") or []:
+        if token.encode("utf-8") not in vocab.values():
+            vocab[len(vocab)] = token.encode("utf-8")
+    return vocab, merges_from_wire(inputs["merges"])
 
 
 def build_tokenizer(adapters, inputs: Bundle):

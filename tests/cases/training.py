@@ -156,12 +156,23 @@ def optimizer_for(model: torch.nn.Module, lr: float = CHECKPOINT_LR) -> torch.op
     return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
 
 
+def iteration_offset(got: object, saved: int) -> str:
+    """A diagnosis line when the iteration comes back shifted by a small amount."""
+    if not isinstance(got, int) or not 0 < abs(got - saved) <= 2:
+        return ""
+    return (
+        f"\n  diagnosis: the iteration is off by {got - saved:+d} between save and load: store "
+        "the iteration you are given and return exactly that"
+    )
+
+
 def check_checkpoint(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
     iteration = outputs.get("iteration")
     resumed = {"continued": outputs.get("resumed")}
     return first_failure(
         iteration != expected["iteration"]
-        and f"load returned iteration {iteration!r}, saved was {expected['iteration']}",
+        and f"load returned iteration {iteration!r}, saved was {expected['iteration']}"
+        + iteration_offset(iteration, expected["iteration"]),
         close_mismatch(outputs, expected, "continued", "training on after saving"),
         close_mismatch(
             resumed,

@@ -1,0 +1,64 @@
+"""Where a tokenizer's output first differs from the expected one (``diagnosis:`` lines of the
+public tokenizer cases): the first differing id with the bytes around it, the tokens each side
+made of them and the merge that makes the expected token; the first differing character of a
+decoded text."""
+
+from __future__ import annotations
+
+
+def token_spans(ids: list[int], vocab: dict[int, bytes]) -> list[tuple[int, int]]:
+    """The byte range each id covers in the concatenated bytes."""
+    spans, at = [], 0
+    for i in ids:
+        length = len(vocab.get(i, b""))
+        spans.append((at, at + length))
+        at += length
+    return spans
+
+
+def encode_difference(
+    got: list, want: list[int], vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]
+) -> str:
+    """Where your ids first differ from the expected ones: the bytes around it, the tokens each
+    side made of them, and the merge that makes the expected token (its rank)."""
+    if not isinstance(got, list) or not all(isinstance(i, int) and i in vocab for i in got):
+        return ""
+    first = next((k for k, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), None)
+    if first is None:
+        return ""
+    mine, theirs = token_spans(got, vocab), token_spans(want, vocab)
+    if mine[first][0] != theirs[first][0]:
+        return ""
+    start = theirs[first][0]
+    end = max(mine[first][1], theirs[first][1])
+    text = b"".join(vocab[i] for i in want)
+    yours = [vocab[i] for i, (a, _) in zip(got, mine, strict=True) if start <= a < end]
+    expected = [vocab[i] for i, (a, _) in zip(want, theirs, strict=True) if start <= a < end]
+    line = (
+        f"the first differing id is token {first}, at byte {start} of the text "
+        f"(...{text[max(0, start - 12) : start]!r} | {text[start:end]!r} | "
+        f"{text[end : end + 12]!r}...): you made {yours} of these bytes, expected {expected}"
+    )
+    rank = {a + b: (k, (a, b)) for k, (a, b) in reversed(list(enumerate(merges)))}
+    target = vocab[want[first]]
+    if len(vocab[got[first]]) < len(target) and target in rank:
+        k, pair = rank[target]
+        line += f"; {target!r} is merge #{k} {pair}, which yours did not apply here"
+    elif len(vocab[got[first]]) > len(target) and vocab[got[first]] in rank:
+        k, pair = rank[vocab[got[first]]]
+        line += f"; yours applied merge #{k} {pair}, which the expected encoding does not here"
+    return line
+
+
+def text_difference(got: object, want: str, label: str) -> str:
+    """Where a decoded text first differs from the expected one."""
+    if not isinstance(got, str) or got == want:
+        return ""
+    first = next(
+        (k for k, (a, b) in enumerate(zip(got, want, strict=False)) if a != b),
+        min(len(got), len(want)),
+    )
+    return (
+        f"{label} first differs at character {first}: got {got[first : first + 12]!r}, "
+        f"expected {want[first : first + 12]!r} (after {want[max(0, first - 12) : first]!r})"
+    )

@@ -1,0 +1,652 @@
+"""Where a failing graded case goes wrong, measured with the student's own code (``diagnosis:``
+lines after a public case's failure; ``tests/test_cases.py`` calls :func:`localize`).
+
+- Composite components (``transformer_lm``, ``transformer_block``, multi-head attention,
+  SwiGLU): the student's sub-components run, through their adapters, on the reference's input to
+  each stage (``fixtures/stages.npz``, written by ``make fixtures``), and the first stage whose
+  output leaves the reference's is named. When every stage is right alone, probes of the
+  student's composite (a sublayer's output weights zeroed, the queries zeroed, fewer layers, one
+  token) name the connection that is wrong.
+- Attention weights, read off the student's attention with the identity as values: do rows sum
+  to 1, are masked positions exactly 0, and which scale do the scores carry?
+- Cross-entropy: does the loss change when the batch or the sequence is repeated (a sum, or a
+  mean over the wrong axes), or when a constant is added to a row of logits?
+
+Each diagnosis prints only what it measured, and only when the measurement holds; a probe whose
+own call fails (an adapter not written yet) says nothing. ``course/tests/test_localize.py`` feeds
+each one right answers it must stay silent on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from functools import cache
+from types import ModuleType
+
+import numpy as np
+import torch
+
+from tests.cases.core import Bundle
+from tests.cases.shipped import Shipped
+from tests.common import FIXTURES_PATH
+from tests.measure import adamw_steps, clipping_norms, largest, schedule_phases
+
+STAGES = FIXTURES_PATH / "stages.npz"
+# A stage is off when it differs from the reference's float64 output by more than this share of
+# the output's scale: float32 code that is right is about a hundred times closer.
+STAGE_RTOL = 1e-4
+RMS_EPS = 1e-5
+
+
+@cache
+def stage_data() -> dict[str, np.ndarray]:
+    if not STAGES.is_file():
+        return {}
+    with np.load(STAGES, allow_pickle=False) as data:
+        return {name: data[name] for name in data.files}
+
+
+def to_array(value: object) -> np.ndarray:
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", torch.float64).numpy()
+    return np.asarray(value, dtype=np.float64)
+
+
+def stage_error(actual: object, expected: np.ndarray) -> str:
+    """``""`` when ``actual`` matches ``expected``; else how far off it is."""
+    got = to_array(actual)
+    if got.shape != expected.shape:
+        return f"shape {got.shape}, expected {expected.shape}"
+    if not np.isfinite(got).all():
+        return "NaN or inf in the output"
+    error = np.abs(got - expected)
+    tolerance = STAGE_RTOL * max(float(np.abs(expected).max(initial=0.0)), 1e-6)
+    if error.max(initial=0.0) <= tolerance:
+        return ""
+    return f"max abs error {error.max():.3g}, {np.count_nonzero(error > tolerance)} of {error.size} values off"
+
+
+def first_off(checks: list[tuple[str, Callable[[], object], np.ndarray]]) -> tuple[str, str] | None:
+    """The first ``(stage, error)`` whose output is off; ``None`` when all match or a stage's
+    call fails (nothing measured there, so nothing to say)."""
+    for stage, run, expected in checks:
+        try:
+            error = stage_error(run(), expected)
+        except Exception:  # noqa: BLE001  (an unfinished adapter: no evidence either way)
+            return None
+        if error:
+            return stage, error
+    return None
+
+
+def first_probe_off(
+    probes: list[tuple[str, Callable[[], object], np.ndarray]],
+) -> tuple[str, str] | None:
+    """Like :func:`first_off`, but a probe whose call fails is skipped (the code may refuse an
+    unusual configuration; the other probes still measure something)."""
+    for probe in probes:
+        found = first_off([probe])
+        if found:
+            return found
+    return None
+
+
+def heads_of(t: torch.Tensor, heads: int) -> torch.Tensor:
+    return t.reshape(*t.shape[:-1], heads, -1).transpose(-2, -3)
+
+
+def merge_heads(t: torch.Tensor) -> torch.Tensor:
+    return t.transpose(-2, -3).flatten(-2)
+
+
+def tensor(name: str) -> torch.Tensor:
+    return torch.from_numpy(stage_data()[name]).float()
+
+
+def stage_line(stage: str, error: str, checked: str) -> str:
+    return (
+        f"the first stage whose output leaves the reference's is {stage} ({error}); {checked} "
+        "were computed with your own adapters on the reference's input to each stage"
+    )
+
+
+# --- multi-head self-attention ----------------------------------------------------------------
+
+
+def attention_call(adapters: ModuleType, s: Shipped, rope: bool, weights: dict, x, positions=None):
+    d_model, heads = x.shape[-1], s.config["num_heads"]
+    w = [weights[f"attn.{n}_proj.weight"] for n in ("q", "k", "v", "output")]
+    if not rope:
+        return adapters.run_multihead_self_attention(d_model, heads, *w, x)
+    if positions is None:
+        positions = torch.arange(x.shape[-2]).expand(x.shape[:-1])
+    return adapters.run_multihead_self_attention_with_rope(
+        d_model, heads, s.config["context_length"], s.config["rope_theta"], *w, x, positions
+    )
+
+
+def attention_stages(adapters: ModuleType, s: Shipped, rope: bool) -> list:
+    name, heads = ("mhsa_rope" if rope else "mhsa"), s.config["num_heads"]
+    w, x = s.layer(), s.inputs["in_embeddings"]
+    d_model, seq = x.shape[-1], x.shape[-2]
+    causal = torch.ones(seq, seq, dtype=torch.bool).tril()
+    checks = [
+        (
+            f"the {n.upper()} projection (run_linear)",
+            lambda n=n: adapters.run_linear(d_model, d_model, w[f"attn.{n}_proj.weight"], x),
+            stage_data()[f"{name}.{n}"],
+        )
+        for n in ("q", "k", "v")
+    ]
+    if rope:
+        positions = torch.arange(seq).expand(x.shape[0], 1, seq)
+        checks += [
+            (
+                f"RoPE on the {n}s of each head (run_rope)",
+                lambda n=n: adapters.run_rope(
+                    d_model // heads,
+                    s.config["rope_theta"],
+                    s.config["context_length"],
+                    heads_of(tensor(f"{name}.{n}"), heads),
+                    positions,
+                ),
+                stage_data()[f"{name}.{n}_rope"],
+            )
+            for n in ("q", "k")
+        ]
+    checks += [
+        (
+            "the attention of each head: scores, causal mask, softmax, weighted values "
+            "(run_scaled_dot_product_attention)",
+            lambda: adapters.run_scaled_dot_product_attention(
+                tensor(f"{name}.q_rope"),
+                tensor(f"{name}.k_rope"),
+                heads_of(tensor(f"{name}.v"), heads),
+                causal,
+            ),
+            stage_data()[f"{name}.attended"],
+        ),
+        (
+            "the output projection of the merged heads (run_linear)",
+            lambda: adapters.run_linear(
+                d_model,
+                d_model,
+                w["attn.output_proj.weight"],
+                merge_heads(tensor(f"{name}.attended")),
+            ),
+            stage_data()[f"{name}.out"],
+        ),
+    ]
+    return checks
+
+
+def attention_probes(adapters: ModuleType, s: Shipped, rope: bool) -> list:
+    """Probes of the student's attention whose reference outputs are known; with RoPE, every
+    position is 0 (RoPE then rotates nothing), so they compare with attention without RoPE."""
+    w, x = s.layer(), s.inputs["in_embeddings"]
+
+    def run(weights: dict, inputs: torch.Tensor):
+        zeros = torch.zeros(inputs.shape[:-1], dtype=torch.long)
+        return lambda: attention_call(adapters, s, rope, weights, inputs, zeros)
+
+    one = stage_data()["mhsa.out"][:, :1]
+    repeated = x[:, :1].expand(x.shape).contiguous()
+    zero_q = w | {"attn.q_proj.weight": torch.zeros_like(w["attn.q_proj.weight"])}
+    return [
+        (
+            "on a single token (whose only weight is 1, on itself) your attention differs: the "
+            "value projection, how heads are split and merged back, or the output projection",
+            run(w, x[:, :1]),
+            one,
+        ),
+        (
+            "on a sequence of one token repeated (every query then averages equal values) your "
+            "attention differs although one token alone is right: how the heads are merged back "
+            "((batch, heads, seq, d_k) -> (batch, seq, heads * d_k): move the head axis next to "
+            "d_k before reshaping)",
+            run(w, repeated),
+            np.broadcast_to(one, x.shape),
+        ),
+        (
+            "with the queries zeroed (every query then averages the values it may see) your "
+            "attention differs: the causal mask (position i sees keys 0..i, itself included)",
+            run(zero_q, x),
+            stage_data()["mhsa.zero_q"],
+        ),
+    ]
+
+
+def localize_attention(adapters: ModuleType, rope: bool) -> list[str]:
+    s = Shipped()
+    off = first_off(attention_stages(adapters, s, rope))
+    if off:
+        return [stage_line(*off, "projections, RoPE, attention and output projection")]
+    w, x = s.layer(), s.inputs["in_embeddings"]
+    if rope:
+        zeros = torch.zeros(x.shape[:-1], dtype=torch.long)
+        unrotated = first_off(
+            [("", lambda: attention_call(adapters, s, rope, w, x, zeros), stage_data()["mhsa.out"])]
+        )
+        if unrotated is None:
+            return [
+                "each of your sub-components is right alone, and with every position 0 (RoPE "
+                "rotating nothing) so is your attention: how RoPE is applied inside it differs "
+                "(to queries and keys, never values, per head, at the given positions)"
+            ]
+    off = first_probe_off(attention_probes(adapters, s, rope))
+    if off and off[1].startswith("NaN"):
+        return [
+            "your attention gives NaN where a query may attend to no key: the causal mask must "
+            "let position i see keys 0..i, itself included"
+        ]
+    if off:
+        return [f"each of your sub-components is right alone, but {off[0]} ({off[1]})"]
+    return [
+        "each of your sub-components is right alone, and so are one token, a repeated token and "
+        "zeroed queries: the scores differ: the queries and keys each head sees (head h owns "
+        "features h*d_k..(h+1)*d_k-1 of each projection) or their 1/sqrt(d_k) scale"
+    ]
+
+
+# --- the Transformer block and LM ------------------------------------------------------------
+
+
+def block_args(s: Shipped) -> list:
+    c = s.config
+    return [c["d_model"], c["num_heads"], c["d_ff"], c["context_length"], c["rope_theta"]]
+
+
+def block_stages(adapters: ModuleType, s: Shipped) -> list:
+    w, x, d, d_ff = s.layer(), s.inputs["in_embeddings"], s.config["d_model"], s.config["d_ff"]
+    ffn = [w[f"ffn.{n}.weight"] for n in ("w1", "w2", "w3")]
+    return [
+        (
+            "ln1 (run_rmsnorm)",
+            lambda: adapters.run_rmsnorm(d, RMS_EPS, w["ln1.weight"], x),
+            stage_data()["block.ln1"],
+        ),
+        (
+            "the attention on ln1's output (run_multihead_self_attention_with_rope)",
+            lambda: attention_call(adapters, s, True, w, tensor("block.ln1")),
+            stage_data()["block.attn"],
+        ),
+        (
+            "ln2 (run_rmsnorm)",
+            lambda: adapters.run_rmsnorm(d, RMS_EPS, w["ln2.weight"], tensor("block.h")),
+            stage_data()["block.ln2"],
+        ),
+        (
+            "the feed-forward on ln2's output (run_swiglu)",
+            lambda: adapters.run_swiglu(d, d_ff, *ffn, tensor("block.ln2")),
+            stage_data()["block.ffn"],
+        ),
+    ]
+
+
+def zeroed(w: dict, *names: str) -> dict:
+    return w | {n: torch.zeros_like(w[n]) for n in names}
+
+
+def block_probes(adapters: ModuleType, s: Shipped) -> list:
+    w, x = s.layer(), s.inputs["in_embeddings"]
+
+    def run(weights: dict):
+        return lambda: adapters.run_transformer_block(*block_args(s), weights, x)
+
+    return [
+        (
+            "with both sublayers' outputs zeroed your block does not return its input: the "
+            "residual stream must pass through unchanged (pre-norm: x + sublayer(norm(x)), no "
+            "norm after the sum, the residual taken from x, not from norm(x))",
+            run(zeroed(w, "attn.output_proj.weight", "ffn.w2.weight")),
+            x.double().numpy(),
+        ),
+        (
+            "with the feed-forward's output zeroed your block differs: the attention sublayer "
+            "must be x + attn(ln1(x))",
+            run(zeroed(w, "ffn.w2.weight")),
+            stage_data()["block.h"],
+        ),
+        (
+            "with the attention's output zeroed your block differs: the feed-forward sublayer "
+            "must be h + ffn(ln2(h))",
+            run(zeroed(w, "attn.output_proj.weight")),
+            stage_data()["block.ffn_only"],
+        ),
+    ]
+
+
+def stages_then_probes(stages: list, checked: str, probes: list) -> list[str] | None:
+    """The first stage that is off, else the first probe that is off; ``None`` when neither."""
+    off = first_off(stages)
+    if off:
+        return [stage_line(*off, checked)]
+    off = first_probe_off(probes)
+    if off:
+        return [f"each of your sub-components is right alone, but {off[0]} ({off[1]})"]
+    return None
+
+
+def localize_block(adapters: ModuleType) -> list[str]:
+    s = Shipped()
+    found = stages_then_probes(
+        block_stages(adapters, s),
+        "ln1, attention, ln2 and feed-forward",
+        block_probes(adapters, s),
+    )
+    return (
+        found
+        if found is not None
+        else [
+            "each of your sub-components and each sublayer alone is right, so the sublayers are "
+            "chained wrongly: the feed-forward takes h = x + attn(ln1(x)), not x"
+        ]
+    )
+
+
+def lm_args(s: Shipped, layers: int) -> list:
+    c = s.config
+    keys = ("vocab_size", "context_length", "d_model")
+    tail = ("num_heads", "d_ff", "rope_theta")
+    return [*(c[k] for k in keys), layers, *(c[k] for k in tail)]
+
+
+def lm_stages(adapters: ModuleType, s: Shipped) -> list:
+    c, ids, state = s.config, s.inputs["in_indices"], s.state_dict
+    checks = [
+        (
+            "the token embedding (run_embedding)",
+            lambda: adapters.run_embedding(
+                c["vocab_size"], c["d_model"], state["token_embeddings.weight"], ids
+            ),
+            stage_data()["lm.embedding"],
+        )
+    ]
+    for i in range(c["num_layers"]):
+        before = "lm.embedding" if i == 0 else f"lm.layer{i - 1}"
+        checks.append(
+            (
+                f"layer {i} (run_transformer_block)",
+                lambda i=i, before=before: adapters.run_transformer_block(
+                    *block_args(s), s.layer(i), tensor(before)
+                ),
+                stage_data()[f"lm.layer{i}"],
+            )
+        )
+    last = f"lm.layer{c['num_layers'] - 1}"
+    checks += [
+        (
+            "the final norm (run_rmsnorm with ln_final)",
+            lambda: adapters.run_rmsnorm(
+                c["d_model"], RMS_EPS, state["ln_final.weight"], tensor(last)
+            ),
+            stage_data()["lm.final_norm"],
+        ),
+        (
+            "the LM head (run_linear with lm_head)",
+            lambda: adapters.run_linear(
+                c["d_model"], c["vocab_size"], state["lm_head.weight"], tensor("lm.final_norm")
+            ),
+            stage_data()["lm.logits"],
+        ),
+    ]
+    return checks
+
+
+def lm_probes(adapters: ModuleType, s: Shipped) -> list:
+    ids, layers = s.inputs["in_indices"], s.config["num_layers"]
+
+    def truncated(k: int, *zero: str):
+        weights = {
+            n: v
+            for n, v in s.state_dict.items()
+            if not n.startswith("layers.") or int(n.split(".")[1]) < k
+        }
+        weights |= {f"layers.0.{n}": torch.zeros_like(weights[f"layers.0.{n}"]) for n in zero}
+        return lambda: adapters.run_transformer_lm(*lm_args(s, k), weights, ids)
+
+    probes = [
+        (
+            "with one layer whose sublayer outputs are zeroed (embedding, final norm and LM head "
+            "alone) your LM differs: look at that path (the final norm, lm_head's own weights, "
+            "not the embedding's, raw logits rather than probabilities)",
+            truncated(1, "attn.output_proj.weight", "ffn.w2.weight"),
+            stage_data()["lm.logits_0_layers"],
+        )
+    ]
+    probes += [
+        (
+            f"with only its first {k} layer{'s' * (k > 1)} your LM differs: how the LM chains the "
+            "blocks (each block's output is the next one's input, positions 0..seq-1, nothing "
+            "added around the blocks)",
+            truncated(k),
+            stage_data()[f"lm.logits_{k}_layers"],
+        )
+        for k in range(1, layers)
+    ]
+    return probes
+
+
+def localize_lm(adapters: ModuleType) -> list[str]:
+    s = Shipped()
+    checked = "embedding, each layer, final norm and LM head"
+    return stages_then_probes(lm_stages(adapters, s), checked, lm_probes(adapters, s)) or []
+
+
+# --- SwiGLU ----------------------------------------------------------------------------------
+
+
+def localize_swiglu(adapters: ModuleType, inputs: Bundle) -> list[str]:
+    w1, w2, w3, x = (inputs[n] for n in ("w1", "w2", "w3", "x"))
+    d_ff, d_model = w1.shape
+    checks = [
+        (
+            "W1 x (run_linear)",
+            lambda: adapters.run_linear(d_model, d_ff, w1, x),
+            stage_data()["swiglu.w1x"],
+        ),
+        (
+            "W3 x (run_linear)",
+            lambda: adapters.run_linear(d_model, d_ff, w3, x),
+            stage_data()["swiglu.w3x"],
+        ),
+        (
+            "SiLU(W1 x) (run_silu)",
+            lambda: adapters.run_silu(tensor("swiglu.w1x")) * tensor("swiglu.w3x"),
+            stage_data()["swiglu.gated"],
+        ),
+    ]
+    off = first_off(checks)
+    if off:
+        return [stage_line(*off, "W1 x, W3 x and SiLU")]
+    return [
+        "W1 x, W3 x and SiLU are right with your own adapters, so the gating differs: "
+        "W2 (SiLU(W1 x) * W3 x), the SiLU on W1 x only, multiplied elementwise before W2"
+    ]
+
+
+# --- scaled dot-product attention: the weights themselves -------------------------------------
+
+
+def attention_weights(adapters: ModuleType, q: torch.Tensor, k: torch.Tensor, mask) -> torch.Tensor:
+    """The student's attention weights: the output for the identity as values (padded with
+    zero columns, so the values' width differs from d_k and from the number of keys)."""
+    keys = k.shape[-2]
+    values = torch.zeros(*k.shape[:-1], keys + 8, dtype=q.dtype)
+    values[..., :keys] = torch.eye(keys, dtype=q.dtype)
+    return adapters.run_scaled_dot_product_attention(q, k, values, mask)[..., :keys].double()
+
+
+def named_scale(scale: float, d_k: int, d_v: int) -> str:
+    for label, value in (
+        ("1/sqrt(d_k)", d_k**-0.5),
+        ("1/d_k", 1 / d_k),
+        ("1 (no scaling)", 1.0),
+        ("1/sqrt(d_v), the values' width", d_v**-0.5),
+        ("sqrt(d_k)", d_k**0.5),
+    ):
+        if math.isclose(scale, value, rel_tol=2e-2):
+            return label
+    return ""
+
+
+def weights_hints(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, mask) -> list[str]:
+    """Rows sum to 1, masked positions are 0, and scores carry 1/sqrt(d_k)."""
+    allowed = (
+        torch.ones(weights.shape, dtype=torch.bool) if mask is None else mask.expand(weights.shape)
+    )
+    sums, across = weights.sum(-1), weights.sum(-2)
+    if not torch.isfinite(weights).all():
+        return []
+    if not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
+        if torch.allclose(across, torch.ones_like(across), atol=1e-4):
+            return [
+                "your attention weights sum to 1 over the queries, not over the keys: take the softmax over the last dimension"
+            ]
+        return [
+            f"the rows of your attention weights sum to between {float(sums.min()):.4g} and "
+            f"{float(sums.max()):.4g}, not 1 (read off with the identity as values): normalize "
+            "after masking, e.g. fill masked scores with -inf before the softmax rather than "
+            "zeroing weights after it"
+        ]
+    leaked = largest(weights[~allowed])
+    if leaked > 1e-6:
+        inverted = largest(weights[allowed]) < 1e-6
+        return [
+            "your attention gives weight only to the masked positions: True in the mask means "
+            '"may attend"'
+            if inverted
+            else f"masked positions get attention weight up to {leaked:.3g}, not exactly 0: fill "
+            "masked scores with -inf before the softmax (a score of 0 is an ordinary score)"
+        ]
+    scores = q.double() @ k.double().transpose(-1, -2)
+    logs = weights.clamp_min(1e-300).log()
+    usable = allowed & (weights > 1e-12)
+    # Within a row, log w_j - mean = c (s_j - mean): fit c over every usable entry.
+    centred_s = torch.where(usable, scores, 0) - (
+        torch.where(usable, scores, 0).sum(-1, keepdim=True)
+        / usable.sum(-1, keepdim=True).clamp_min(1)
+    )
+    centred_l = torch.where(usable, logs, 0) - (
+        torch.where(usable, logs, 0).sum(-1, keepdim=True)
+        / usable.sum(-1, keepdim=True).clamp_min(1)
+    )
+    centred_s, centred_l = centred_s[usable], centred_l[usable]
+    denominator = float((centred_s * centred_s).sum())
+    if denominator == 0:
+        return []
+    scale = float((centred_s * centred_l).sum()) / denominator
+    residual = largest(centred_l - scale * centred_s)
+    d_k = q.shape[-1]
+    if residual > 1e-3 * max(1.0, float(centred_l.abs().max())) or math.isclose(
+        scale, d_k**-0.5, rel_tol=2e-3
+    ):
+        return []
+    name = named_scale(scale, d_k, k.shape[-2] + 8)
+    return [
+        f"your attention weights are the softmax of the scores q.k times {scale:.4g}"
+        + (f" = {name}" if name else "")
+        + f", not times 1/sqrt(d_k) = {d_k**-0.5:.4g}"
+    ]
+
+
+def localize_sdpa(adapters: ModuleType, inputs: Bundle) -> list[str]:
+    q, k = inputs["q"], inputs["k"]
+    mask = inputs.get("mask")
+    try:
+        weights = attention_weights(adapters, q, k, mask)
+    except Exception:  # noqa: BLE001  (nothing measured)
+        return []
+    hints = weights_hints(weights, q, k, mask)
+    if hints or not torch.isfinite(weights).all():
+        return hints
+    return [
+        "your attention weights are right (rows sum to 1, masked positions 0, scores scaled by "
+        "1/sqrt(d_k)), so the weighted sum of the values differs: weights @ V"
+    ]
+
+
+# --- cross-entropy --------------------------------------------------------------------------
+
+
+def localize_cross_entropy(adapters: ModuleType, inputs: Bundle) -> list[str]:
+    logits, targets = inputs["logits"], inputs["targets"]
+
+    def loss(x: torch.Tensor, t: torch.Tensor) -> float:
+        return float(adapters.run_cross_entropy(x, t))
+
+    try:
+        base = loss(logits, targets)
+        hints = []
+        for axis in range(logits.dim() - 1):
+            doubled = loss(torch.cat([logits, logits], axis), torch.cat([targets, targets], axis))
+            if not math.isclose(doubled, base, rel_tol=1e-4, abs_tol=1e-6):
+                what = "batch" if axis == 0 else "sequence"
+                hints.append(
+                    f"repeating the {what} (axis {axis}) changes your loss from {base:.6g} to "
+                    f"{doubled:.6g}: the loss must be the mean over every leading axis, not a "
+                    "sum or a mean over some of them"
+                )
+        shifted = loss(
+            logits + 50.0 * torch.arange(logits.shape[-2]).reshape(-1, 1).expand(logits.shape),
+            targets,
+        )
+    except Exception:  # noqa: BLE001  (nothing measured)
+        return []
+    if not math.isclose(shifted, base, rel_tol=1e-4, abs_tol=1e-5):
+        hints.append(
+            f"adding a constant to every logit of a row changes your loss ({base:.6g} to "
+            f"{shifted:.6g}), which log-softmax must not do: subtract the row's max from every "
+            "logit, the target's included, before exp"
+        )
+    return hints[:1]
+
+
+# --- dispatch -------------------------------------------------------------------------------
+
+LOCALIZERS: dict[str, Callable[[ModuleType, Bundle], list[str]]] = {
+    "transformer_lm": lambda adapters, inputs: localize_lm(adapters),
+    "transformer_block": lambda adapters, inputs: localize_block(adapters),
+    "multihead_self_attention": lambda adapters, inputs: localize_attention(
+        adapters, rope="theta" in inputs
+    ),
+    "swiglu": localize_swiglu,
+    "scaled_dot_product_attention": localize_sdpa,
+    "cross_entropy": localize_cross_entropy,
+}
+MAIN_OUTPUT = {"cross_entropy": "loss"}
+
+
+def localize(
+    component: str, adapters: ModuleType, inputs: Bundle, outputs: Bundle, expected: Bundle
+) -> str:
+    """``diagnosis:`` lines for a failed public case: measured from its outputs, or, for a
+    component with a localizer, only when its main output is clearly off (by more than a
+    float32 computation could be); ``""`` when nothing was measured."""
+    measured = OUTPUT_DIAGNOSES.get(component)
+    localizer = LOCALIZERS.get(component)
+    key = MAIN_OUTPUT.get(component, "out")
+    if measured is not None:
+        return as_lines(lambda: measured(inputs, outputs, expected))
+    if localizer is None or key not in outputs or key not in expected:
+        return ""
+    if not stage_error(outputs[key], to_array(expected[key])):
+        return ""
+    return as_lines(lambda: localizer(adapters, inputs))
+
+
+def as_lines(diagnose: Callable[[], list[str]]) -> str:
+    try:
+        lines = diagnose()
+    except Exception:  # noqa: BLE001  (a diagnosis must never break the test it explains)
+        return ""
+    return "".join(f"\n  diagnosis: {line}" for line in lines)
+
+
+# Diagnoses read off the outputs alone (the inputs, outputs and expected values of the case).
+OUTPUT_DIAGNOSES: dict[str, Callable[[Bundle, Bundle, Bundle], list[str]]] = {
+    "cosine_schedule": schedule_phases,
+    "gradient_clipping": clipping_norms,
+    "adamw": adamw_steps,
+}

@@ -1,0 +1,220 @@
+"""Diagnoses read off a failed case's outputs (``diagnosis:`` lines; see ``tests/localize.py``):
+the cosine schedule phase by phase, gradient clipping against the global L2 norm, and AdamW step
+by step, with step 1 fitted term by term (the learning rate used, bias correction, decay).
+Each says only what it measured, and nothing when its measurement does not hold."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from tests.cases.core import Bundle
+
+
+def largest(t: torch.Tensor) -> float:
+    return float(t.abs().max()) if t.numel() else 0.0
+
+
+def schedule_phases(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
+    """Which phases of the cosine schedule (warm-up, cosine, after the cycle) differ."""
+    got, want = outputs.get("lrs"), expected.get("lrs")
+    if not isinstance(got, list) or not isinstance(want, list) or len(got) != len(want):
+        return []
+    tolerance = 1e-9 * max(1.0, abs(inputs["max"]))
+    warmup, cycle, its = inputs["warmup"], inputs["cycle"], inputs["its"]
+    phases = {
+        f"warm-up (it < {warmup})": lambda it: it < warmup,
+        f"cosine ({warmup} <= it <= {cycle})": lambda it: warmup <= it <= cycle,
+        f"after the cycle (it > {cycle})": lambda it: it > cycle,
+    }
+    wrong = {
+        name: [
+            it
+            for it, a, b in zip(its, got, want, strict=True)
+            if in_phase(it) and not (isinstance(a, float) and abs(a - b) <= tolerance)
+        ]
+        for name, in_phase in phases.items()
+    }
+    bad = {name: off for name, off in wrong.items() if off}
+    right = [
+        name.split(" (")[0]
+        for name, off in wrong.items()
+        if not off and any(map(phases[name], its))
+    ]
+    if not bad:
+        return []
+    parts = [f"{name}: {len(off)} rates off, first at it={off[0]}" for name, off in bad.items()]
+    return [
+        "the schedule differs in "
+        + "; ".join(parts)
+        + (f" (right in {', '.join(right)})" if right else "")
+    ]
+
+
+def clipping_factors(inputs: Bundle, outputs: Bundle, round_index: int) -> list[float] | None:
+    """The factor each present gradient was scaled by in one round; ``None`` unless every
+    output is its gradient times a factor."""
+    factors = []
+    for i in range(inputs["count"]):
+        if i in inputs["missing"]:
+            continue
+        g, out = inputs[f"g{i}"].double(), outputs.get(f"round{round_index}.g{i}")
+        if not isinstance(out, torch.Tensor) or out.shape != g.shape:
+            return None
+        factor = float((out.double() * g).sum() / (g * g).sum())
+        if largest(out.double() - factor * g) > 1e-4 * max(largest(g), 1e-300):
+            return None
+        factors.append(factor)
+    return factors
+
+
+def clipping_norms(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
+    """Clipping compared with the global L2 norm: one factor for all, and the norm it implies."""
+    grads = [inputs[f"g{i}"].double() for i in range(inputs["count"]) if i not in inputs["missing"]]
+    norms = torch.stack([g.norm() for g in grads])
+    global_norm = float(norms.pow(2).sum().sqrt())
+    for k, max_norm in enumerate(inputs["max_norms"]):
+        factors = clipping_factors(inputs, outputs, k)
+        if not factors:
+            continue
+        if max(factors) - min(factors) > 1e-6 * max(abs(f) for f in factors):
+            return [
+                f"round {k}: your gradients were scaled by different factors "
+                f"({min(factors):.4g} to {max(factors):.4g}): clip all of them by one factor, "
+                f"from one global L2 norm over every gradient ({global_norm:.4g})"
+            ]
+        line = clipping_factor_line(factors[0], max_norm, global_norm, norms)
+        if line:
+            return [f"round {k}: {line}"]
+    return []
+
+
+def clipping_factor_line(
+    factor: float, max_norm: float, global_norm: float, norms: torch.Tensor
+) -> str:
+    """What one common scale factor says about the norm it was computed from."""
+    if math.isclose(factor, min(1.0, max_norm / (global_norm + 1e-6)), rel_tol=1e-6):
+        return ""
+    if global_norm <= max_norm:
+        return (
+            f"the global norm {global_norm:.4g} is within max_l2_norm {max_norm:g}, so the "
+            f"gradients stay as they are; yours were scaled by {factor:.4g}"
+        )
+    if math.isclose(factor, 1.0, rel_tol=1e-9):
+        return (
+            f"the global norm {global_norm:.4g} exceeds max_l2_norm {max_norm:g}, but your "
+            "gradients were not scaled"
+        )
+    implied = max_norm / factor
+    candidates = {
+        "the sum of the per-parameter norms": float(norms.sum()),
+        "the squared global norm (no square root)": global_norm**2,
+        "the largest per-parameter norm": float(norms.max()),
+    }
+    named = next(
+        (n for n, v in candidates.items() if math.isclose(implied, v + 1e-6, rel_tol=1e-4)), ""
+    )
+    return (
+        f"your scale factor {factor:.6g} is max_l2_norm / {implied:.6g}"
+        + (f", i.e. {named}" if named else "")
+        + f"; it must be max_l2_norm / (global L2 norm + 1e-6), the global norm being "
+        f"{global_norm:.6g}"
+    )
+
+
+def first_step_terms(out: torch.Tensor, inputs: Bundle) -> list[tuple[int, float, float]]:
+    """Per group: the step-1 update of its parameters fitted as ``a * sign(g) + b * p`` (at step
+    1 the handout's update is ``-lr sign(g) - lr weight_decay p``); groups not of that form are
+    left out."""
+    offset, rows = 0, {}
+    for i, group in enumerate(inputs["group_of"]):
+        p, g = inputs[f"p{i}"].double().flatten(), inputs[f"g{i}"][0].double().flatten()
+        delta = out[0, offset : offset + p.numel()].double() - p
+        offset += p.numel()
+        rows.setdefault(group, []).append((torch.stack([torch.sign(g), p], 1), delta))
+    fitted = []
+    for group, parts in sorted(rows.items()):
+        design = torch.cat([d for d, _ in parts])
+        target = torch.cat([t for _, t in parts])
+        solution = torch.linalg.lstsq(design, target[:, None]).solution.flatten()
+        if largest(design @ solution - target) <= 1e-6 * max(largest(target), 1e-12):
+            fitted.append((group, float(solution[0]), float(solution[1])))
+    return fitted
+
+
+def bias_correction_names(b1: float, b2: float) -> dict[str, float]:
+    """Step 1's update in units of lr under each way of getting bias correction wrong."""
+    return {
+        "no bias correction": (1 - b1) / math.sqrt(1 - b2),
+        "the bias corrections swapped (m divided by 1-beta2^t, v by 1-beta1^t)": (
+            (1 - b1) / (1 - b2)
+        )
+        ** 1.5,
+        "only m bias-corrected": 1 / math.sqrt(1 - b2),
+        "only v bias-corrected": 1 - b1,
+    }
+
+
+def adamw_first_step(out: torch.Tensor, inputs: Bundle) -> list[str]:
+    """Step 1 is ``theta - lr sign(g)`` decayed by ``(1 - lr wd)``, the decay applied before the
+    update (torch's order: ``a = -lr``) or after it (the handout's: ``a = -lr (1 + b)``)."""
+    defaults = inputs["defaults"]
+    b1, b2 = defaults["betas"]
+    ratios = bias_correction_names(b1, b2)
+    for group, a, b in first_step_terms(out, inputs):
+        options = defaults | inputs["groups"][group]
+        lr, wd = options["lr"], options["weight_decay"]
+        where = f"group {group}: " if len(inputs["groups"]) > 1 else ""
+        steps = (-a / lr, -a / (lr * (1 + b)))
+        if not any(math.isclose(step, 1.0, rel_tol=1e-4) for step in steps):
+            if lr != defaults["lr"] and any(
+                math.isclose(step * lr, defaults["lr"], rel_tol=1e-4) for step in steps
+            ):
+                return [
+                    f"{where}step 1 moved each parameter by the default lr {defaults['lr']:g}, "
+                    f"not its group's lr {lr:g}: read lr (every hyperparameter) from the group"
+                ]
+            named = next(
+                (n for n, r in ratios.items() for st in steps if math.isclose(st, r, rel_tol=1e-3)),
+                "",
+            )
+            return [
+                f"{where}step 1 moved each parameter by {steps[0]:.4g} x lr against sign(grad) "
+                "(decay aside); with bias correction it is 1 x lr (m_hat / sqrt(v_hat) = g / |g| "
+                "at step 1)" + (f": this is {named}" if named else "")
+            ]
+        decay = -b / (lr * wd) if wd else 0.0
+        if wd and not math.isclose(decay, 1.0, rel_tol=1e-4):
+            named = {
+                0.0: ": no decoupled decay (decay added to the gradient vanishes in m / sqrt(v))",
+                1 / lr: ": the decay lacks the lr factor",
+                math.sqrt(1 - b2) / (1 - b1): ": the decay uses the bias-corrected step size "
+                "alpha_t, not lr",
+            }
+            found = next((n for v, n in named.items() if math.isclose(decay, v, abs_tol=1e-2)), "")
+            return [
+                f"{where}step 1's weight decay moved each parameter by {decay:.4g} x lr * "
+                f"weight_decay * theta, not 1 x (decoupled: theta -= lr * weight_decay * theta)"
+                + found
+            ]
+    return []
+
+
+def adamw_steps(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
+    """Which step first diverges, and what step 1 shows about lr, bias correction and decay."""
+    out = outputs.get("out")
+    if not isinstance(out, torch.Tensor) or out.shape != expected["out"].shape:
+        return []
+    atol = float(expected["out.atol"])
+    error = (out.double() - expected["out"]).abs().amax(1)
+    off = [int(s) for s in torch.nonzero(error > atol).flatten()]
+    if not off:
+        return []
+    if off[0] > 0:
+        return [
+            f"your parameters match for {off[0]} step{'s' * (off[0] > 1)} and first differ after "
+            f"step {off[0] + 1}: look at what carries over between steps (m and v kept in the "
+            "optimizer's state, t counted per parameter from 1, bias correction with that t)"
+        ]
+    return adamw_first_step(out, inputs)
