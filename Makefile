@@ -71,7 +71,7 @@ grade-summary:
 
 # After a rubric change: grade $(ZIPS) again into $(GRADED)-regrade and say what changed per student.
 regrade:
-	uv run python -m course.grading.export regrade $(ZIPS) --previous $(GRADED) --out $(GRADED)-regrade
+	uv run python -m course.grading.regrade $(ZIPS) --previous $(GRADED) --out $(GRADED)-regrade
 
 # SIMILARITY_ARGS: e.g. --public known-solutions/ (a folder of public solutions collected).
 similarity:

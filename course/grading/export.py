@@ -3,9 +3,8 @@
 ``python -m course.grading.export summary grading/`` summarizes a graded folder (every
 ``<submission>/results.json`` under it): per component the share of submissions with full
 points, mean hidden cases passed and the seconds its hidden cases took, slowest first.
-``python -m course.grading.export regrade zips/ --previous grading/ --out regrading/
-[--rubric R]`` grades the folder again (after a rubric change) and says, per student, what
-changed against the previous ``grades.csv``; it writes ``changes.csv`` beside the new one.
+A regrade after a rubric change is ``python -m course.grading.regrade`` (it grades, so it lives
+apart: this module is the data side that ``course.grade`` itself writes through).
 
 ``grades.csv`` (written by every ``cs336-grade --batch``): a header row, then one row per
 submission: ``submission`` (the zip's file name, the key a gradebook matches), ``total``
@@ -173,38 +172,14 @@ def write_batch_outputs(reports: dict[str, dict], out_dir: Path) -> Path:
     return csv_path
 
 
-def regrade(folder: Path, previous: Path, out_dir: Path, **grading) -> str:
-    """Grade ``folder`` again into ``out_dir``; compare with ``previous``'s grades.csv; write
-    changes.csv; return the per-student description."""
-    from course.grade import grade_batch
-
-    previous_csv = previous / "grades.csv" if previous.is_dir() else previous
-    old = read_grades(previous_csv)  # first: a wrong path fails before an hour of grading
-    new_csv = grade_batch(folder, out_dir, **grading)
-    changes = grade_changes(old, read_grades(new_csv))
-    write_csv(out_dir / "changes.csv", [[KEY, "column", "before", "after"], *changes])
-    return describe_changes(changes)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     summary = commands.add_parser("summary", help="per-component pass rates and timings")
     summary.add_argument("graded", type=Path, help="a cs336-grade --batch output folder")
-    again = commands.add_parser("regrade", help="grade a folder again and report what changed")
-    again.add_argument("zips", type=Path)
-    again.add_argument("--previous", type=Path, required=True, help="the earlier output folder")
-    again.add_argument("--out", type=Path, required=True)
-    again.add_argument("--rubric", type=Path, help="the changed rubric (default: the course's)")
-    again.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
     try:
-        if args.command == "summary":
-            print(class_summary(load_reports(args.graded)))
-        else:
-            options = {"rubric": args.rubric} if args.rubric else {}
-            print(regrade(args.zips, args.previous, args.out, jobs=args.jobs, **options))
-            print(f"wrote {args.out / 'grades.csv'} and {args.out / 'changes.csv'}")
+        print(class_summary(load_reports(args.graded)))
     except (OSError, ValueError) as error:
         print(f"export: {error}", file=sys.stderr)
         return 1

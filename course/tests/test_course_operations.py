@@ -23,11 +23,11 @@ from course.grading.export import (
     grade_changes,
     grades_rows,
     read_grades,
-    regrade,
     write_csv,
 )
 from course.grading.leaderboard import LeaderboardSettings, ReportedField, reported_entries
 from course.grading.policy import decide, load_policy, read_metadata
+from course.grading.regrade import regrade
 from course.grading.report import finish
 from course.grading.settings import load_settings
 from course.grading.visibility import load_visibility
