@@ -308,6 +308,7 @@ def test_versions_are_left_out_where_they_explain_nothing(message):
     )
 
 
+@pytest.mark.slow  # a driver subprocess: run by `make test-all` and CI, not by plain `pytest`
 def test_driver_says_whether_importing_the_adapters_ended(tmp_path):
     """import.json: ended for an import that raised; not ended for one its alarm stopped."""
     slow = "import time\nwhile True:\n    time.sleep(0.05)\n"

@@ -40,6 +40,7 @@ def run_with_adapters(tmp_path, edit, *args: str) -> str:
     return run.stdout
 
 
+@pytest.mark.slow  # pytest in a subprocess: run by `make test-all` and CI, not by plain `pytest`
 def test_an_adapters_file_that_does_not_import_fails_every_graded_case_with_its_error(tmp_path):
     out = run_with_adapters(
         tmp_path, lambda text: text + "\ndef broken(:\n", "tests", "-k", "linear"
@@ -51,6 +52,7 @@ def test_an_adapters_file_that_does_not_import_fails_every_graded_case_with_its_
     assert "advice tests did not run: tests/adapters.py does not import" in out
 
 
+@pytest.mark.slow  # pytest in a subprocess: run by `make test-all` and CI, not by plain `pytest`
 def test_a_missing_project_adapter_fails_only_the_advice_that_needs_it(tmp_path):
     # The course's own adapters.py has no run_generate or get_transformer_lm.
     def upstream(text: str) -> str:
