@@ -17,6 +17,19 @@ import torch.distributed as dist
 from cs336_basics.errors import InputError
 
 
+def is_compiling() -> bool:
+    """Whether ``torch.compile`` is tracing this call (data-dependent checks would split its graph).
+
+    ``torch.compiler.is_compiling`` is torch 2.3+; Intel Macs run torch 2.2 (the last built for
+    them), which has only dynamo's own flag.
+    """
+    if hasattr(torch.compiler, "is_compiling"):
+        return torch.compiler.is_compiling()
+    from torch import _dynamo
+
+    return _dynamo.is_compiling()
+
+
 def resolve_device(device: str | torch.device) -> torch.device:
     """``torch.device(device)``, raising a clear error if that device is not usable here."""
     device = torch.device(device)

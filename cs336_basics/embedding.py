@@ -6,6 +6,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from cs336_basics.devices import is_compiling
+
 
 class Embedding(nn.Module):
     """Maps token ids to rows of ``weight``, of shape ``(num_embeddings, embedding_dim)``.
@@ -53,7 +55,7 @@ def check_token_ids(token_ids: Tensor, vocab_size: int) -> None:
     """
     if token_ids.dtype.is_floating_point or token_ids.dtype == torch.bool:
         raise TypeError(f"token ids must be an integer tensor, got dtype {token_ids.dtype}")
-    if token_ids.device.type != "cpu" or token_ids.numel() == 0 or torch.compiler.is_compiling():
+    if token_ids.device.type != "cpu" or token_ids.numel() == 0 or is_compiling():
         return  # (under torch.compile, a data-dependent check would split the graph)
     low, high = int(token_ids.min()), int(token_ids.max())
     if low < 0 or high >= vocab_size:

@@ -7,6 +7,8 @@ from einops import rearrange
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from cs336_basics.devices import is_compiling
+
 
 class RotaryPositionalEmbedding(nn.Module):
     """Rotates each pair ``(x[2i], x[2i+1])`` of a query or key by the angle ``p * theta^(-2i/d_k)``.
@@ -72,11 +74,7 @@ def check_positions(token_positions: Tensor, max_seq_len: int) -> None:
     """Raise a clear error unless every position is in ``[0, max_seq_len)``: on the CPU only,
     as ``embedding.check_token_ids`` (positions made by this package are in range by
     construction: ``default_positions`` of a sequence no longer than the context)."""
-    if (
-        token_positions.device.type != "cpu"
-        or token_positions.numel() == 0
-        or torch.compiler.is_compiling()
-    ):
+    if token_positions.device.type != "cpu" or token_positions.numel() == 0 or is_compiling():
         return
     low, high = int(token_positions.min()), int(token_positions.max())
     if low < 0 or high >= max_seq_len:

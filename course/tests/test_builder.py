@@ -55,3 +55,30 @@ def test_sequences_longer_than_the_context_are_an_error_with_and_without_cache()
         variant(torch.zeros(1, 10, dtype=torch.long))
         with pytest.raises(ValueError, match="13 tokens"):
             variant(torch.zeros(1, 3, dtype=torch.long))
+
+
+def test_input_checks_run_on_a_torch_without_torch_compiler_is_compiling(monkeypatch):
+    """Intel Macs run torch 2.2, whose torch.compiler has no is_compiling: the shipped id and
+    position checks ask dynamo's own flag there, and still refuse out-of-range input. (Checked
+    by hand on torch 2.2.2 too; here torch 2.15's dynamo stands in, its flag recorded.)"""
+    from torch import _dynamo
+
+    from cs336_basics.devices import is_compiling
+    from cs336_basics.embedding import check_token_ids
+    from cs336_basics.rope import check_positions
+
+    asked = []
+
+    def dynamo_flag() -> bool:
+        asked.append(True)
+        return False
+
+    monkeypatch.delattr(torch.compiler, "is_compiling")
+    monkeypatch.setattr(_dynamo, "is_compiling", dynamo_flag)
+    assert is_compiling() is False
+    check_token_ids(torch.tensor([0, 3]), vocab_size=4)
+    with pytest.raises(IndexError, match="token id 4"):
+        check_token_ids(torch.tensor([4]), vocab_size=4)
+    with pytest.raises(IndexError, match="position 9"):
+        check_positions(torch.tensor([9]), max_seq_len=8)
+    assert len(asked) == 4
