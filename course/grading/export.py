@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from tests.cases.wire import atomic_write
@@ -71,11 +70,9 @@ def grades_rows(reports: dict[str, dict]) -> list[list]:
 def write_csv(path: Path, rows: list[list]) -> Path:
     """Write ``rows`` to ``path`` atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(
-        "w", dir=path.parent, prefix=f".{path.name}.", delete=False, newline=""
-    ) as stream:
-        csv.writer(stream).writerows(rows)
-    os.replace(stream.name, path)
+    text = io.StringIO(newline="")
+    csv.writer(text).writerows(rows)
+    atomic_write(path, text.getvalue().encode("utf-8"))
     return path
 
 
