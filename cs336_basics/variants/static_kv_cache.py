@@ -15,6 +15,8 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from cs336_basics.devices import is_compiling
+
 
 class StaticKVCache:
     """Two per-position buffers of one attention layer (keys and values, or multi-head latent
@@ -58,7 +60,7 @@ class StaticKVCache:
         attended as zeros."""
         if self.buffers is None:
             self.buffers = (self._allocate(first), self._allocate(second))
-        if not torch.compiler.is_compiling():
+        if not is_compiling():
             _check_entries(self.buffers, (first, second), positions)
             self.check_room(positions.shape[-1])
             self.length += positions.shape[-1]
