@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import torch
 
-from course.hidden_cases import same_value
-from course.judge import EXPECTED_ROOT, INPUTS_ROOT
+from course.cases.hidden_cases import same_value
+from course.grading.judge import EXPECTED_ROOT, INPUTS_ROOT
 from tests.cases import CASES, Outputs, judge_case
 from tests.cases.core import normalize
 from tests.cases.wire import read_bundle

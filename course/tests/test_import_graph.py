@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from course.import_graph import (
+from course.layers import (
     cycles,
     import_graph,
     layer_violations,
@@ -60,13 +60,15 @@ def test_a_cycle_is_found_however_long():
 
 
 def test_the_core_importing_the_tooling_is_a_violation(tmp_path):
-    root = write_tree(tmp_path, {"cs336_basics/data.py": "import course.fixtures\n"})
-    (root / "course" / "fixtures.py").write_text("")
+    root = write_tree(tmp_path, {"cs336_basics/data.py": "import course.cases.fixtures\n"})
+    (root / "course" / "cases").mkdir(parents=True)
+    (root / "course" / "cases" / "fixtures.py").write_text("")
+    (root / "course" / "cases" / "__init__.py").write_text("")
     (root / "course" / "__init__.py").write_text("")
     problems = layer_violations(import_graph(root), root)
     assert problems == [
         "cs336_basics/data.py:1: core module cs336_basics.data imports tooling module "
-        "course.fixtures"
+        "course.cases.fixtures"
     ]
 
 

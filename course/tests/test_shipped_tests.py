@@ -6,13 +6,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from course.adapter_signatures import ADAPTERS, SIGNATURES, signature_stubs
-from course.handout import REPO_ROOT
+from course.handout.adapter_signatures import ADAPTERS, SIGNATURES, signature_stubs
+from course.handout.build import REPO_ROOT
 
 TESTS = REPO_ROOT / "tests"
 # The snapshot plugin's --snapshot-update hook imports the fixture generator lazily, and says
 # so when course/ is absent (the handout); nothing else in tests/ may name course.
-ALLOWED = {("snapshots.py", "course.fixtures")}
+ALLOWED = {("snapshots.py", "course.cases.fixtures")}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -51,4 +51,6 @@ def test_adapter_signatures_are_current():
 
     assert dumps(SIGNATURES.read_text(encoding="utf-8")) == dumps(
         ADAPTERS.read_text(encoding="utf-8")
-    ), "tests/adapter_signatures.py is stale: run `uv run python -m course.adapter_signatures`"
+    ), (
+        "tests/adapter_signatures.py is stale: run `uv run python -m course.handout.adapter_signatures`"
+    )

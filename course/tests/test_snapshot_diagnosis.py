@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from course.oracles import special_tokens as special_token_oracles
-from course.oracles.tokenizers import naive_encode, naive_train_bpe, tiktoken_of
+from course.cases.truths import special_tokens as special_token_oracles
+from course.cases.truths.tokenizers import naive_encode, naive_train_bpe, tiktoken_of
 from tests.cases import special_tokens
 from tests.cases.shipped import Shipped
 from tests.cases.special_tokens import merges_from_special_text

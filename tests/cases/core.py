@@ -11,8 +11,8 @@ The same case runs in two places, so the two never drift:
 
 - ``tests/test_cases.py`` runs every *public* case in-process on the shipped fixtures, with
   hints when a failure matches a known mistake (``uv run pytest -k rope``);
-- the grader's driver (``course/driver.py``) runs public and *hidden* cases inside a sandbox
-  and writes outputs only; the judge (``course/judge.py``) checks them outside.
+- the grader's driver (``course/grading/driver.py``) runs public and *hidden* cases inside a sandbox
+  and writes outputs only; the judge (``course/grading/judge.py``) checks them outside.
 
 A case's id is ``<component>-public-<name>`` or ``<component>-hidden-<name>-<variant>``.
 """

@@ -1,0 +1,273 @@
+"""``make hidden-cases``: the grader's case inputs and expected values, into ``course/cases/hidden/``.
+
+``course/cases/hidden/inputs/<component>/<case id>.*`` holds every case's inputs, public and hidden
+(the driver reads them inside the sandbox); ``course/cases/hidden/expected/<component>/<case id>.*``
+holds their expected values (only the judge reads them). The public cases without a snapshot
+also get their expected values copied to ``fixtures/expected/`` (they ship: the students' local
+tests compare with them, since the computations that made them must not ship). Hidden instances use other seeds,
+shapes and hyperparameters than the shipped fixtures, so a submission cannot look answers up;
+``course/`` never ships, and the sandbox never mounts ``expected/``.
+
+Expected values come from independent computations (``course/cases/truths``: ``torch.nn.functional``
+in float64, tiktoken, a naive BPE trainer; here, the float64 naive model of
+``course/cases/model.py`` for the cases with snapshots); each case is
+then run on the reference solution and must pass before anything is written. Float tolerances
+are derived as the snapshots' are, from the spread of correct implementations
+(``course/cases/fairness/spread.py``): ``atol = max(10 e_ref, 4 e_styles) + 8 eps_f32 max|truth|``,
+from the float32 errors of the reference and of the correct styles against the truth.
+Deterministic: rerunning rewrites identical files.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import tests.adapters as reference_adapters
+from course.cases.checksums import write_manifest
+from course.cases.fairness.spread import AGREEMENT, derived_atol, spread_error
+from course.cases.hidden_inputs import HIDDEN
+from course.cases.model import complex_rope, naive_attention, naive_block, naive_lm
+from course.cases.snapshot_case import FixtureData
+from course.cases.truths import ORACLES
+from course.paths import HIDDEN as HIDDEN_ROOT
+from cs336_basics.config import ModelConfig
+from tests.cases import CASES, Case, judge_case, run_case
+from tests.cases.compare import expect_close, expect_snapshot
+from tests.cases.core import Bundle
+from tests.cases.public import EXPECTED as FIXTURES_EXPECTED
+from tests.cases.public import public_inputs
+from tests.cases.shipped import Shipped
+from tests.cases.wire import read_bundle, write_bundle
+
+HIDDEN_DIR = HIDDEN_ROOT
+f64 = torch.float64
+
+
+def attention_weights(inputs: Bundle) -> dict[str, torch.Tensor]:
+    return {f"{n}_proj.weight": inputs[f"{n}_proj"] for n in ("q", "k", "v", "output")}
+
+
+def model_data(inputs: Bundle) -> FixtureData:
+    """The naive model's view of a block or LM case: its config and weights."""
+    config = ModelConfig(
+        vocab_size=inputs.get("vocab_size", 1),
+        context_length=inputs["context_length"],
+        d_model=inputs["d_model"],
+        num_layers=inputs.get("num_layers", 1),
+        num_heads=inputs["num_heads"],
+        d_ff=inputs["d_ff"],
+        rope_theta=inputs["rope_theta"],
+    )
+    weights = {k.removeprefix("w."): v for k, v in inputs.items() if k.startswith("w.")}
+    return FixtureData(config, weights, {})
+
+
+def mhsa_truth(inputs: Bundle) -> torch.Tensor:
+    x = inputs["x"]
+    if "theta" not in inputs:
+        return naive_attention(x, attention_weights(inputs), inputs["num_heads"])
+    positions = torch.arange(x.shape[1]).expand(x.shape[0], -1)
+    return naive_attention(
+        x, attention_weights(inputs), inputs["num_heads"], positions, inputs["theta"]
+    )
+
+
+def rope_truth(inputs: Bundle) -> torch.Tensor:
+    x, positions = inputs["x"], inputs["positions"]
+    if "heads" in inputs:  # every head holds the same rows; compare head by head
+        x, positions = x[:, 0], positions[:, 0]
+    return complex_rope(x, positions, inputs["theta"])
+
+
+def swiglu_truth(inputs: Bundle) -> torch.Tensor:
+    x, w1, w2, w3 = (inputs[n].to(f64) for n in ("x", "w1", "w2", "w3"))
+    return F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3), w2)
+
+
+# Independent float64 truths for the cases whose public expected values are snapshots.
+TRUTHS: dict[tuple[str, str], Callable[[Bundle], torch.Tensor]] = {
+    ("linear", "basic"): lambda i: F.linear(i["x"].to(f64), i["weight"].to(f64)),
+    ("embedding", "basic"): lambda i: F.embedding(i["ids"], i["weight"].to(f64)),
+    ("embedding", "out_of_range"): lambda i: F.embedding(i["ids"], i["weight"].to(f64)),
+    ("rmsnorm", "basic"): lambda i: F.rms_norm(
+        i["x"].to(f64), i["weight"].shape, i["weight"].to(f64), eps=i["eps"]
+    ),
+    ("silu", "basic"): lambda i: F.silu(i["x"].to(f64)),
+    ("swiglu", "basic"): swiglu_truth,
+    ("softmax", "basic"): lambda i: F.softmax(i["x"].to(f64), dim=i["dim"]),
+    ("scaled_dot_product_attention", "masked"): lambda i: F.scaled_dot_product_attention(
+        *(i[n].to(f64) for n in "qkv"), attn_mask=i["mask"]
+    ),
+    ("multihead_self_attention", "causal"): mhsa_truth,
+    ("multihead_self_attention", "rope_causal"): mhsa_truth,
+    ("rope", "basic"): rope_truth,
+    ("rope", "heads"): rope_truth,
+    ("transformer_block", "basic"): lambda i: naive_block(
+        i["x"], model_data(i).state_dict, model_data(i)
+    ),
+    ("transformer_lm", "prefixes"): lambda i: naive_lm(i["ids"], model_data(i)),
+    ("transformer_lm", "truncated"): lambda i: naive_lm(i["ids"], model_data(i)),
+}
+
+
+def derived_expected(case: Case, inputs: Bundle) -> Bundle:
+    """The truth of ``out`` and its tolerance, derived from the float32 errors of the reference
+    and of the correct styles (``course/cases/fairness/spread.py``)."""
+    truth = TRUTHS[(case.component, case.name)](inputs).detach().to(f64)
+    reference = run_case(case, reference_adapters, inputs)
+    if reference.raised:
+        raise RuntimeError(f"{case.component}/{case.name}: the reference raised {reference.raised}")
+    ours = reference.data["out"][:, 0] if "heads" in inputs else reference.data["out"]
+    if ours.dtype != torch.float32 or ours.shape != truth.shape:
+        raise RuntimeError(
+            f"{case.component}/{case.name}: reference output {ours.dtype} {tuple(ours.shape)}"
+        )
+    scale = float(truth.abs().max())
+    error = float((ours.to(f64) - truth).abs().max())
+    if not error <= AGREEMENT * max(scale, 1.0):
+        raise RuntimeError(
+            f"{case.component}/{case.name}: reference disagrees with the truth ({error:.3e})"
+        )
+    return expect_close("out", truth, derived_atol(error, spread_error(case, inputs, truth), scale))
+
+
+def computed_expected(case: Case, inputs: Bundle) -> Bundle:
+    oracle = ORACLES.get((case.component, case.name))
+    return oracle(inputs) if oracle is not None else derived_expected(case, inputs)
+
+
+def public_expected(case: Case, inputs: Bundle) -> Bundle:
+    """A snapshot's values (tolerance and hints included) where the case has one."""
+    if case.snapshot is not None:
+        return expect_snapshot("out", case.snapshot) | {"reveal": True}
+    return computed_expected(case, inputs) | {"reveal": True}
+
+
+def instances() -> list[tuple[Case, str, Bundle, Bundle]]:
+    """Every (case, id, inputs, expected): the public instances first, then the hidden ones."""
+    shipped, found = Shipped(), []
+    for key, case in sorted(CASES.items()):
+        if case.public_inputs is not None:
+            inputs = public_inputs(case, shipped)
+            found.append((case, case.public_id, inputs, public_expected(case, inputs)))
+        variants = HIDDEN.get(key, {})
+        if not variants:
+            raise RuntimeError(f"case {key[0]}/{key[1]} has no hidden variants")
+        for variant, make in sorted(variants.items()):
+            inputs = make()
+            expected = computed_expected(case, inputs) | {"reveal": False}
+            found.append((case, case.hidden_id(variant), inputs, expected))
+    return found
+
+
+def same_value(key: str, old: object, new: object) -> bool:
+    """Whether a committed value says what a regenerated one says: integers, strings, dtypes
+    and shapes exactly, floats within a few dozen ulps of their scale, derived tolerances
+    (which follow the reference's rounding errors on this CPU) within a factor of 4."""
+    if isinstance(old, torch.Tensor) and isinstance(new, torch.Tensor):
+        if old.dtype != new.dtype or old.shape != new.shape:
+            return False
+        if not old.is_floating_point() or old.numel() == 0:
+            return torch.equal(old, new)
+        scale = max(float(new.abs().max()), float(torch.finfo(new.dtype).tiny))
+        error = float((old.double() - new.double()).abs().max())
+        return error <= 64 * float(torch.finfo(new.dtype).eps) * scale
+    if type(old) is not type(new):
+        return False
+    if isinstance(old, float):
+        if key.endswith(".atol"):
+            return new / 4 <= old <= 4 * new
+        return math.isclose(old, new, rel_tol=1e-12)
+    if isinstance(old, dict):
+        return old.keys() == new.keys() and all(same_value(k, old[k], new[k]) for k in old)
+    if isinstance(old, list):
+        return len(old) == len(new) and all(
+            same_value(key, a, b) for a, b in zip(old, new, strict=True)
+        )
+    return old == new
+
+
+def read_case(root: Path, case: Case, case_id: str) -> tuple[Bundle, Bundle] | None:
+    """A written case's (inputs, expected), if it has both."""
+    found = [read_bundle(root / side / case.component, case_id) for side in ("inputs", "expected")]
+    return None if None in found else (found[0][1], found[1][1])
+
+
+def write_case(
+    target: Path, scratch: Path, case: Case, case_id: str, inputs: Bundle, expected: Bundle
+) -> None:
+    """Write a case into ``scratch`` after the reference passes it; keep the committed files
+    in ``target`` when they say the same (so regenerating on another CPU rewrites only what
+    changed in behaviour)."""
+    outputs = run_case(case, reference_adapters, inputs)
+    message = judge_case(case, outputs, expected, inputs)
+    if message is not None:
+        raise RuntimeError(f"{case_id}: the reference solution fails its own case:\n{message}")
+    header = {"case": case_id, "component": case.component, "kind": case.name}
+    write_bundle(scratch / "inputs" / case.component, case_id, inputs, header)
+    write_bundle(scratch / "expected" / case.component, case_id, expected, header)
+    old, new = read_case(target, case, case_id), read_case(scratch, case, case_id)
+    if old is None or not all(same_value("", a, b) for a, b in zip(old, new, strict=True)):
+        return
+    if judge_case(case, outputs, old[1], old[0]) is not None:
+        return
+    for side in ("inputs", "expected"):
+        for path in (target / side / case.component).glob(f"{case_id}.*"):
+            shutil.copyfile(path, scratch / side / case.component / path.name)
+
+
+def write_hidden_cases(target: Path = HIDDEN_DIR) -> int:
+    """Build everything in a scratch folder, verify it, then swap it into place."""
+    torch.use_deterministic_algorithms(True)
+    found = instances()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".hidden-", dir=target.parent))
+    try:
+        for case, case_id, inputs, expected in found:
+            write_case(target, scratch, case, case_id, inputs, expected)
+        if target.exists():
+            shutil.rmtree(target)
+        scratch.rename(target)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    publish_public_expected([c for c, case_id, _, _ in found if case_id == c.public_id], target)
+    return len(found)
+
+
+def publish_public_expected(
+    cases: list[Case], source: Path, shipped: Path = FIXTURES_EXPECTED
+) -> None:
+    """Copy the written expected bundles of the public cases without a snapshot to the shipped
+    fixtures, replacing what was there."""
+    scratch = Path(tempfile.mkdtemp(prefix=".expected-", dir=shipped.parent))
+    try:
+        for case in cases:
+            if case.snapshot is not None:
+                continue
+            (scratch / case.component).mkdir(exist_ok=True)
+            for path in (source / "expected" / case.component).glob(f"{case.public_id}.*"):
+                shutil.copyfile(path, scratch / case.component / path.name)
+        if shipped.exists():
+            shutil.rmtree(shipped)
+        scratch.rename(shipped)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main() -> int:
+    count = write_hidden_cases()
+    write_manifest()  # fixtures/expected changed with them
+    print(f"wrote {count} cases (inputs and expected values) to {HIDDEN_DIR}")
+    print(f"and the public cases' expected values to {FIXTURES_EXPECTED}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,349 @@
+"""Snapshot cases for the architecture variants (beyond the assignment).
+
+Truths are float64 computations written from the equations with ``torch.nn.functional``,
+independent of ``cs336_basics``; the wrong variants are plausible mistakes with their hints.
+Weights come from ``tests/variants/variant_weights.py`` so the tests can rebuild them.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from course.cases.model import complex_rope
+from course.cases.snapshot_case import CaseResult, FixtureData, snapshot_case
+from cs336_basics.rope import RotaryPositionalEmbedding
+from cs336_basics.variants.attention import SelfAttention, self_attention
+from cs336_basics.variants.builders import latent_attention
+from cs336_basics.variants.config import VariantConfig
+from cs336_basics.variants.encoder_decoder import DecoderLayer, EncoderLayer
+from cs336_basics.variants.feedforward import FeedForward
+from cs336_basics.variants.kv_cache import kv_caches
+from cs336_basics.variants.layernorm import LayerNorm
+from cs336_basics.variants.moe import mixture_of_experts
+from cs336_basics.variants.positional import SinusoidalPositionalEncoding
+from tests.variants import variant_weights as vw
+
+f64 = torch.float64
+
+
+def positions_of(x: Tensor) -> Tensor:
+    return torch.arange(x.shape[1]).expand(x.shape[0], -1)
+
+
+def naive_gqa(
+    x: Tensor,
+    w: dict[str, Tensor],
+    theta: float,
+    *,
+    qk_norm: bool = False,
+    norm_after_rope: bool = False,
+    kv_heads_tiled: bool = False,
+) -> Tensor:
+    batch, seq, d_model = x.shape
+    x64, positions = x.to(f64), positions_of(x)[:, None, :]
+
+    def heads(name: str, count: int) -> Tensor:
+        return (
+            F.linear(x64, w[f"{name}_proj.weight"].to(f64))
+            .reshape(batch, seq, count, vw.D_HEAD)
+            .transpose(1, 2)
+        )
+
+    q, k, v = heads("q", vw.NUM_HEADS), heads("k", vw.NUM_KV_HEADS), heads("v", vw.NUM_KV_HEADS)
+
+    def norm(t: Tensor, name: str) -> Tensor:
+        return (
+            F.rms_norm(t, (vw.D_HEAD,), w[f"{name}_norm.weight"].to(f64), eps=1e-5)
+            if qk_norm
+            else t
+        )
+
+    if not norm_after_rope:
+        q, k = norm(q, "q"), norm(k, "k")
+    q, k = complex_rope(q, positions, theta), complex_rope(k, positions, theta)
+    if norm_after_rope:
+        q, k = norm(q, "q"), norm(k, "k")
+    group = vw.NUM_HEADS // vw.NUM_KV_HEADS
+    expand = (
+        (lambda t: t.repeat(1, group, 1, 1))
+        if kv_heads_tiled
+        else (lambda t: t.repeat_interleave(group, dim=1))
+    )
+    out = F.scaled_dot_product_attention(q, expand(k), expand(v), is_causal=True)
+    return F.linear(
+        out.transpose(1, 2).reshape(batch, seq, d_model), w["output_proj.weight"].to(f64)
+    )
+
+
+def gqa_module(data: FixtureData, w: dict[str, Tensor], qk_norm: bool) -> SelfAttention:
+    config = data.config
+    rope = RotaryPositionalEmbedding(config.rope_theta, vw.D_HEAD, config.context_length)
+    module = self_attention(
+        config.d_model, vw.NUM_HEADS, vw.NUM_KV_HEADS, rope=rope, qk_norm=qk_norm
+    )
+    module.load_state_dict(w)
+    return module
+
+
+@snapshot_case("grouped_query_attention")
+def gqa(data: FixtureData) -> CaseResult:
+    w, x = vw.gqa_weights(data.state_dict), data.inputs["in_embeddings"]
+    theta = data.config.rope_theta
+    return CaseResult(
+        gqa_module(data, w, qk_norm=False)(x, positions_of(x)),
+        naive_gqa(x, w, theta),
+        {
+            "kv_heads_tiled": (
+                "query head h must read key/value head h // (num_heads / num_kv_heads) (repeat_interleave), not h % num_kv_heads.",
+                naive_gqa(x, w, theta, kv_heads_tiled=True),
+            )
+        },
+    )
+
+
+@snapshot_case("qk_norm_attention")
+def qk_norm(data: FixtureData) -> CaseResult:
+    w, x = vw.gqa_weights(data.state_dict, qk_norm=True), data.inputs["in_embeddings"]
+    theta = data.config.rope_theta
+    return CaseResult(
+        gqa_module(data, w, qk_norm=True)(x, positions_of(x)),
+        naive_gqa(x, w, theta, qk_norm=True),
+        {
+            "norm_after_rope": (
+                "QK-norm goes before RoPE (normalise each head, then rotate).",
+                naive_gqa(x, w, theta, qk_norm=True, norm_after_rope=True),
+            ),
+            "qk_norm_missing": (
+                "the per-head RMSNorm of queries and keys is missing.",
+                naive_gqa(x, w, theta),
+            ),
+        },
+    )
+
+
+@snapshot_case("layernorm")
+def layernorm(data: FixtureData) -> CaseResult:
+    (gain, shift), x = vw.layernorm_weights(data.state_dict), data.inputs["in_embeddings"]
+    module = LayerNorm(gain.shape[0], 1e-5)
+    module.load_state_dict({"weight": gain, "bias": shift})
+    x64, g64, b64 = x.to(f64), gain.to(f64), shift.to(f64)
+    centred = x64 - x64.mean(-1, keepdim=True)
+    return CaseResult(
+        module(x),
+        F.layer_norm(x64, (gain.shape[0],), g64, b64, eps=1e-5),
+        {
+            "sample_variance": (
+                "LayerNorm divides by the population variance (mean of squares, / d_model), not the sample variance (/ (d_model - 1)).",
+                centred / torch.sqrt(x64.var(-1, unbiased=True, keepdim=True) + 1e-5) * g64 + b64,
+            ),
+            "not_centred": (
+                "LayerNorm subtracts the mean first (without it, this is RMSNorm).",
+                F.rms_norm(x64, (gain.shape[0],), g64, eps=1e-5) + b64,
+            ),
+            "bias_ignored": (
+                "the output ignores the learned bias: add it after scaling.",
+                F.layer_norm(x64, (gain.shape[0],), g64, eps=1e-5),
+            ),
+        },
+    )
+
+
+@snapshot_case("gelu_feedforward")
+def gelu_ffn(data: FixtureData) -> CaseResult:
+    w, x = vw.gelu_weights(data.state_dict), data.inputs["in_embeddings"]
+    module = FeedForward(w["w1.weight"].shape[1], w["w1.weight"].shape[0], "gelu")
+    module.load_state_dict(w)
+    x64, w1, w2 = x.to(f64), w["w1.weight"].to(f64), w["w2.weight"].to(f64)
+    return CaseResult(
+        module(x),
+        F.linear(F.gelu(F.linear(x64, w1)), w2),
+        {
+            "relu": (
+                "this is ReLU; GELU is x * Phi(x) with the standard normal CDF Phi.",
+                F.linear(F.relu(F.linear(x64, w1)), w2),
+            )
+        },
+    )
+
+
+@snapshot_case("sinusoidal_positions")
+def sinusoidal(data: FixtureData) -> CaseResult:
+    positions, d_model = data.inputs["token_positions"], data.config.d_model
+    p = positions.to(f64)[..., None]
+    rates = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=f64) / d_model)
+    truth = torch.stack((torch.sin(p * rates), torch.cos(p * rates)), dim=-1).flatten(-2)
+    halves = torch.cat((torch.sin(p * rates), torch.cos(p * rates)), dim=-1)
+    return CaseResult(
+        SinusoidalPositionalEncoding(d_model, data.config.context_length)(positions),
+        truth,
+        {
+            "sin_cos_halves": (
+                "sin goes to even features and cos to odd ones (interleaved), not sin in the first half.",
+                halves,
+            )
+        },
+    )
+
+
+def naive_mla(
+    x: Tensor, w: dict[str, Tensor], theta: float, *, rope_on_nope: bool = False
+) -> Tensor:
+    batch, seq, _ = x.shape
+    heads, nope, rope = (
+        vw.MLA_CONFIG["num_heads"],
+        vw.MLA_CONFIG["qk_nope_head_dim"],
+        vw.MLA_CONFIG["qk_rope_head_dim"],
+    )
+    x64, positions = x.to(f64), positions_of(x)
+    w64 = {k: v.to(f64) for k, v in w.items()}
+    q = F.linear(x64, w64["q_proj.weight"]).reshape(batch, seq, heads, nope + rope).transpose(1, 2)
+    latent = F.rms_norm(
+        F.linear(x64, w64["kv_down_proj.weight"]), (32,), w64["kv_norm.weight"], eps=1e-5
+    )
+    k_nope = (
+        F.linear(latent, w64["k_up_proj.weight"]).reshape(batch, seq, heads, nope).transpose(1, 2)
+    )
+    v = F.linear(latent, w64["v_up_proj.weight"]).reshape(batch, seq, heads, -1).transpose(1, 2)
+    k_rope = complex_rope(F.linear(x64, w64["k_rope_proj.weight"]), positions, theta)[
+        :, None
+    ].expand(-1, heads, -1, -1)
+    q_rotated = complex_rope(q[..., nope:], positions[:, None], theta)
+    if rope_on_nope:
+        q = complex_rope(q, positions[:, None], theta)
+        k = complex_rope(torch.cat((k_nope, k_rope), -1), positions[:, None], theta)
+    else:
+        q = torch.cat((q[..., :nope], q_rotated), -1)
+        k = torch.cat((k_nope, k_rope), -1)
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return F.linear(out.transpose(1, 2).reshape(batch, seq, -1), w64["output_proj.weight"])
+
+
+@snapshot_case("multihead_latent_attention")
+def mla(data: FixtureData) -> CaseResult:
+    w, x = vw.mla_weights(data.state_dict), data.inputs["in_embeddings"]
+    module = latent_attention(VariantConfig(**vw.MLA_CONFIG))
+    module.load_state_dict(w)
+    with kv_caches(module):  # the folded (latent-cached) path
+        output = module(x, positions_of(x))
+    return CaseResult(
+        output,
+        naive_mla(x, w, data.config.rope_theta),
+        {
+            "rope_on_all_dims": (
+                "RoPE rotates only the qk_rope_head_dim decoupled dims (the shared key and the last query dims of each head).",
+                naive_mla(x, w, data.config.rope_theta, rope_on_nope=True),
+            )
+        },
+    )
+
+
+def naive_moe(x: Tensor, w: dict[str, Tensor], *, normalize: bool) -> Tensor:
+    tokens = x.to(f64).reshape(-1, x.shape[-1])
+    w64 = {k: v.to(f64) for k, v in w.items()}
+    probs = F.softmax(F.linear(tokens, w64["router.weight"]), dim=-1)
+    top, chosen = probs.topk(vw.TOP_K, dim=-1)
+    if normalize:
+        top = top / top.sum(-1, keepdim=True)
+    out = torch.zeros_like(tokens)
+    for e in range(vw.NUM_EXPERTS):
+        w1, w2, w3 = (w64[f"experts.{e}.{n}.weight"] for n in ("w1", "w2", "w3"))
+        expert = F.linear(F.silu(F.linear(tokens, w1)) * F.linear(tokens, w3), w2)
+        out += ((chosen == e) * top).sum(-1, keepdim=True) * expert
+    return out.reshape(x.shape)
+
+
+@snapshot_case("mixture_of_experts")
+def moe(data: FixtureData) -> CaseResult:
+    w, x = vw.moe_weights(data.state_dict), data.inputs["in_embeddings"]
+    d_model, d_ff = w["experts.0.w1.weight"].shape[1], w["experts.0.w1.weight"].shape[0]
+    module = mixture_of_experts(d_model, d_ff, vw.NUM_EXPERTS, vw.TOP_K, normalize_topk=True)
+    module.load_state_dict(w)
+    return CaseResult(
+        module(x),
+        naive_moe(x, w, normalize=True),
+        {
+            "topk_not_renormalised": (
+                "with normalize_topk the chosen experts' weights are renormalised to sum to one.",
+                naive_moe(x, w, normalize=False),
+            )
+        },
+    )
+
+
+def torch_layer(kind: type, w: dict[str, Tensor], *, norm_first: bool = False) -> torch.nn.Module:
+    """``nn.TransformerEncoderLayer`` / ``DecoderLayer`` in float64 holding the weights ``w``."""
+    layer = kind(
+        64,
+        vw.NUM_HEADS,
+        128,
+        dropout=0.0,
+        activation="gelu",
+        batch_first=True,
+        norm_first=norm_first,
+        dtype=f64,
+    )
+    attentions = {
+        "self_attn": layer.self_attn,
+        "cross_attn": getattr(layer, "multihead_attn", None),
+    }
+    with torch.no_grad():
+        for prefix, attention in attentions.items():
+            if attention is None:
+                continue
+            attention.in_proj_weight.copy_(
+                torch.cat([w[f"{prefix}.{p}_proj.weight"] for p in "qkv"])
+            )
+            attention.in_proj_bias.copy_(torch.cat([w[f"{prefix}.{p}_proj.bias"] for p in "qkv"]))
+            attention.out_proj.weight.copy_(w[f"{prefix}.output_proj.weight"])
+            attention.out_proj.bias.copy_(w[f"{prefix}.output_proj.bias"])
+        for ours, theirs in (
+            ("ffn.w1", "linear1"),
+            ("ffn.w2", "linear2"),
+            ("ln1", "norm1"),
+            ("ln2", "norm2"),
+            ("ln3", "norm3"),
+        ):
+            if f"{ours}.weight" in w:
+                getattr(layer, theirs).weight.copy_(w[f"{ours}.weight"])
+                getattr(layer, theirs).bias.copy_(w[f"{ours}.bias"])
+    return layer.eval()
+
+
+@snapshot_case("encoder_layer")
+def encoder_layer(data: FixtureData) -> CaseResult:
+    w, x = vw.encoder_layer_weights(data.state_dict), data.inputs["in_embeddings"]
+    module = EncoderLayer(64, vw.NUM_HEADS, 128)
+    module.load_state_dict(w)
+    x64 = x.to(f64)
+    return CaseResult(
+        module(x),
+        torch_layer(torch.nn.TransformerEncoderLayer, w)(x64),
+        {
+            "pre_norm": (
+                "the original Transformer normalises after each residual add: ln(x + sublayer(x)).",
+                torch_layer(torch.nn.TransformerEncoderLayer, w, norm_first=True)(x64),
+            )
+        },
+    )
+
+
+@snapshot_case("decoder_layer")
+def decoder_layer(data: FixtureData) -> CaseResult:
+    w, memory = vw.decoder_layer_weights(data.state_dict), data.inputs["in_embeddings"]
+    x = memory[:, :7].flip(1)
+    module = DecoderLayer(64, vw.NUM_HEADS, 128)
+    module.load_state_dict(w)
+    layer, x64, m64 = torch_layer(torch.nn.TransformerDecoderLayer, w), x.to(f64), memory.to(f64)
+    causal = torch.nn.Transformer.generate_square_subsequent_mask(7, dtype=f64)
+    return CaseResult(
+        module(x, memory),
+        layer(x64, m64, tgt_mask=causal, tgt_is_causal=True),
+        {
+            "self_attention_not_causal": (
+                "the decoder's self-attention must be causal (cross-attention is not).",
+                layer(x64, m64),
+            )
+        },
+    )

@@ -1,0 +1,221 @@
+"""The import graph of the project, checked against its layers.
+
+``python -m course.layers`` prints each layer's outside dependencies and exits 1 on a
+violation; with ``--import-each`` it also imports every module of ``cs336_basics`` alone, each in a
+fresh process (forked from one that has imported only third-party libraries), so a module that
+works only after another one was imported is caught. Every ``import`` statement counts, also those inside functions (a lazy import is still a
+dependency) and those under ``TYPE_CHECKING`` (so is a type name).
+
+The layers, lowest first; a module may import its own layer and the layers below it:
+
+    core      cs336_basics/*.py            the assignment and what it stands on
+    variants  cs336_basics/variants/       architecture variants, HF interop (register themselves)
+    runner    cs336_basics/runner/         CLI, commands, pipeline, stories, encoders
+    tooling   course/, tests/, benchmarks/ instructor tooling, the test suite, benchmarks
+
+and there is no cycle of imports among the modules of ``cs336_basics``, ``course``, ``tests`` and
+``benchmarks``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from course.paths import REPO_ROOT
+
+PACKAGES = ("cs336_basics", "course", "tests", "benchmarks")
+LAYERS = ("core", "variants", "runner", "tooling")
+# Folders of copies of the project (student solutions, generated handouts), not its modules.
+SKIPPED = ("course/handout/solutions", "course/cases/hidden", "course/cases/truths/data")
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    if parts[0] != "cs336_basics":
+        return "tooling"
+    if len(parts) > 1 and parts[1] in ("variants", "runner"):
+        return parts[1]
+    return "core"
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def project_modules(root: Path = REPO_ROOT) -> dict[str, Path]:
+    """Every Python module of the project's packages, by dotted name."""
+    modules = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            if not any(rel.startswith(skipped + "/") for skipped in SKIPPED):
+                modules[module_name(path, root)] = path
+    return modules
+
+
+def imported_names(path: Path, module: str) -> Iterator[tuple[str, int]]:
+    """``(dotted name, line)`` of everything ``path`` imports (``from a import b`` gives ``a.b``
+    as well as ``a``, since ``b`` may be a submodule); relative imports are resolved."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                # level 1 is ``package`` itself, each further dot one package up
+                anchor = package.rsplit(".", node.level - 1)[0]
+                base = f"{anchor}.{base}" if base else anchor
+            yield base, node.lineno
+            for alias in node.names:
+                yield f"{base}.{alias.name}", node.lineno
+
+
+def import_graph(root: Path = REPO_ROOT) -> dict[str, dict[str, int]]:
+    """``{module: {imported project module: first line}}`` over the project's own modules."""
+    modules = project_modules(root)
+    graph: dict[str, dict[str, int]] = {}
+    for module, path in modules.items():
+        edges: dict[str, int] = {}
+        for name, line in imported_names(path, module):
+            if name in modules and name != module:
+                edges.setdefault(name, line)
+        graph[module] = edges
+    return graph
+
+
+def layer_violations(graph: dict[str, dict[str, int]], root: Path = REPO_ROOT) -> list[str]:
+    """Imports that point up the layers (or from ``cs336_basics`` into the tooling)."""
+    modules = project_modules(root)
+    problems = []
+    for module, edges in sorted(graph.items()):
+        for target, line in sorted(edges.items()):
+            if LAYERS.index(layer_of(target)) > LAYERS.index(layer_of(module)):
+                where = modules[module].relative_to(root).as_posix()
+                problems.append(
+                    f"{where}:{line}: {layer_of(module)} module {module} imports "
+                    f"{layer_of(target)} module {target}"
+                )
+    return problems
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, {}):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(graph) + 100))
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(components)
+
+
+def outside_dependencies(graph: dict[str, dict[str, int]]) -> dict[str, set[str]]:
+    """For each layer, the other layers its modules import."""
+    uses: dict[str, set[str]] = {layer: set() for layer in LAYERS}
+    for module, edges in graph.items():
+        for target in edges:
+            if layer_of(target) != layer_of(module):
+                uses[layer_of(module)].add(layer_of(target))
+    return uses
+
+
+# Forks one child per module from a parent that has imported only third-party libraries; prints
+# each module that fails to import alone, with the child's last line of error.
+_IMPORT_EACH = """
+import importlib, os, sys, traceback
+import numpy, torch, einops, jaxtyping, regex, safetensors  # third-party only: not the project
+for name in sys.argv[1:]:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            importlib.import_module(name)
+        except BaseException:
+            os.write(write, traceback.format_exc().strip().splitlines()[-1].encode())
+            os._exit(1)
+        os._exit(0)
+    os.close(write)
+    message = os.read(read, 4096).decode()
+    os.close(read)
+    if os.waitpid(pid, 0)[1] != 0:
+        print(f"{name}: {message or 'the import killed its process'}")
+"""
+
+
+def modules_failing_alone(modules: list[str], root: Path = REPO_ROOT) -> list[str]:
+    """``"module: error"`` for each of ``modules`` that cannot be imported in a fresh process."""
+    environment = {**os.environ, "PYTHONPATH": str(root)}
+    result = subprocess.run(
+        [sys.executable, "-c", _IMPORT_EACH, *modules],
+        cwd=root,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        return [f"the import driver failed: {result.stderr.strip()[-500:]}"]
+    return result.stdout.splitlines()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--import-each", action="store_true", help="also import each cs336_basics module alone"
+    )
+    args = parser.parse_args(argv)
+    graph = import_graph()
+    for layer, used in outside_dependencies(graph).items():
+        count = sum(layer_of(m) == layer for m in graph)
+        print(f"{layer:9} {count:3} modules  imports: {', '.join(sorted(used)) or 'nothing else'}")
+    problems = layer_violations(graph) + [
+        "import cycle: " + " <-> ".join(component) for component in cycles(graph)
+    ]
+    if args.import_each:
+        package = sorted(m for m in graph if m.split(".")[0] == "cs336_basics")
+        failing = modules_failing_alone(package)
+        print(f"imported alone: {len(package) - len(failing)} of {len(package)} modules")
+        problems += [f"does not import alone: {failure}" for failure in failing]
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    print("import graph: " + (f"{len(problems)} problem(s)" if problems else "one-way, no cycles"))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
