@@ -31,8 +31,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from course.grading.grade import CASE_FILES, REPO_ROOT, RUBRIC, Course, grade
+from course.grading.grade import CASE_FILES, RUBRIC, Course, grade
 from course.grading.unpack import ArchiveLimits
+from course.paths import REPO_ROOT
 
 OPT = "/opt/cs336"
 BUNDLED = (

@@ -168,7 +168,8 @@ def component_code(sources: dict[str, str], wanted: dict[str, set[str]]) -> dict
 def starter_sources() -> dict[str, str]:
     """The handout's starter code (skeletons and support code), rendered as `make handout`
     would, without building the handout."""
-    from course.handout.build import REPO_ROOT, plan, render
+    from course.handout.build import plan, render
+    from course.paths import REPO_ROOT
 
     sources = {}
     for rel, treatment in plan(REPO_ROOT, "base").items():

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from course.handout.build import REPO_ROOT
+from course.paths import REPO_ROOT
 
 ADAPTERS = REPO_ROOT / "tests" / "adapters.py"
 SIGNATURES = REPO_ROOT / "tests" / "adapter_signatures.py"

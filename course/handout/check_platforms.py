@@ -22,7 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from course.grading.grade import REPO_ROOT
+from course.paths import REPO_ROOT
 
 # The uv that runs this (``uv run`` names itself in UV): a pyenv shim for ``uv`` would read the
 # handout's .python-version and look for uv in that Python instead.

@@ -36,8 +36,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from course.handout.build import REPO_ROOT, is_instructor_test
-from course.paths import SOLUTIONS
+from course.handout.build import is_instructor_test
+from course.paths import REPO_ROOT, SOLUTIONS
 
 # Solutions that wire only the assignment's adapters: required to pass the graded cases alone.
 GRADED_ONLY = {"upstream_style"}

@@ -24,7 +24,6 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from course.handout.build import REPO_ROOT
 from course.mutation.ast_mutants import Mutant, generate
 from course.mutation.catalogue import DECODING_TESTS
 from course.mutation.run_catalogue import (
@@ -34,7 +33,7 @@ from course.mutation.run_catalogue import (
     make_copy,
     test_files_for,
 )
-from course.paths import HANDOUT_MANIFEST
+from course.paths import HANDOUT_MANIFEST, REPO_ROOT
 from course.pytest_outcomes import summarize
 
 EQUIVALENTS = Path(__file__).with_name("equivalent_mutants.toml")

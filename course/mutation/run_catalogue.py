@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from course.handout.build import REPO_ROOT, is_instructor_test, source_files
+from course.handout.build import is_instructor_test, source_files
 from course.mutation.catalogue import BUGS, EXPECTED_HINTS, Bug
-from course.paths import PYTEST_OUTCOMES
+from course.paths import PYTEST_OUTCOMES, REPO_ROOT
 from course.pytest_outcomes import summarize
 
 PLUGIN = PYTEST_OUTCOMES

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from course.grading import confine
-from course.grading.grade import REPO_ROOT
+from course.paths import REPO_ROOT
 
 TRIES = """
 import ctypes, json, os, socket, subprocess, sys, threading

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from course.grading.grade import REPO_ROOT, Budget, grade, grade_batch, write_json
+from course.grading.grade import Budget, grade, grade_batch, write_json
 from course.grading.sandbox import (
     CONTAINER,
     NAMESPACES,
@@ -40,6 +40,7 @@ from course.grading.sandbox import (
     unpack_outputs,
 )
 from course.grading.unpack import ArchiveLimits, UnsafeArchive, unpack_submission
+from course.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow  # subprocesses: run by `make test-all` and CI, not by plain `pytest`
 

@@ -44,7 +44,7 @@ from pathlib import Path
 import pytest
 from safetensors.torch import save
 
-from course.grading.grade import CASE_FILES, REPO_ROOT, Course, grade, grade_batch
+from course.grading.grade import CASE_FILES, Course, grade, grade_batch
 from course.grading.sandbox import (
     SANDBOX_UID_BASE,
     SHARED_PLACES,
@@ -52,6 +52,7 @@ from course.grading.sandbox import (
     SandboxUnavailable,
     isolation,
 )
+from course.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow  # subprocesses: run by `make test-all` and CI, not by plain `pytest`
 

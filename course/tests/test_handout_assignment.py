@@ -6,8 +6,9 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from course.handout.build import REPO_ROOT, RUBRIC, changelog, student_rubric
+from course.handout.build import RUBRIC, changelog, student_rubric
 from course.handout.verify import vocabulary_problems
+from course.paths import REPO_ROOT
 
 
 def test_vocabulary_check_names_file_line_and_word(tmp_path: Path) -> None:

@@ -9,8 +9,9 @@ import inspect
 from pathlib import Path
 
 from course.cases.truths import tokenizers
-from course.handout.build import REPO_ROOT, plan
+from course.handout.build import plan
 from course.handout.verify import oracle_problems
+from course.paths import REPO_ROOT
 
 
 def test_shipped_tests_hold_no_trainer_and_import_no_tokenizer_library() -> None:

@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 from course.handout.adapter_signatures import ADAPTERS, SIGNATURES, signature_stubs
-from course.handout.build import REPO_ROOT
+from course.paths import REPO_ROOT
 
 TESTS = REPO_ROOT / "tests"
 # The snapshot plugin's --snapshot-update hook imports the fixture generator lazily, and says

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from course.handout.build import REPO_ROOT, shipped_files
+from course.handout.build import shipped_files
+from course.paths import REPO_ROOT
 
 # Modules Windows' Python does not have.
 POSIX_MODULES = frozenset(
