@@ -15,6 +15,16 @@ The layers, lowest first; a module may import its own layer and the layers below
 
 and there is no cycle of imports among the modules of ``cs336_basics``, ``course``, ``tests`` and
 ``benchmarks``.
+
+Inside the tooling, ``course/`` is in parts, each a package; a part may import the shared modules
+(``course/*.py``), its own modules and the parts listed here, nothing else of ``course``:
+
+    grading   (nothing)                  what ships to Gradescope: never the reference either
+    cases     grading                    fixtures, hidden cases, truths
+    handout   cases, grading             builds, verifies, packs
+    mutation  handout, cases, grading    runs mistakes through the suite or the grader
+
+The shared modules import no part; ``course/tests`` may import anything.
 """
 
 from __future__ import annotations
@@ -33,6 +43,17 @@ PACKAGES = ("cs336_basics", "course", "tests", "benchmarks")
 LAYERS = ("core", "variants", "runner", "tooling")
 # Folders of copies of the project (student solutions, generated handouts), not its modules.
 SKIPPED = ("course/handout/solutions", "course/cases/hidden", "course/cases/truths/data")
+
+
+PARTS: dict[str, tuple[str, ...]] = {
+    "grading": (),
+    "cases": ("grading",),
+    "handout": ("cases", "grading"),
+    "mutation": ("handout", "cases", "grading"),
+}
+# The Gradescope bundle carries the grading part, the shared modules and the shipped test cases:
+# a grading module importing the reference would work here and fail there.
+NOT_IN_BUNDLE = ("cs336_basics", "benchmarks")
 
 
 def layer_of(module: str) -> str:
@@ -107,6 +128,47 @@ def layer_violations(graph: dict[str, dict[str, int]], root: Path = REPO_ROOT) -
     return problems
 
 
+def part_of(module: str) -> str | None:
+    """``grading``, ``cases``, ... for a module of a part; ``shared`` for ``course/*.py``;
+    None outside ``course`` and for ``course/tests``."""
+    parts = module.split(".")
+    if parts[0] != "course" or (len(parts) > 1 and parts[1] == "tests"):
+        return None
+    if len(parts) > 1 and parts[1] in PARTS:
+        return parts[1]
+    return "shared"
+
+
+def may_import(module: str, target: str) -> bool:
+    part, target_part = part_of(module), part_of(target)
+    if part is None:
+        return True
+    if part == "grading" and target.split(".")[0] in NOT_IN_BUNDLE:
+        return False
+    if target_part is None:
+        return target.split(".")[0] != "course"
+    if part == "shared":
+        return target_part == "shared"
+    return target_part in ("shared", part, *PARTS[part])
+
+
+def part_violations(graph: dict[str, dict[str, int]], root: Path = REPO_ROOT) -> list[str]:
+    """Imports between the parts of ``course`` that ``PARTS`` does not allow."""
+    modules = project_modules(root)
+    problems = []
+    for module, edges in sorted(graph.items()):
+        part = part_of(module)
+        allowed = ("shared",) if part in ("shared", None) else ("shared", part, *PARTS[part])
+        for target, line in sorted(edges.items()):
+            if not may_import(module, target):
+                where = modules[module].relative_to(root).as_posix()
+                problems.append(
+                    f"{where}:{line}: {part} module {module} imports {target} "
+                    f"({part} may import: {', '.join(allowed)})"
+                )
+    return problems
+
+
 def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan's algorithm)."""
     index: dict[str, int] = {}
@@ -153,35 +215,14 @@ def outside_dependencies(graph: dict[str, dict[str, int]]) -> dict[str, set[str]
     return uses
 
 
-# Forks one child per module from a parent that has imported only third-party libraries; prints
-# each module that fails to import alone, with the child's last line of error.
-_IMPORT_EACH = """
-import importlib, os, sys, traceback
-import numpy, torch, einops, jaxtyping, regex, safetensors  # third-party only: not the project
-for name in sys.argv[1:]:
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
-        try:
-            importlib.import_module(name)
-        except BaseException:
-            os.write(write, traceback.format_exc().strip().splitlines()[-1].encode())
-            os._exit(1)
-        os._exit(0)
-    os.close(write)
-    message = os.read(read, 4096).decode()
-    os.close(read)
-    if os.waitpid(pid, 0)[1] != 0:
-        print(f"{name}: {message or 'the import killed its process'}")
-"""
+IMPORT_EACH = Path(__file__).with_name("import_each.py")  # a program, run by path
 
 
 def modules_failing_alone(modules: list[str], root: Path = REPO_ROOT) -> list[str]:
     """``"module: error"`` for each of ``modules`` that cannot be imported in a fresh process."""
     environment = {**os.environ, "PYTHONPATH": str(root)}
     result = subprocess.run(
-        [sys.executable, "-c", _IMPORT_EACH, *modules],
+        [sys.executable, str(IMPORT_EACH), *modules],
         cwd=root,
         env=environment,
         capture_output=True,
@@ -203,9 +244,11 @@ def main(argv: list[str] | None = None) -> int:
     for layer, used in outside_dependencies(graph).items():
         count = sum(layer_of(m) == layer for m in graph)
         print(f"{layer:9} {count:3} modules  imports: {', '.join(sorted(used)) or 'nothing else'}")
-    problems = layer_violations(graph) + [
-        "import cycle: " + " <-> ".join(component) for component in cycles(graph)
-    ]
+    problems = (
+        layer_violations(graph)
+        + part_violations(graph)
+        + ["import cycle: " + " <-> ".join(component) for component in cycles(graph)]
+    )
     if args.import_each:
         package = sorted(m for m in graph if m.split(".")[0] == "cs336_basics")
         failing = modules_failing_alone(package)

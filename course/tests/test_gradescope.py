@@ -16,8 +16,8 @@ import pytest
 from course.grading.gradescope import build, harden, pack_folder
 from course.grading.sandbox import SandboxUnavailable, isolation
 from course.grading.unpack import UnsafeArchive, unpack_submission
-from course.handout.build import grader_python
 from course.paths import REPO_ROOT
+from course.project import grader_python
 
 pytestmark = pytest.mark.slow  # subprocesses: run by `make test-all` and CI, not by plain `pytest`
 

@@ -28,7 +28,6 @@ from course.handout.build import (
     apply_markers,
     build,
     check_stub_syntax,
-    grader_python,
     plan,
     shipped_files,
     strip_solutions,
@@ -40,6 +39,7 @@ from course.handout.verify import (
     static_problems,
     verify,
 )
+from course.project import grader_python
 
 BEGIN, END = BEGIN_MARKER, END_MARKER
 
