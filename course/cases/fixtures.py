@@ -26,7 +26,7 @@ from safetensors.torch import load_file, save
 
 import course.cases.model  # noqa: F401  (registers the model cases)
 import course.cases.variants  # noqa: F401  (registers the architecture-variant cases)
-from course.cases.checksums import write_manifest
+from course.cases.checksums import write_checksums
 from course.cases.fairness.spread import AGREEMENT, derived_atol, spread_error
 from course.cases.fixture_diff import fixture_differences
 from course.cases.hidden_cases import write_hidden_cases
@@ -189,7 +189,7 @@ def snapshot_arrays(name: str, data: FixtureData) -> dict[str, np.ndarray]:
         # (tests/snapshots.py), so near mistakes are told apart too.
         if not (distance > 10 * match_atol or distance > 2.5 * atol):
             raise RuntimeError(
-                f"{name}: wrong variant {slug!r} is too close to the truth ({distance:.3e})"
+                f"{name}: wrong output {slug!r} is too close to the truth ({distance:.3e})"
             )
         out[f"wrong.{slug}"] = wrong
         out[f"hint.{slug}"] = np.array(hint)
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.names and update_fixture(FIXTURES / "stages.npz", npz_bytes(stage_arrays(data))):
         print("wrote fixtures/stages.npz")
     write_hidden_cases()  # the grader's cases (course/cases/hidden), which read the fixtures above
-    write_manifest()
+    write_checksums()
     print(
         f"snapshots: {written} rewritten, {len(names) - written} unchanged "
         "(bit for bit or within the few-ulp rule of course/cases/fixture_diff.py)"
