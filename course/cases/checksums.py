@@ -16,7 +16,6 @@ from pathlib import Path
 from course.paths import REPO_ROOT
 from cs336_basics.atomic_write import atomic_writer
 
-ROOT = REPO_ROOT
 CHECKSUMS = Path("fixtures") / "MANIFEST.sha256"
 COVERED = ("tests", "fixtures")
 EXCLUDED = {Path("tests") / "adapters.py", CHECKSUMS}
@@ -41,13 +40,13 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def write_checksums(root: Path = ROOT) -> None:
+def write_checksums(root: Path = REPO_ROOT) -> None:
     lines = "".join(f"{sha256(root / p)}  {p.as_posix()}\n" for p in covered_files(root))
     with atomic_writer(root / CHECKSUMS) as out:
         out.write(lines.encode())
 
 
-def check_checksums(root: Path = ROOT) -> list[str]:
+def check_checksums(root: Path = REPO_ROOT) -> list[str]:
     """Problems found, one line each; empty when the tests and fixtures are pristine."""
     checksums = root / CHECKSUMS
     if not checksums.is_file():
@@ -70,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="record the current files")
     parser.add_argument(
-        "--root", type=Path, default=ROOT, help="checkout to check (default: this one)"
+        "--root", type=Path, default=REPO_ROOT, help="checkout to check (default: this one)"
     )
     args = parser.parse_args(argv)
     if args.write:

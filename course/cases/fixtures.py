@@ -33,7 +33,7 @@ from course.cases.hidden_cases import write_hidden_cases
 from course.cases.snapshot_case import REGISTRY, FixtureData
 from course.cases.stage_fixtures import stage_arrays
 from course.cases.tokenizer_fixtures import write_tokenizer_fixtures
-from course.paths import REPO_ROOT
+from course.paths import FIXTURES, REPO_ROOT
 from cs336_basics.atomic_write import atomic_writer
 from cs336_basics.config import ModelConfig
 from cs336_basics.model import transformer_lm
@@ -43,8 +43,6 @@ from tests.cases.public import public_inputs
 from tests.cases.shipped import Shipped
 from tests.snapshots import match_tolerance
 
-ROOT = REPO_ROOT
-FIXTURES = ROOT / "fixtures"
 SEED = 20250401
 
 # A VariantConfig, so config.json lists every variant switch (all off) beside the handout's fields.
@@ -72,7 +70,7 @@ def update_fixture(path: Path, data: bytes) -> bool:
         differences = fixture_differences(path.name, path.read_bytes(), data)
         if not differences:
             return False
-        shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        shown = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
         print(f"{shown} changed:", *differences[:5], sep="\n  ")
     atomic_write_bytes(path, data)
     return True

@@ -32,7 +32,7 @@ from course.cases.fairness.spread import AGREEMENT, derived_atol, spread_error
 from course.cases.hidden_inputs import HIDDEN_INSTANCES
 from course.cases.truths import truth_of
 from course.cases.truths.tolerances import TOLERANCE_FROM_SPREAD
-from course.paths import HIDDEN as HIDDEN_ROOT
+from course.paths import HIDDEN
 from tests.cases import CASES, Case, judge_case, run_case
 from tests.cases.compare import expect_close, expect_snapshot
 from tests.cases.core import Bundle
@@ -41,7 +41,6 @@ from tests.cases.public import public_inputs
 from tests.cases.shipped import Shipped
 from tests.cases.wire import read_bundle, write_bundle
 
-HIDDEN_DIR = HIDDEN_ROOT
 f64 = torch.float64
 
 
@@ -162,7 +161,7 @@ def write_case(
             shutil.copyfile(path, scratch / side / case.component / path.name)
 
 
-def write_hidden_cases(target: Path = HIDDEN_DIR) -> int:
+def write_hidden_cases(target: Path = HIDDEN) -> int:
     """Build everything in a scratch folder, verify it, then swap it into place."""
     torch.use_deterministic_algorithms(True)
     found = instances()
@@ -203,7 +202,7 @@ def publish_public_expected(
 def main() -> int:
     count = write_hidden_cases()
     write_checksums()  # fixtures/expected changed with them
-    print(f"wrote {count} cases (inputs and expected values) to {HIDDEN_DIR}")
+    print(f"wrote {count} cases (inputs and expected values) to {HIDDEN}")
     print(f"and the public cases' expected values to {FIXTURES_EXPECTED}")
     return 0
 
