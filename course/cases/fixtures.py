@@ -26,14 +26,14 @@ from safetensors.torch import load_file, save
 
 import course.cases.model  # noqa: F401  (registers the model cases)
 import course.cases.variants  # noqa: F401  (registers the architecture-variant cases)
-from course.cases.checksums import write_manifest
+from course.cases.checksums import write_checksums
 from course.cases.fairness.spread import AGREEMENT, derived_atol, spread_error
 from course.cases.fixture_diff import fixture_differences
 from course.cases.hidden_cases import write_hidden_cases
 from course.cases.snapshot_case import REGISTRY, FixtureData
 from course.cases.stage_fixtures import stage_arrays
 from course.cases.tokenizer_fixtures import write_tokenizer_fixtures
-from course.paths import REPO_ROOT
+from course.paths import FIXTURES, REPO_ROOT
 from cs336_basics.atomic_write import atomic_writer
 from cs336_basics.config import ModelConfig
 from cs336_basics.model import transformer_lm
@@ -43,8 +43,6 @@ from tests.cases.public import public_inputs
 from tests.cases.shipped import Shipped
 from tests.snapshots import match_tolerance
 
-ROOT = REPO_ROOT
-FIXTURES = ROOT / "fixtures"
 SEED = 20250401
 
 # A VariantConfig, so config.json lists every variant switch (all off) beside the handout's fields.
@@ -72,7 +70,7 @@ def update_fixture(path: Path, data: bytes) -> bool:
         differences = fixture_differences(path.name, path.read_bytes(), data)
         if not differences:
             return False
-        shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        shown = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
         print(f"{shown} changed:", *differences[:5], sep="\n  ")
     atomic_write_bytes(path, data)
     return True
@@ -189,7 +187,7 @@ def snapshot_arrays(name: str, data: FixtureData) -> dict[str, np.ndarray]:
         # (tests/snapshots.py), so near mistakes are told apart too.
         if not (distance > 10 * match_atol or distance > 2.5 * atol):
             raise RuntimeError(
-                f"{name}: wrong variant {slug!r} is too close to the truth ({distance:.3e})"
+                f"{name}: wrong output {slug!r} is too close to the truth ({distance:.3e})"
             )
         out[f"wrong.{slug}"] = wrong
         out[f"hint.{slug}"] = np.array(hint)
@@ -231,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.names and update_fixture(FIXTURES / "stages.npz", npz_bytes(stage_arrays(data))):
         print("wrote fixtures/stages.npz")
     write_hidden_cases()  # the grader's cases (course/cases/hidden), which read the fixtures above
-    write_manifest()
+    write_checksums()
     print(
         f"snapshots: {written} rewritten, {len(names) - written} unchanged "
         "(bit for bit or within the few-ulp rule of course/cases/fixture_diff.py)"

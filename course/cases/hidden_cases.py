@@ -8,10 +8,9 @@ tests compare with them, since the computations that made them must not ship). H
 shapes and hyperparameters than the shipped fixtures, so a submission cannot look answers up;
 ``course/`` never ships, and the sandbox never mounts ``expected/``.
 
-Expected values come from independent computations (``course/cases/truths``: ``torch.nn.functional``
-in float64, tiktoken, a naive BPE trainer; here, the float64 naive model of
-``course/cases/model.py`` for the cases with snapshots); each case is
-then run on the reference solution and must pass before anything is written. Float tolerances
+Expected values come from the one table of independent computations, ``course/cases/truths``
+(``torch.nn.functional`` in float64, a naive Transformer, tiktoken, a naive BPE trainer); each
+case is then run on the reference solution and must pass before anything is written. Float tolerances
 are derived as the snapshots' are, from the spread of correct implementations
 (``course/cases/fairness/spread.py``): ``atol = max(10 e_ref, 4 e_styles) + 8 eps_f32 max|truth|``,
 from the float32 errors of the reference and of the correct styles against the truth.
@@ -23,21 +22,17 @@ from __future__ import annotations
 import math
 import shutil
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 import tests.adapters as reference_adapters
-from course.cases.checksums import write_manifest
+from course.cases.checksums import write_checksums
 from course.cases.fairness.spread import AGREEMENT, derived_atol, spread_error
-from course.cases.hidden_inputs import HIDDEN
-from course.cases.model import complex_rope, naive_attention, naive_block, naive_lm
-from course.cases.snapshot_case import FixtureData
-from course.cases.truths import ORACLES
-from course.paths import HIDDEN as HIDDEN_ROOT
-from cs336_basics.config import ModelConfig
+from course.cases.hidden_inputs import HIDDEN_INSTANCES
+from course.cases.truths import truth_of
+from course.cases.truths.tolerances import TOLERANCE_FROM_SPREAD
+from course.paths import HIDDEN
 from tests.cases import CASES, Case, judge_case, run_case
 from tests.cases.compare import expect_close, expect_snapshot
 from tests.cases.core import Bundle
@@ -46,81 +41,12 @@ from tests.cases.public import public_inputs
 from tests.cases.shipped import Shipped
 from tests.cases.wire import read_bundle, write_bundle
 
-HIDDEN_DIR = HIDDEN_ROOT
 f64 = torch.float64
 
 
-def attention_weights(inputs: Bundle) -> dict[str, torch.Tensor]:
-    return {f"{n}_proj.weight": inputs[f"{n}_proj"] for n in ("q", "k", "v", "output")}
-
-
-def model_data(inputs: Bundle) -> FixtureData:
-    """The naive model's view of a block or LM case: its config and weights."""
-    config = ModelConfig(
-        vocab_size=inputs.get("vocab_size", 1),
-        context_length=inputs["context_length"],
-        d_model=inputs["d_model"],
-        num_layers=inputs.get("num_layers", 1),
-        num_heads=inputs["num_heads"],
-        d_ff=inputs["d_ff"],
-        rope_theta=inputs["rope_theta"],
-    )
-    weights = {k.removeprefix("w."): v for k, v in inputs.items() if k.startswith("w.")}
-    return FixtureData(config, weights, {})
-
-
-def mhsa_truth(inputs: Bundle) -> torch.Tensor:
-    x = inputs["x"]
-    if "theta" not in inputs:
-        return naive_attention(x, attention_weights(inputs), inputs["num_heads"])
-    positions = torch.arange(x.shape[1]).expand(x.shape[0], -1)
-    return naive_attention(
-        x, attention_weights(inputs), inputs["num_heads"], positions, inputs["theta"]
-    )
-
-
-def rope_truth(inputs: Bundle) -> torch.Tensor:
-    x, positions = inputs["x"], inputs["positions"]
-    if "heads" in inputs:  # every head holds the same rows; compare head by head
-        x, positions = x[:, 0], positions[:, 0]
-    return complex_rope(x, positions, inputs["theta"])
-
-
-def swiglu_truth(inputs: Bundle) -> torch.Tensor:
-    x, w1, w2, w3 = (inputs[n].to(f64) for n in ("x", "w1", "w2", "w3"))
-    return F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3), w2)
-
-
-# Independent float64 truths for the cases whose public expected values are snapshots.
-TRUTHS: dict[tuple[str, str], Callable[[Bundle], torch.Tensor]] = {
-    ("linear", "basic"): lambda i: F.linear(i["x"].to(f64), i["weight"].to(f64)),
-    ("embedding", "basic"): lambda i: F.embedding(i["ids"], i["weight"].to(f64)),
-    ("embedding", "out_of_range"): lambda i: F.embedding(i["ids"], i["weight"].to(f64)),
-    ("rmsnorm", "basic"): lambda i: F.rms_norm(
-        i["x"].to(f64), i["weight"].shape, i["weight"].to(f64), eps=i["eps"]
-    ),
-    ("silu", "basic"): lambda i: F.silu(i["x"].to(f64)),
-    ("swiglu", "basic"): swiglu_truth,
-    ("softmax", "basic"): lambda i: F.softmax(i["x"].to(f64), dim=i["dim"]),
-    ("scaled_dot_product_attention", "masked"): lambda i: F.scaled_dot_product_attention(
-        *(i[n].to(f64) for n in "qkv"), attn_mask=i["mask"]
-    ),
-    ("multihead_self_attention", "causal"): mhsa_truth,
-    ("multihead_self_attention", "rope_causal"): mhsa_truth,
-    ("rope", "basic"): rope_truth,
-    ("rope", "heads"): rope_truth,
-    ("transformer_block", "basic"): lambda i: naive_block(
-        i["x"], model_data(i).state_dict, model_data(i)
-    ),
-    ("transformer_lm", "prefixes"): lambda i: naive_lm(i["ids"], model_data(i)),
-    ("transformer_lm", "truncated"): lambda i: naive_lm(i["ids"], model_data(i)),
-}
-
-
-def derived_expected(case: Case, inputs: Bundle) -> Bundle:
-    """The truth of ``out`` and its tolerance, derived from the float32 errors of the reference
-    and of the correct styles (``course/cases/fairness/spread.py``)."""
-    truth = TRUTHS[(case.component, case.name)](inputs).detach().to(f64)
+def derived_expected(case: Case, inputs: Bundle, truth: torch.Tensor) -> Bundle:
+    """``out``'s truth with its tolerance derived from the float32 errors of the reference and
+    of the correct styles (``course/cases/fairness/spread.py``)."""
     reference = run_case(case, reference_adapters, inputs)
     if reference.raised:
         raise RuntimeError(f"{case.component}/{case.name}: the reference raised {reference.raised}")
@@ -139,8 +65,18 @@ def derived_expected(case: Case, inputs: Bundle) -> Bundle:
 
 
 def computed_expected(case: Case, inputs: Bundle) -> Bundle:
-    oracle = ORACLES.get((case.component, case.name))
-    return oracle(inputs) if oracle is not None else derived_expected(case, inputs)
+    """The case's expected values from its entry in the truths table, with any tolerance left
+    to the spread derived here."""
+    expected = truth_of(case.component, case.name)(inputs)
+    spread = [k for k, v in expected.items() if v is TOLERANCE_FROM_SPREAD]
+    if not spread:
+        return expected
+    if spread != ["out.atol"]:
+        raise ValueError(
+            f"{case.component}/{case.name}: only out.atol can be derived from the spread, "
+            f"not {', '.join(spread)}"
+        )
+    return expected | derived_expected(case, inputs, expected["out"])
 
 
 def public_expected(case: Case, inputs: Bundle) -> Bundle:
@@ -157,13 +93,15 @@ def instances() -> list[tuple[Case, str, Bundle, Bundle]]:
         if case.public_inputs is not None:
             inputs = public_inputs(case, shipped)
             found.append((case, case.public_id, inputs, public_expected(case, inputs)))
-        variants = HIDDEN.get(key, {})
-        if not variants:
-            raise RuntimeError(f"case {key[0]}/{key[1]} has no hidden variants")
-        for variant, make in sorted(variants.items()):
+        hidden = HIDDEN_INSTANCES.get(key, {})
+        if not hidden:
+            raise RuntimeError(
+                f"case {key[0]}/{key[1]} has no hidden instances (course/cases/hidden_inputs.py)"
+            )
+        for instance, make in sorted(hidden.items()):
             inputs = make()
             expected = computed_expected(case, inputs) | {"reveal": False}
-            found.append((case, case.hidden_id(variant), inputs, expected))
+            found.append((case, case.hidden_id(instance), inputs, expected))
     return found
 
 
@@ -223,7 +161,7 @@ def write_case(
             shutil.copyfile(path, scratch / side / case.component / path.name)
 
 
-def write_hidden_cases(target: Path = HIDDEN_DIR) -> int:
+def write_hidden_cases(target: Path = HIDDEN) -> int:
     """Build everything in a scratch folder, verify it, then swap it into place."""
     torch.use_deterministic_algorithms(True)
     found = instances()
@@ -263,8 +201,8 @@ def publish_public_expected(
 
 def main() -> int:
     count = write_hidden_cases()
-    write_manifest()  # fixtures/expected changed with them
-    print(f"wrote {count} cases (inputs and expected values) to {HIDDEN_DIR}")
+    write_checksums()  # fixtures/expected changed with them
+    print(f"wrote {count} cases (inputs and expected values) to {HIDDEN}")
     print(f"and the public cases' expected values to {FIXTURES_EXPECTED}")
     return 0
 

@@ -1,6 +1,7 @@
 """The hidden cases' inputs: other seeds, shapes and hyperparameters than the shipped fixtures.
 
-``HIDDEN[(component, case name)]`` maps each variant's name to a function building its inputs.
+``HIDDEN_INSTANCES[(component, case name)]`` maps each hidden instance's name to a function
+building its inputs (a case's id is then ``<component>-hidden-<name>-<instance>``).
 Instructor-only (``course/`` never ships); ``course/cases/hidden_cases.py`` writes them out.
 """
 
@@ -57,7 +58,7 @@ def block_weights(g: np.random.Generator, d_model: int, d_ff: int, prefix: str =
 
 
 def layers(offset: int) -> dict[str, Callable[[], Bundle]]:
-    """Variants of the single-layer cases, keyed "<component>/<case>/<variant>"."""
+    """Hidden instances of the single-layer cases, keyed "<component>/<case>/<instance>"."""
     g = lambda k: rng(offset + k)  # noqa: E731
     return {
         "linear/basic/wide": lambda: {
@@ -359,9 +360,9 @@ def collect() -> dict[tuple[str, str], dict[str, Callable[[], Bundle]]]:
         **tokenizers(),
         **special_tokens(),
     }.items():
-        component, name, variant = key.split("/")
-        table.setdefault((component, name), {})[variant] = make
+        component, name, instance = key.split("/")
+        table.setdefault((component, name), {})[instance] = make
     return table
 
 
-HIDDEN = collect()
+HIDDEN_INSTANCES = collect()

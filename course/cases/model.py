@@ -1,17 +1,20 @@
 """Snapshot cases for the model components.
 
 Each truth is computed in float64 by code independent of ``cs336_basics``:
-``torch.nn.functional``, ``nn.MultiheadAttention``, and a complex-number RoPE. The wrong
-variants are the mistakes students actually make, computed the same independent way.
+``torch.nn.functional``, ``nn.MultiheadAttention``, and the naive attention, RoPE, block and LM
+of ``course/cases/truths``. The wrong outputs are the mistakes students actually make, computed
+the same independent way.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import nn
 
 from course.cases.snapshot_case import CaseResult, FixtureData, snapshot_case
+from course.cases.truths.attention import complex_rope, naive_attention
+from course.cases.truths.model import layer_weights, naive_block, naive_lm
 from cs336_basics.attention import MultiHeadSelfAttention, scaled_dot_product_attention
 from cs336_basics.block import transformer_block
 from cs336_basics.embedding import Embedding
@@ -27,136 +30,9 @@ from cs336_basics.variants.config import VariantConfig
 f64 = torch.float64
 
 
-def layer_weights(data: FixtureData, layer: int = 0) -> dict[str, Tensor]:
-    prefix = f"layers.{layer}."
-    return {k.removeprefix(prefix): v for k, v in data.state_dict.items() if k.startswith(prefix)}
-
-
-# --- independent float64 implementations ---------------------------------------------------
-
-
-def complex_rope(
-    x: Tensor, positions: Tensor, theta: float, *, rotate_half: bool = False
-) -> Tensor:
-    """RoPE as multiplication of complex numbers ``x[2i] + i x[2i+1]`` by ``exp(i p theta^(-2i/d))``."""
-    d = x.shape[-1]
-    frequencies = theta ** (-torch.arange(0, d, 2, dtype=f64) / d)
-    angles = positions.to(f64)[..., None] * frequencies
-    if rotate_half:  # the GPT-NeoX / HF layout: pairs (x[i], x[i + d/2])
-        pairs = torch.stack((x[..., : d // 2], x[..., d // 2 :]), dim=-1).to(f64)
-    else:
-        pairs = x.to(f64).reshape(*x.shape[:-1], d // 2, 2)
-    rotated = torch.view_as_real(
-        torch.view_as_complex(pairs.contiguous()) * torch.polar(torch.ones_like(angles), angles)
-    )
-    if rotate_half:
-        return torch.cat((rotated[..., 0], rotated[..., 1]), dim=-1)
-    return rotated.reshape(x.shape)
-
-
-def naive_attention(
-    x: Tensor,
-    w: dict[str, Tensor],
-    num_heads: int,
-    positions: Tensor | None = None,
-    theta: float | None = None,
-    *,
-    heads_last: bool = False,
-    causal: bool = True,
-    future_mask: bool = False,
-    rope_values: bool = False,
-) -> Tensor:
-    """Causal MHSA via ``F.scaled_dot_product_attention``; ``w`` holds ``{q,k,v,output}_proj.weight``.
-
-    The keyword flags reproduce mistakes: ``future_mask`` lets query i see keys i.. instead of
-    ..i, ``rope_values`` rotates the values too."""
-    batch, seq, d_model = x.shape
-    d_k = d_model // num_heads
-
-    def heads(t: Tensor) -> Tensor:
-        if heads_last:  # mistake: feature index read as (d_k, heads) instead of (heads, d_k)
-            return t.reshape(batch, seq, d_k, num_heads).permute(0, 3, 1, 2)
-        return t.reshape(batch, seq, num_heads, d_k).transpose(1, 2)
-
-    q, k, v = (heads(F.linear(x.to(f64), w[f"{n}_proj.weight"].to(f64))) for n in "qkv")
-    if theta is not None:
-        q, k = (
-            complex_rope(q, positions[:, None, :], theta),
-            complex_rope(k, positions[:, None, :], theta),
-        )
-        if rope_values:
-            v = complex_rope(v, positions[:, None, :], theta)
-    if future_mask:
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=torch.ones(seq, seq, dtype=torch.bool).triu()
-        )
-    else:
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    out = out.transpose(1, 2).reshape(batch, seq, d_model)
-    return F.linear(out, w["output_proj.weight"].to(f64))
-
-
-def naive_block(
-    x: Tensor,
-    w: dict[str, Tensor],
-    data: FixtureData,
-    *,
-    norm_placement: str = "pre",
-    rope: bool = True,
-    gated: bool = True,
-    mistake: str | None = None,
-) -> Tensor:
-    """The block with the handout's ablation switches (post-norm is ``mistake="post_norm"`` or
-    ``norm_placement="post"``), or with ``mistake`` "no_ffn_residual" or "ffn_uses_ln1"."""
-    config = data.config
-    positions = torch.arange(x.shape[1]).expand(x.shape[0], -1)
-    if mistake == "post_norm":
-        norm_placement = "post"
-
-    def norm(t: Tensor, name: str) -> Tensor:
-        return F.rms_norm(t, (config.d_model,), w[name].to(f64), eps=config.norm_eps)
-
-    def attn(t: Tensor) -> Tensor:
-        weights = {k.removeprefix("attn."): v for k, v in w.items() if k.startswith("attn.")}
-        return naive_attention(
-            t, weights, config.num_heads, positions, config.rope_theta if rope else None
-        )
-
-    def ffn(t: Tensor) -> Tensor:
-        hidden = F.silu(F.linear(t, w["ffn.w1.weight"].to(f64)))
-        if gated:
-            hidden = hidden * F.linear(t, w["ffn.w3.weight"].to(f64))
-        return F.linear(hidden, w["ffn.w2.weight"].to(f64))
-
-    x = x.to(f64)
-    if norm_placement == "post":
-        x = norm(x + attn(x), "ln1.weight")
-        return norm(x + ffn(x), "ln2.weight")
-    if norm_placement == "none":
-        x = x + attn(x)
-        return x + ffn(x)
-    x = x + attn(norm(x, "ln1.weight"))
-    if mistake == "no_ffn_residual":
-        return ffn(norm(x, "ln2.weight"))
-    return x + ffn(norm(x, "ln1.weight" if mistake == "ffn_uses_ln1" else "ln2.weight"))
-
-
-def naive_lm(ids: Tensor, data: FixtureData, *, final_norm: bool = True) -> Tensor:
-    config, sd = data.config, data.state_dict
-    x = F.embedding(ids, sd["token_embeddings.weight"].to(f64))
-    for i in range(config.num_layers):
-        x = naive_block(x, layer_weights(data, i), data)
-    if final_norm:
-        x = F.rms_norm(x, (config.d_model,), sd["ln_final.weight"].to(f64), eps=config.norm_eps)
-    return F.linear(x, sd["lm_head.weight"].to(f64))
-
-
-# --- cases ---------------------------------------------------------------------------------
-
-
 @snapshot_case("linear")
 def linear(data: FixtureData) -> CaseResult:
-    weight, x = layer_weights(data)["ffn.w1.weight"], data.inputs["in_embeddings"]
+    weight, x = layer_weights(data.state_dict)["ffn.w1.weight"], data.inputs["in_embeddings"]
     module = Linear(weight.shape[1], weight.shape[0])
     module.load_state_dict({"weight": weight})
     return CaseResult(module(x), F.linear(x.to(f64), weight.to(f64)))
@@ -172,7 +48,7 @@ def embedding(data: FixtureData) -> CaseResult:
 
 @snapshot_case("rmsnorm")
 def rmsnorm(data: FixtureData) -> CaseResult:
-    gain, x = layer_weights(data)["ln1.weight"], data.inputs["in_embeddings"]
+    gain, x = layer_weights(data.state_dict)["ln1.weight"], data.inputs["in_embeddings"]
     eps = data.config.norm_eps
     module = RMSNorm(gain.shape[0], eps)
     module.load_state_dict({"weight": gain})
@@ -223,7 +99,11 @@ def silu_case(data: FixtureData) -> CaseResult:
 
 @snapshot_case("swiglu")
 def swiglu(data: FixtureData) -> CaseResult:
-    w = {k.removeprefix("ffn."): v for k, v in layer_weights(data).items() if k.startswith("ffn.")}
+    w = {
+        k.removeprefix("ffn."): v
+        for k, v in layer_weights(data.state_dict).items()
+        if k.startswith("ffn.")
+    }
     x = data.inputs["in_embeddings"]
     module = SwiGLU(w["w1.weight"].shape[1], w["w1.weight"].shape[0])
     module.load_state_dict(w)
@@ -292,7 +172,9 @@ def sdpa(data: FixtureData) -> CaseResult:
 @snapshot_case("multihead_self_attention")
 def mhsa(data: FixtureData) -> CaseResult:
     w = {
-        k.removeprefix("attn."): v for k, v in layer_weights(data).items() if k.startswith("attn.")
+        k.removeprefix("attn."): v
+        for k, v in layer_weights(data.state_dict).items()
+        if k.startswith("attn.")
     }
     x = data.inputs["in_embeddings"]
     d_model, heads = data.config.d_model, data.config.num_heads
@@ -328,7 +210,9 @@ def mhsa(data: FixtureData) -> CaseResult:
 @snapshot_case("multihead_self_attention_with_rope")
 def mhsa_rope(data: FixtureData) -> CaseResult:
     w = {
-        k.removeprefix("attn."): v for k, v in layer_weights(data).items() if k.startswith("attn.")
+        k.removeprefix("attn."): v
+        for k, v in layer_weights(data.state_dict).items()
+        if k.startswith("attn.")
     }
     x, config = data.inputs["in_embeddings"], data.config
     positions = torch.arange(x.shape[1]).expand(x.shape[0], -1)
@@ -384,26 +268,26 @@ def rope_case(data: FixtureData) -> CaseResult:
 
 @snapshot_case("transformer_block")
 def block(data: FixtureData) -> CaseResult:
-    w, x = layer_weights(data), data.inputs["in_embeddings"]
+    w, x = layer_weights(data.state_dict), data.inputs["in_embeddings"]
     config = data.config
     rope = RotaryPositionalEmbedding(config.rope_theta, config.d_head, config.context_length)
     module = transformer_block(config.d_model, config.num_heads, config.d_ff, rope, config.norm_eps)
     module.load_state_dict(w)
     return CaseResult(
         module(x),
-        naive_block(x, w, data),
+        naive_block(x, w, data.config),
         {
             "post_norm": (
                 "this is a post-norm block; the handout's block is pre-norm: x + attn(ln1(x)), then + ffn(ln2(.)).",
-                naive_block(x, w, data, mistake="post_norm"),
+                naive_block(x, w, data.config, mistake="post_norm"),
             ),
             "no_ffn_residual": (
                 "the feed-forward sublayer lost its residual connection: h + ffn(ln2(h)).",
-                naive_block(x, w, data, mistake="no_ffn_residual"),
+                naive_block(x, w, data.config, mistake="no_ffn_residual"),
             ),
             "ffn_uses_ln1": (
                 "the feed-forward sublayer has its own norm, ln2; ln1 belongs to attention.",
-                naive_block(x, w, data, mistake="ffn_uses_ln1"),
+                naive_block(x, w, data.config, mistake="ffn_uses_ln1"),
             ),
         },
     )
@@ -424,13 +308,13 @@ ABLATIONS = {
 
 def ablation_case(config_switches: dict, block_switches: dict, absent: tuple[str, ...]):
     def case(data: FixtureData) -> CaseResult:
-        w = {k: v for k, v in layer_weights(data).items() if k not in absent}
+        w = {k: v for k, v in layer_weights(data.state_dict).items() if k not in absent}
         x = data.inputs["in_embeddings"]
         config = VariantConfig(**{**data.config.to_dict(), **config_switches})
         rope = RotaryPositionalEmbedding(config.rope_theta, config.d_head, config.context_length)
         module = variant_block(config, rope if config.position_encoding == "rope" else None)
         module.load_state_dict(w)
-        return CaseResult(module(x), naive_block(x, w, data, **block_switches))
+        return CaseResult(module(x), naive_block(x, w, data.config, **block_switches))
 
     return case
 
@@ -446,15 +330,15 @@ def lm(data: FixtureData) -> CaseResult:
     model.load_state_dict(data.state_dict)
     return CaseResult(
         model(ids),
-        naive_lm(ids, data),
+        naive_lm(ids, data.config, data.state_dict),
         {
             "no_final_norm": (
                 "the final RMSNorm (ln_final) is missing before lm_head.",
-                naive_lm(ids, data, final_norm=False),
+                naive_lm(ids, data.config, data.state_dict, final_norm=False),
             ),
             "probabilities": (
                 "return unnormalised logits; the softmax belongs to the loss or the sampler.",
-                F.softmax(naive_lm(ids, data), dim=-1),
+                F.softmax(naive_lm(ids, data.config, data.state_dict), dim=-1),
             ),
         },
     )
@@ -465,4 +349,4 @@ def lm_truncated(data: FixtureData) -> CaseResult:
     ids = data.inputs["in_indices"][:, : data.config.context_length // 4]
     model = transformer_lm(data.config)
     model.load_state_dict(data.state_dict)
-    return CaseResult(model(ids), naive_lm(ids, data))
+    return CaseResult(model(ids), naive_lm(ids, data.config, data.state_dict))

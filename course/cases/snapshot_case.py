@@ -3,7 +3,8 @@
 A case is a function of the frozen fixture data returning a ``CaseResult``: the reference
 solution's float32 output, the float64 output of an *independent* computation, and the
 outputs of known mistakes, each with the hint a student sees when their output matches it.
-Cases live in ``course/cases_*.py`` and register themselves with ``@snapshot_case(name)``.
+Cases live in ``course/cases/model.py`` and ``course/cases/variants.py`` and register themselves
+with ``@snapshot_case(name)``; their truths call the naive computations of ``course/cases/truths``.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from course.cases.checksums import write_manifest
+from course.cases.checksums import write_checksums
 from course.handout.skeleton import STUB, SkeletonError, make_skeleton
 from course.paths import HANDOUT, HANDOUT_MANIFEST, REPO_ROOT, relative
 from course.paths import RUBRIC as RUBRIC_PATH
@@ -511,7 +511,7 @@ def build(
         shutil.copyfile(HANDOUT / "submission.py", staging / "make_submission.py")
         if (root / RUBRIC).is_file():
             (staging / "tests" / "rubric.toml").write_text(student_rubric(root / RUBRIC))
-        write_manifest(staging)  # the handout's own tests and fixtures
+        write_checksums(staging)  # the handout's own tests and fixtures
         stamp = f"{version} (commit {commit}, {date})"
         (staging / "HANDOUT_VERSION").write_text(stamp + "\n")
         # uv (and pyenv) then use the grader's Python minor, whatever else the machine has.

@@ -96,9 +96,13 @@ ORACLE_TESTS: dict[str, list[str]] = {
 ORACLE_IMPORTS = (
     "course/__init__.py",
     "course/tests/__init__.py",
+    "course/cases/__init__.py",
     *(
         f"course/cases/truths/{name}.py"
-        for name in ("__init__", "layers", "optim", "tokenizers", "training")
+        for name in (
+            *("__init__", "attention", "layers", "model", "optim"),
+            *("special_tokens", "tokenizers", "tolerances", "training"),
+        )
     ),
     *sorted({path for paths in ORACLE_TESTS.values() for path in paths}),
 )

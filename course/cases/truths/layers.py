@@ -1,38 +1,55 @@
-"""float64 references for the layer and attention cases that have no snapshot."""
+"""The single layers in float64 with ``torch.nn.functional``: Linear, Embedding, RMSNorm, SiLU,
+SwiGLU and softmax."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
+from course.cases.truths.tolerances import close_to, float32_atol
 from tests.cases.compare import expect_close
 from tests.cases.core import Bundle
 
-EPS32 = float(torch.finfo(torch.float32).eps)
+f64 = torch.float64
 
 
-def float32_atol(truth: torch.Tensor, inputs: torch.Tensor | None = None) -> float:
-    """A fixed tolerance for a float32 result of a few operations: a few ulps of the result's
-    scale, and of the inputs' scale where rounding them matters (``exp(x - logsumexp(x))``
-    on inputs near 1000 is as right as ``exp(x - max) / sum``, to ~1000 ulps of 1)."""
-    input_scale = 0.0 if inputs is None else float(inputs.abs().max())
-    return 1e-6 + 64 * EPS32 * float(truth.abs().max()) + 4 * EPS32 * input_scale
+def linear(inputs: Bundle) -> Bundle:
+    return close_to(F.linear(inputs["x"].to(f64), inputs["weight"].to(f64)))
 
 
-def sdpa_unmasked(inputs: Bundle) -> Bundle:
-    q, k, v = (inputs[n].double() for n in ("q", "k", "v"))
-    truth = F.scaled_dot_product_attention(q, k, v)
-    return expect_close("out", truth, float32_atol(truth))
+def embedding(inputs: Bundle) -> Bundle:
+    return close_to(F.embedding(inputs["ids"], inputs["weight"].to(f64)))
+
+
+def rmsnorm(inputs: Bundle) -> Bundle:
+    weight = inputs["weight"]
+    return close_to(
+        F.rms_norm(inputs["x"].to(f64), weight.shape, weight.to(f64), eps=inputs["eps"])
+    )
 
 
 def rmsnorm_low_precision(inputs: Bundle) -> Bundle:
+    """Only the truth: the case's check bounds the error in roundings of the input's dtype."""
     x, weight = inputs["x"].double(), inputs["weight"].double()
     return {"out": F.rms_norm(x, weight.shape, weight, eps=inputs["eps"])}
+
+
+def silu(inputs: Bundle) -> Bundle:
+    return close_to(F.silu(inputs["x"].to(f64)))
 
 
 def silu_extremes(inputs: Bundle) -> Bundle:
     truth = F.silu(inputs["x"].double())
     return expect_close("out", truth, float32_atol(truth))
+
+
+def swiglu(inputs: Bundle) -> Bundle:
+    x, w1, w2, w3 = (inputs[n].to(f64) for n in ("x", "w1", "w2", "w3"))
+    return close_to(F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3), w2))
+
+
+def softmax(inputs: Bundle) -> Bundle:
+    return close_to(F.softmax(inputs["x"].to(f64), dim=inputs["dim"]))
 
 
 def softmax_stable(inputs: Bundle) -> Bundle:
@@ -43,9 +60,15 @@ def softmax_stable(inputs: Bundle) -> Bundle:
     return expected
 
 
-ORACLES = {
-    ("scaled_dot_product_attention", "unmasked_extra_dims"): sdpa_unmasked,
+TRUTHS = {
+    ("linear", "basic"): linear,
+    ("embedding", "basic"): embedding,
+    ("embedding", "out_of_range"): embedding,
+    ("rmsnorm", "basic"): rmsnorm,
     ("rmsnorm", "float16"): rmsnorm_low_precision,
+    ("silu", "basic"): silu,
     ("silu", "extremes"): silu_extremes,
+    ("swiglu", "basic"): swiglu,
+    ("softmax", "basic"): softmax,
     ("softmax", "large_inputs"): softmax_stable,
 }

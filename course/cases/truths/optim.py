@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from course.cases.truths.layers import float32_atol
+from course.cases.truths.tolerances import float32_atol
 from tests.cases.compare import expect_close
 from tests.cases.core import Bundle
 
@@ -111,7 +111,7 @@ def clipping_expected(inputs: Bundle) -> Bundle:
     return expected
 
 
-ORACLES = {
+TRUTHS = {
     ("adamw", "formula"): adamw_expected,
     ("adamw", "param_groups"): adamw_expected,
     ("cosine_schedule", "handout"): cosine_expected,

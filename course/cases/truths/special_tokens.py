@@ -54,7 +54,7 @@ def tricky_expected(inputs: Bundle) -> Bundle:
     return {"ids": ids, "mistakes": mistakes}
 
 
-ORACLES = {
+TRUTHS = {
     ("train_bpe", "specials_in_chunks"): chunked_expected,
     ("tokenizer", "tricky_special_tokens"): tricky_expected,
 }

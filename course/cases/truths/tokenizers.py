@@ -129,7 +129,7 @@ def decode_malformed_expected(inputs: Bundle) -> Bundle:
     return {"decoded": [t.decode("utf-8", errors="replace") for t in texts]}
 
 
-ORACLES = {
+TRUTHS = {
     **{("train_bpe", n): train_bpe_expected for n in ("handout_example", "stories", "samples")},
     **{("tokenizer", n): encode_expected for n in ("samples", "stories", "no_special_tokens")},
     ("tokenizer", "encode_iterable"): iterable_expected,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 
-from course.cases.truths.layers import float32_atol
+from course.cases.truths.tolerances import float32_atol
 from tests.cases.compare import expect_close
 from tests.cases.core import Bundle
 from tests.cases.training import flat_parameters, optimizer_for, small_model, train
@@ -43,7 +43,7 @@ def nothing(inputs: Bundle) -> Bundle:
     return {}
 
 
-ORACLES = {
+TRUTHS = {
     **{
         ("cross_entropy", n): cross_entropy_expected
         for n in ("basic", "leading_dims", "large_logits", "gradient")
