@@ -422,6 +422,9 @@ def test_location_alone_decides_which_tests_ship(fake_repo: Path) -> None:
     assert is_instructor_test(fake_repo / "course" / "tests" / "test_course.py")
     assert not is_instructor_test(fake_repo / "tests" / "test_imports_course.py")
     assert not is_instructor_test(Path("tests/variants/test_triple.py"))
+    outside = fake_repo.parent / "elsewhere" / "tests" / "test_x.py"
+    with pytest.raises(ValueError, match="not inside a repository"):
+        is_instructor_test(outside)
 
 
 def test_real_repository_ships_no_instructor_code() -> None:
