@@ -96,22 +96,11 @@ test-thorough:
 check-solutions:
 	uv run python -m course.handout check-solutions
 
-# CI check of the course toolchain: verify both handouts, then grade (in the sandbox) the reference
-# and the three independent solutions of course/handout/solutions/ (full marks) and the bare handout (zero).
+# CI check of the course toolchain (course/handout/ci.py): verify both handouts, then grade (in the
+# sandbox) the reference and the three independent solutions of course/handout/solutions/ (full
+# marks) and the bare handout (zero); ends with a table of every step, its score and its time.
 ci-course:
-	uv run python -m course.handout verify
-	uv run python -m course.handout verify --extensions
-	uv run python -m course.handout build
-	uv run python -m course.handout submission --out dist/reference.zip
-	uv run python -m course.handout submission --root dist/handout --out dist/bare-handout.zip
-	uv run python -m course.handout submission --root course/handout/solutions/single_module --out dist/single-module.zip
-	uv run python -m course.handout submission --root course/handout/solutions/own_names --out dist/own-names.zip
-	uv run python -m course.handout submission --root course/handout/solutions/upstream_style --out dist/upstream-style.zip
-	uv run cs336-grade dist/reference.zip --out dist/grading/reference --expect full
-	uv run cs336-grade dist/single-module.zip --out dist/grading/single-module --expect full
-	uv run cs336-grade dist/own-names.zip --out dist/grading/own-names --expect full
-	uv run cs336-grade dist/upstream-style.zip --out dist/grading/upstream-style --expect full
-	uv run cs336-grade dist/bare-handout.zip --out dist/grading/bare-handout --expect zero
+	uv run python -m course.handout ci
 
 # The handout's lock resolved for every platform students work on (Linux x86_64/aarch64, macOS
 # arm64/x86_64, Windows x86_64) by uv's cross-platform resolution: index metadata only, no wheels.

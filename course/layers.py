@@ -11,10 +11,11 @@ The layers, lowest first; a module may import its own layer and the layers below
     core      cs336_basics/*.py            the assignment and what it stands on
     variants  cs336_basics/variants/       architecture variants, HF interop (register themselves)
     runner    cs336_basics/runner/         CLI, commands, pipeline, stories, encoders
-    tooling   course/, tests/, benchmarks/ instructor tooling, the test suite, benchmarks
+    tooling   course/, tests/,             instructor tooling, the test suite, the reference's
+              reference_tests/, benchmarks/  own tests, benchmarks
 
-and there is no cycle of imports among the modules of ``cs336_basics``, ``course``, ``tests`` and
-``benchmarks``.
+and there is no cycle of imports among the modules of ``cs336_basics``, ``course``, ``tests``,
+``reference_tests`` and ``benchmarks``.
 
 Inside the tooling, ``course/`` is in parts, each a package; a part may import the shared modules
 (``course/*.py``), its own modules and the parts listed here, nothing else of ``course``:
@@ -39,7 +40,7 @@ from pathlib import Path
 
 from course.paths import REPO_ROOT
 
-PACKAGES = ("cs336_basics", "course", "tests", "benchmarks")
+PACKAGES = ("cs336_basics", "course", "tests", "reference_tests", "benchmarks")
 LAYERS = ("core", "variants", "runner", "tooling")
 # Folders of copies of the project (student solutions, generated handouts), not its modules.
 SKIPPED = ("course/handout/solutions", "course/cases/hidden", "course/cases/truths/data")

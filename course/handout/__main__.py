@@ -15,6 +15,10 @@ COMMANDS = {
         "the handout's lock resolved for every student platform",
     ),
     "signatures": ("course.handout.adapter_signatures", "rewrite tests/adapter_signatures.py"),
+    "ci": (
+        "course.handout.ci",
+        "make ci-course: verify both handouts; grade the reference, solutions and bare handout",
+    ),
 }
 
 if __name__ == "__main__":

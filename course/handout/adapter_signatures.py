@@ -5,7 +5,7 @@ The test suite checks every adapter call against these signatures (``tests/typec
 arguments and results must have the documented types and jaxtyping shapes. They are a copy,
 not the student's ``adapters.py`` itself, so a student's own annotations are never enforced.
 Run ``uv run python -m course.handout.adapter_signatures`` after changing an adapter's signature;
-``course/tests/test_adapter_signatures.py`` fails while the copy is stale.
+``course/tests/test_shipped_tests.py`` fails while the copy is stale.
 """
 
 from __future__ import annotations

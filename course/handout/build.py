@@ -18,8 +18,10 @@ What ships (see the manifest for the lists of modules):
 - a ``# BEGIN EXTENSION`` .. ``# END EXTENSION`` section (top level, e.g. the variant adapters
   at the end of ``tests/adapters.py``) is left out of the base handout and ships in the
   extension handout with its solution regions stripped;
-- ``tests/`` and ``fixtures/`` ship; ``course/``, ``benchmarks/`` and ``.ci/`` never do; the
-  README, Makefile and a ``HANDOUT_VERSION`` stamp are written for students, and
+- where a file lives decides whether it ships, never what it says: ``tests/`` and ``fixtures/``
+  ship whole (``tests/variants/`` in the extension handout only); ``reference_tests/`` (the
+  reference's own tests), ``course/``, ``benchmarks/`` and ``.ci/`` never do; the README,
+  Makefile and a ``HANDOUT_VERSION`` stamp are written for students, and
   ``course/handout/submission.py`` ships as ``make_submission.py`` so ``make submission`` works there.
 
 The build is deterministic: the same commit gives a byte-identical zip.
@@ -58,10 +60,17 @@ END_EXTENSION = "# END EXTENSION"
 # Top-level folders that ship (cs336_basics/ filtered by the manifest); top-level files ship too,
 # except README.md and the Makefile, which are replaced by student versions.
 SHIPPED_DIRS = (PACKAGE, "tests", "fixtures")
-INSTRUCTOR_ONLY = ("course", "benchmarks", ".ci", "dist", "runs", "README.md", "Makefile")
+INSTRUCTOR_ONLY = (
+    "course",
+    "reference_tests",
+    "benchmarks",
+    ".ci",
+    "dist",
+    "runs",
+    "README.md",
+    "Makefile",
+)
 SKIPPED_PARTS = {".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache"}
-IMPORTS_COURSE = re.compile(r"^(from\s+course[\s.]|import\s+course\b)", re.MULTILINE)
-INSTRUCTOR_MARK = re.compile(r"^pytestmark = pytest\.mark\.instructor\b", re.MULTILINE)
 # A fixed timestamp (the earliest a zip can hold) keeps the archive byte-identical across builds.
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 KINDS = ("base", "extension")
@@ -165,13 +174,16 @@ def check_stub_syntax(stubbed: str, path: str) -> None:
 
 
 def is_instructor_test(path: Path) -> bool:
-    """Instructor-only test files: those importing ``course`` at module level test the toolchain,
-    and those marked ``pytestmark = pytest.mark.instructor`` test code that ships as it is (the
-    config, the snapshot plugin); both would pass without any student code."""
-    if path.suffix != ".py":
-        return False
-    text = path.read_text(encoding="utf-8")
-    return bool(IMPORTS_COURSE.search(text) or INSTRUCTOR_MARK.search(text))
+    """Whether a test-suite file stays with the instructors, decided by where it lives: the suite
+    in ``tests/`` ships (``tests/variants/`` in the extension handout only), tests anywhere else
+    (``reference_tests/``, ``course/tests/``) never do. ``path`` is relative to the repository
+    root, or absolute (its root is then the nearest folder above it holding ``pyproject.toml``)."""
+    if path.is_absolute():
+        root = next((p for p in path.parents if (p / "pyproject.toml").is_file()), None)
+        if root is None:
+            raise ValueError(f"{path}: not inside a repository (no pyproject.toml above it)")
+        path = path.relative_to(root)
+    return path.parts[0] != "tests"
 
 
 def source_files(root: Path = REPO_ROOT) -> list[Path]:
@@ -333,7 +345,7 @@ def full_plan(root: Path, kind: str) -> dict[Path, str]:
                 treatments[rel] = _solution_treatment(rel, strip=kind == "base")
         elif top == "tests":
             extension_test = rel in chosen.extension_tests
-            if is_instructor_test(root / rel) or (kind == "base" and extension_test):
+            if kind == "base" and extension_test:
                 continue
             treatments[rel] = _solution_treatment(rel, strip=kind == "base" or extension_test)
         elif top in SHIPPED_DIRS:

@@ -70,14 +70,14 @@ MODULE_TESTS: dict[str, list[str] | str] = {
 }
 # Reference-only modules (not in the handout, so without solution regions: every function body
 # is mutated) and the instructor tests that judge them, with the files those tests import.
-FAST_TOKENIZER_TESTS = ["course/tests/test_fast_tokenizer.py"]
+FAST_TOKENIZER_TESTS = ["reference_tests/test_fast_tokenizer.py"]
 REFERENCE_MODULE_TESTS: dict[str, list[str]] = {
     "runner/compiled/fast_tokenizer.py": FAST_TOKENIZER_TESTS,
     "runner/compiled/fast_tokenizer_kernels.py": FAST_TOKENIZER_TESTS,
 }
 REFERENCE_TEST_IMPORTS = (
     "course/__init__.py",
-    "course/tests/__init__.py",
+    "reference_tests/__init__.py",
     "benchmarks/__init__.py",
     "benchmarks/english.py",
     *FAST_TOKENIZER_TESTS,
@@ -85,17 +85,17 @@ REFERENCE_TEST_IMPORTS = (
 # The instructor's tests of the tokenizer and trainer against their references (a naive trainer,
 # tiktoken: course/cases/truths), which do not ship, join the runs of the modules they judge.
 TOKENIZER_ORACLE_TESTS = [
-    "course/tests/test_tokenizer_tiktoken.py",
-    "course/tests/test_tokenizer_fast_paths.py",
+    "reference_tests/test_tokenizer_tiktoken.py",
+    "reference_tests/test_tokenizer_fast_paths.py",
 ]
 ORACLE_TESTS: dict[str, list[str]] = {
-    "pretokenization.py": ["course/tests/test_train_bpe_naive.py", *TOKENIZER_ORACLE_TESTS],
-    "bpe.py": ["course/tests/test_train_bpe_naive.py"],
+    "pretokenization.py": ["reference_tests/test_train_bpe_naive.py", *TOKENIZER_ORACLE_TESTS],
+    "bpe.py": ["reference_tests/test_train_bpe_naive.py"],
     "tokenizer.py": TOKENIZER_ORACLE_TESTS,
 }
 ORACLE_IMPORTS = (
     "course/__init__.py",
-    "course/tests/__init__.py",
+    "reference_tests/__init__.py",
     "course/cases/__init__.py",
     *(
         f"course/cases/truths/{name}.py"

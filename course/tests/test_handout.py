@@ -28,6 +28,7 @@ from course.handout.build import (
     apply_markers,
     build,
     check_stub_syntax,
+    is_instructor_test,
     plan,
     shipped_files,
     strip_solutions,
@@ -173,8 +174,6 @@ def fake_repo(tmp_path: Path) -> Path:
         f"def run_triple_here(x):\n    {BEGIN}\n    return triple(x)\n    {END}\n{END_EXTENSION}\n",
         "tests/test_layer.py": "from tests.adapters import run_double\n\ndef test_double():\n"
         "    assert run_double(2) == 4\n",
-        "tests/test_tooling.py": "from course.handout.build import build\n",
-        "tests/test_given_code.py": "import pytest\n\npytestmark = pytest.mark.instructor\n",
         "tests/conftest.py": "def lazy():\n    try:\n        from course.cases.fixtures import write\n"
         "    except ImportError:\n        pass\n",
         "tests/variants/__init__.py": "",
@@ -187,6 +186,8 @@ def fake_repo(tmp_path: Path) -> Path:
         "course/handout/CHANGELOG.md": "# Changelog\n\n## 1.2.3\n\n- Fixed the RoPE docstring.\n",
         "course/secret.py": "ANSWER = 42\n",
         "course/tests/test_course.py": "",
+        "reference_tests/__init__.py": "",
+        "reference_tests/test_runner.py": "from cs336_basics.cli import main\n",
         "benchmarks/bench.py": "",
         ".ci/run": "",
     }
@@ -406,10 +407,32 @@ def test_verifier_accepts_only_not_implemented_failures() -> None:
     assert any("test_b.py: collection error" in p for p in problems)
 
 
+def test_location_alone_decides_which_tests_ship(fake_repo: Path) -> None:
+    # What a file says does not matter: a test in tests/ that imports course still ships (the
+    # verifier then fails the handout), one in reference_tests/ or course/tests/ never does.
+    (fake_repo / "tests" / "test_imports_course.py").write_text(
+        "from course.secret import ANSWER\n"
+    )
+    shipped = {p.as_posix() for p in shipped_files(fake_repo)}
+    assert "tests/test_imports_course.py" in shipped
+    assert not [p for p in shipped if p.startswith(("reference_tests/", "course/"))]
+    extension = {p.as_posix() for p in shipped_files(fake_repo, kind="extension")}
+    assert "tests/variants/test_triple.py" in extension - shipped
+    assert is_instructor_test(Path("reference_tests/test_runner.py"))
+    assert is_instructor_test(fake_repo / "course" / "tests" / "test_course.py")
+    assert not is_instructor_test(fake_repo / "tests" / "test_imports_course.py")
+    assert not is_instructor_test(Path("tests/variants/test_triple.py"))
+    outside = fake_repo.parent / "elsewhere" / "tests" / "test_x.py"
+    with pytest.raises(ValueError, match="not inside a repository"):
+        is_instructor_test(outside)
+
+
 def test_real_repository_ships_no_instructor_code() -> None:
     shipped = shipped_files(REPO_ROOT)
     assert shipped, "nothing would ship"
-    assert not [p for p in shipped if p.parts[0] in ("course", "benchmarks", ".ci")]
+    assert not [
+        p for p in shipped if p.parts[0] in ("course", "reference_tests", "benchmarks", ".ci")
+    ]
     assert not [p for p in shipped if p.parts[:2] == ("tests", "variants")]
     assert not [p for p in shipped if p.parts[:2] == ("cs336_basics", "variants")]
     assert Path("tests/adapters.py") in shipped

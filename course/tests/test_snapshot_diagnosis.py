@@ -25,8 +25,6 @@ from tests.snapshots import (
     sign_pattern_hint,
 )
 
-pytestmark = pytest.mark.instructor
-
 RNG = np.random.default_rng(0)
 
 

@@ -23,7 +23,7 @@ from cs336_basics.runner.commands.inputs import (
 )
 
 # The families hf_convert knows, named here so that `--help` does not import transformers (seconds);
-# course/tests/test_cli_hf.py checks the two lists agree.
+# reference_tests/test_cli.py checks the two lists agree.
 FAMILIES = (
     "llama",
     "qwen2",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "fixtures" / "corpora" / "stories-400k.txt"
 CLI = [sys.executable, "-m", "cs336_basics.runner.cli"]
 

@@ -14,7 +14,7 @@ from course.cases.truths.tokenizers import GPT2_PATTERN, naive_train_bpe
 from tests.adapters import run_train_bpe
 from tests.hints import matching_hints
 
-FIXTURES = Path(__file__).resolve().parent.parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CORPUS = FIXTURES / "corpora" / "stories-400k.txt"
 EOT = "<|endoftext|>"
 

@@ -18,7 +18,7 @@ from tests.cases.shipped import Shipped
 from tests.test_tokenizer_properties import SHIPPED, runs
 from tests.test_tokenizer_properties import tokenizer as special_tokenizer
 
-FIXTURES = Path(__file__).resolve().parent.parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CORPUS = FIXTURES / "corpora" / "stories-400k.txt"
 SAMPLES = sorted((FIXTURES / "samples").glob("*.txt"))
 EOT = "<|endoftext|>"

@@ -437,7 +437,7 @@ def test_the_kernels_stay_in_bounds(tmp_path) -> None:
     here = Path(__file__)
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", here],
-        cwd=here.parents[2],
+        cwd=here.parents[1],
         env=env,
         capture_output=True,
         text=True,

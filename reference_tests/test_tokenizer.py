@@ -1,0 +1,217 @@
+"""The reference tokenizer's and BPE trainer's own ways (internals and extras, not the handout's API).
+
+* the standard-library patterns stand in for the ``regex`` ones exactly where they are used;
+* a pre-token on its own pre-tokenizes to itself (the tokenizer's one cache holds words and
+  pre-tokens alike), and cutting text into whitespace-led words (the cache keys) never moves a
+  pre-token boundary;
+* a tokenizer whose cache overflows and empty themselves gives the same ids;
+* ``find_chunk_boundaries`` and ``read_text_range`` keep their old import path;
+* the BPE trainer's parallel pre-tokenization, chunk boundaries and timings.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import regex
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from cs336_basics.bpe import _descending_key, train_bpe
+from cs336_basics.chunking import find_chunk_boundaries
+from cs336_basics.pretokenization import (
+    GPT2_PRETOKENIZER,
+    WHITESPACE,
+    count_pretokens,
+    pretokenize,
+    split_words,
+)
+from cs336_basics.tokenizer import Tokenizer
+
+
+def test_whitespace_class_is_the_patterns_whitespace() -> None:
+    ours = re.compile(f"[{WHITESPACE}]")
+    theirs = regex.compile(r"\s")
+    differ = [
+        hex(code)
+        for code in range(sys.maxunicode + 1)
+        if bool(ours.match(chr(code))) != bool(theirs.match(chr(code)))
+    ]
+    assert differ == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(st.characters(max_codepoint=127), max_size=60))
+def test_ascii_pretokenizer_agrees_with_the_gpt2_pattern(text: str) -> None:
+    assert pretokenize(text) == GPT2_PRETOKENIZER.findall(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(
+        st.sampled_from(list(" \t\n\r\x0b\x0c\x1c\xa0\u3000'sdtlmvreA1².,!é日")), max_size=40
+    )
+    | st.text(max_size=40)
+)
+def test_a_pretoken_alone_is_one_pretoken(text: str) -> None:
+    for pretoken in GPT2_PRETOKENIZER.findall(text):
+        assert GPT2_PRETOKENIZER.findall(pretoken) == [pretoken]
+
+
+def test_ascii_pretokenizer_agrees_on_every_three_characters() -> None:
+    ascii_chars = [chr(code) for code in range(128)]
+    for a in ascii_chars:
+        for b in ascii_chars:
+            texts = [a + b + c for c in "a1 \n'.s"]
+            assert [pretokenize(t) for t in texts] == [GPT2_PRETOKENIZER.findall(t) for t in texts]
+
+
+class _TinyCacheTokenizer(Tokenizer):
+    CACHE_SIZE = 7
+
+
+def _small_tokenizer(cls: type[Tokenizer] = Tokenizer) -> Tokenizer:
+    vocab = {i: bytes([i]) for i in range(256)}
+    merges = [(b"a", b"b"), (b"ab", b"a"), (b" ", b"a"), (b"b", b"b"), (b" a", b"b")]
+    for left, right in merges:
+        vocab[len(vocab)] = left + right
+    return cls(vocab, merges, ["<|endoftext|>"])
+
+
+def test_an_overflowing_cache_gives_the_same_ids() -> None:
+    rng = random.Random(0)
+    text = " ".join("".join(rng.choices("ab", k=rng.randint(1, 9))) for _ in range(3000))
+    expected = _small_tokenizer().encode(text)
+    tiny = _small_tokenizer(_TinyCacheTokenizer)
+    assert tiny.encode(text) == expected
+    assert tiny.encode(text) == expected
+    assert len(tiny._cache) <= 7
+
+
+# Whitespace of every kind the GPT-2 pattern knows (and \x1c, which str.isspace calls whitespace but
+# the pattern does not), letters, digits, apostrophes and non-ASCII characters.
+ALPHABET = st.sampled_from(list(" \t\n\r\x0b\x0c\x1c\xa0\u3000'sdtlmvreA1.,!é日"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(ALPHABET, max_size=40) | st.text(max_size=40))
+@example(text="a  b\n\n c ")
+@example(text="it's  'll\u3000x\xa0 y")
+def test_pretokens_of_words_are_pretokens_of_text(text: str) -> None:
+    words = split_words(text)
+    assert "".join(words) == text
+    assert all(words)
+    # Compare with the pattern applied to the whole text, independently of the word split.
+    assert [
+        p for word in words for p in GPT2_PRETOKENIZER.findall(word)
+    ] == GPT2_PRETOKENIZER.findall(text)
+
+
+def test_words_are_whitespace_then_non_whitespace() -> None:
+    assert split_words("Once upon\n\na time,  there ") == [
+        "Once",
+        " upon",
+        "\n\na",
+        " time,",
+        "  there",
+        " ",
+    ]
+    assert split_words("héllo\u3000wörld") == ["héllo", "\u3000wörld"]
+
+
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "corpora" / "stories-400k.txt"
+EOT = "<|endoftext|>"
+
+
+def test_train_bpe_same_result_for_any_worker_count():
+    assert train_bpe(CORPUS, 500, [EOT], num_workers=1) == train_bpe(
+        CORPUS, 500, [EOT], num_workers=2
+    )
+
+
+def test_chunk_boundaries_preserve_pretoken_counts():
+    data = CORPUS.read_bytes()
+    whole = count_pretokens(data.decode("utf-8"), [EOT])
+    for num_chunks in (2, 7, 64):
+        boundaries = find_chunk_boundaries(CORPUS, num_chunks, [EOT])
+        assert (
+            boundaries[0] == 0
+            and boundaries[-1] == len(data)
+            and boundaries == sorted(set(boundaries))
+        )
+        assert len(boundaries) > num_chunks // 2
+        total: Counter[bytes] = Counter()
+        for start, end in zip(boundaries, boundaries[1:], strict=False):
+            total += count_pretokens(data[start:end].decode("utf-8"), [EOT])
+        assert total == whole
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    pieces=st.lists(
+        st.sampled_from(
+            list("ab '\n\t.é") + ["<|x|>", "<|x", "|>", "<|x|><|y|>", "<|y|>", "<| s |>", "<|\n|>"]
+        ),
+        max_size=80,
+    ),
+    num_chunks=st.integers(2, 50),
+    specials=st.sampled_from(
+        [["<|x|>", "<|x|><|y|>"], ["<|y|>", "<|x|><|y|>"], ["<| s |>", "<|\n|>", "<|y|>"]]
+    ),
+)
+def test_chunk_boundaries_with_nested_specials(tmp_path, pieces, num_chunks, specials):
+    # A special that is a prefix of another, one inside another at a non-zero offset, and
+    # specials holding a space or a newline.
+    text = "".join(pieces)
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(text.encode("utf-8"))
+    data = path.read_bytes()
+    boundaries = find_chunk_boundaries(path, num_chunks, specials)
+    total: Counter[bytes] = Counter()
+    for start, end in zip(boundaries, boundaries[1:], strict=False):
+        total += count_pretokens(data[start:end].decode("utf-8"), specials)
+    assert total == count_pretokens(text, specials)
+
+
+def test_train_bpe_reports_timings(tmp_path):
+    (tmp_path / "c.txt").write_text("hello hello world")
+    timings: dict[str, float] = {}
+    train_bpe(tmp_path / "c.txt", 260, [], timings=timings)
+    assert set(timings) == {"pretokenize", "merge", "total"}
+    assert all(t >= 0 for t in timings.values())
+
+
+def test_train_bpe_messages_name_the_problem(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no-such-corpus.txt"):
+        train_bpe(tmp_path / "no-such-corpus.txt", 300, [EOT])
+    (tmp_path / "latin1.txt").write_bytes(b"hello w\xf6rld")
+    with pytest.raises(ValueError, match=r"latin1\.txt.*offset 7"):
+        train_bpe(tmp_path / "latin1.txt", 300, [EOT])
+    (tmp_path / "empty.txt").write_text(EOT)
+    with pytest.raises(ValueError, match="empty corpus"):
+        train_bpe(tmp_path / "empty.txt", 300, [EOT])
+
+
+# Tokens over a few bytes, the extremes included, so that prefixes and equal parts are common.
+_TOKENS = st.lists(st.sampled_from([0, 1, 97, 254, 255]), min_size=1, max_size=3).map(bytes)
+
+
+@given(pairs=st.lists(st.tuples(_TOKENS, _TOKENS), min_size=2, max_size=30))
+def test_descending_keys_order_pairs_of_bytes_in_reverse(pairs):
+    # The merge heap breaks ties by these keys: a pair's key is its tokens' keys joined, and the
+    # smallest key must be the greatest pair of bytes (prefixes included: (b"a", b"b") < (b"a", b"bc")).
+    def pair_key(pair):
+        return _descending_key(pair[0]) + _descending_key(pair[1])
+
+    assert sorted(pairs, key=pair_key) == sorted(pairs, reverse=True)
+    # A merged token's key is its parts' keys joined without the first one's end mark.
+    assert all(
+        _descending_key(a + b) == _descending_key(a)[:-1] + _descending_key(b) for a, b in pairs
+    )
