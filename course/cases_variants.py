@@ -223,7 +223,7 @@ def naive_mla(
 @snapshot_case("multihead_latent_attention")
 def mla(data: FixtureData) -> CaseResult:
     w, x = vw.mla_weights(data.state_dict), data.inputs["in_embeddings"]
-    module = latent_attention(VariantConfig(**vw.MLA_CONFIG))
+    module = latent_attention(VariantConfig.from_dict(vw.MLA_CONFIG))
     module.load_state_dict(w)
     with kv_caches(module):  # the folded (latent-cached) path
         output = module(x, positions_of(x))

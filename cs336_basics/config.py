@@ -60,6 +60,11 @@ class ModelConfig:
         return dataclasses.asdict(self)
 
     @classmethod
+    def accepts(cls, data: dict[str, Any]) -> bool:
+        """Whether ``data`` names only fields of this class (a subclass may read more formats)."""
+        return set(data) <= {field.name for field in dataclasses.fields(cls)}
+
+    @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
         """The config ``data`` describes: with fields of a registered subclass (an architecture
         variant's), that subclass. Unknown and missing fields are errors."""
@@ -67,7 +72,7 @@ class ModelConfig:
         unknown = sorted(set(data) - set(fields))
         if unknown and cls is ModelConfig:
             for config_class in registry.config_classes():
-                if set(data) <= {f.name for f in dataclasses.fields(config_class)}:
+                if config_class.accepts(data):
                     return config_class.from_dict(data)
         if unknown:
             raise ValueError(

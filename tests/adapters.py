@@ -607,6 +607,12 @@ from cs336_basics.variants.moe import mixture_of_experts  # noqa: E402
 from cs336_basics.variants.positional import SinusoidalPositionalEncoding  # noqa: E402
 
 
+def _config_dict(config: Any) -> dict[str, Any]:
+    """A config as the adapters' dicts write it: a ``VariantConfig`` in the flat form (every
+    switch at the top level), any other config (encoder-decoder) as its fields."""
+    return config.flat_dict() if isinstance(config, VariantConfig) else config.to_dict()
+
+
 def run_transformer_block_ablation(
     d_model: int,
     num_heads: int,
@@ -727,12 +733,12 @@ def run_multihead_latent_attention(
     token_positions: Int[Tensor, " ... sequence_length"] | None = None,
     use_latent_cache: bool = False,
 ) -> Float[Tensor, " ... sequence_length d_model"]:
-    """DeepSeek-V2 multi-head latent attention built from ``VariantConfig(**config)`` (with
+    """DeepSeek-V2 multi-head latent attention built from ``VariantConfig.from_dict(config)`` (with
     ``attention="mla"``). With ``use_latent_cache`` the input is fed through an empty latent KV
     cache, which runs the folded (absorbed-projection) path."""
     # BEGIN SOLUTION
     layer = latent_attention(
-        VariantConfig(**config), device=in_features.device, dtype=in_features.dtype
+        VariantConfig.from_dict(config), device=in_features.device, dtype=in_features.dtype
     )
     layer.load_state_dict(weights)
     if not use_latent_cache:
@@ -780,9 +786,9 @@ def run_transformer_lm_variant(
     weights: dict[str, Tensor],
     in_indices: Int[Tensor, " batch_size sequence_length"],
 ) -> Float[Tensor, " batch_size sequence_length vocab_size"]:
-    """Logits of the variant LM ``VariantConfig(**config)`` describes, loaded from ``weights``."""
+    """Logits of the variant LM ``VariantConfig.from_dict(config)`` describes, loaded from ``weights``."""
     # BEGIN SOLUTION
-    model = build_variant_model(VariantConfig(**config), device=in_indices.device)
+    model = build_variant_model(VariantConfig.from_dict(config), device=in_indices.device)
     model.load_state_dict(weights)
     return model(in_indices)
     # END SOLUTION
@@ -841,11 +847,11 @@ def run_seq2seq(
 
 
 def get_variant_lm(config: dict[str, Any], seed: int = 0) -> torch.nn.Module:
-    """A freshly initialised (``torch.manual_seed(seed)``) variant LM for ``VariantConfig(**config)``,
+    """A freshly initialised (``torch.manual_seed(seed)``) variant LM for ``VariantConfig.from_dict(config)``,
     in eval mode; ``model(token_ids)`` returns logits and ``model.state_dict()`` its weights."""
     # BEGIN SOLUTION
     torch.manual_seed(seed)
-    return build_variant_model(VariantConfig(**config)).eval()
+    return build_variant_model(VariantConfig.from_dict(config)).eval()
     # END SOLUTION
 
 
@@ -857,7 +863,7 @@ def run_transformer_lm_variant_with_aux_loss(
     """Logits of the variant LM and its auxiliary (MoE load-balancing) loss for that forward
     call: ``aux_loss_coef`` times the mean over MoE layers, zero without MoE, with gradients."""
     # BEGIN SOLUTION
-    model = build_variant_model(VariantConfig(**config), device=in_indices.device)
+    model = build_variant_model(VariantConfig.from_dict(config), device=in_indices.device)
     model.load_state_dict(weights)
     return model(in_indices), model.aux_loss()
     # END SOLUTION
@@ -915,10 +921,10 @@ def run_generate_batch_variant(
 def run_variant_accounting(
     config: dict[str, Any], batch_size: int, seq_len: int, bytes_per_value: int = 4
 ) -> dict[str, Any]:
-    """Paper accounting of ``VariantConfig(**config)``: ``parameters`` and ``forward_flops`` (dicts
+    """Paper accounting of ``VariantConfig.from_dict(config)``: ``parameters`` and ``forward_flops`` (dicts
     by component), ``kv_cache_elements_per_token`` and ``kv_cache_bytes``."""
     # BEGIN SOLUTION
-    variant = VariantConfig(**config)
+    variant = VariantConfig.from_dict(config)
     return {
         "parameters": parameter_counts(variant),
         "forward_flops": forward_flops(variant, batch_size, seq_len),
@@ -929,16 +935,17 @@ def run_variant_accounting(
 
 
 def run_variant_config_json_round_trip(config: dict[str, Any]) -> dict[str, Any]:
-    """``VariantConfig(**config)`` written as JSON and read back, as a dict."""
+    """``VariantConfig.from_dict(config)`` written as JSON and read back, as a dict in the flat
+    form ``config`` has."""
     # BEGIN SOLUTION
-    return ModelConfig.from_json(VariantConfig(**config).to_json()).to_dict()
+    return ModelConfig.from_json(VariantConfig.from_dict(config).to_json()).flat_dict()
     # END SOLUTION
 
 
 def run_config_from_hf(hf_config: Any, context_length: int | None = None) -> dict[str, Any]:
     """The variant config (as a dict) of a Hugging Face config object."""
     # BEGIN SOLUTION
-    return config_from_hf(hf_config, context_length).to_dict()
+    return _config_dict(config_from_hf(hf_config, context_length))
     # END SOLUTION
 
 
@@ -947,7 +954,7 @@ def run_from_hf(
 ) -> dict[str, Tensor]:
     """An HF ``family`` model's state dict renamed and rearranged into ours."""
     # BEGIN SOLUTION
-    return from_hf(hf_state_dict, VariantConfig(**config), family)
+    return from_hf(hf_state_dict, VariantConfig.from_dict(config), family)
     # END SOLUTION
 
 
@@ -956,7 +963,7 @@ def run_to_hf(
 ) -> dict[str, Tensor]:
     """Our state dict as the state dict of the HF ``family`` model."""
     # BEGIN SOLUTION
-    return to_hf(state_dict, VariantConfig(**config), family)
+    return to_hf(state_dict, VariantConfig.from_dict(config), family)
     # END SOLUTION
 
 
@@ -968,7 +975,7 @@ def run_load_pretrained(
     ``ValueError`` or ``FileNotFoundError`` naming the file and field."""
     # BEGIN SOLUTION
     loaded = load_pretrained(directory)
-    return loaded.model, loaded.config.to_dict(), loaded.family, loaded.tokenizer
+    return loaded.model, _config_dict(loaded.config), loaded.family, loaded.tokenizer
     # END SOLUTION
 
 
@@ -977,7 +984,7 @@ def run_save_pretrained(
 ) -> None:
     """Write ``model`` as an HF ``family`` checkpoint directory ``from_pretrained`` loads."""
     # BEGIN SOLUTION
-    save_pretrained(model, VariantConfig(**config), directory, family)
+    save_pretrained(model, VariantConfig.from_dict(config), directory, family)
     # END SOLUTION
 
 
@@ -986,8 +993,8 @@ def get_deepseek_v3_2_config(**overrides: Any) -> dict[str, Any]:
     structure (latent attention with DeepSeek Sparse Attention, sigmoid-routed MoE) unless
     ``overrides`` change them; ``get_variant_lm`` builds it."""
     # BEGIN SOLUTION
-    published = NAMED_BUILDERS["deepseek_v3_2"].config().to_dict()
-    return VariantConfig.from_dict(published | overrides).to_dict()
+    published = _config_dict(NAMED_BUILDERS["deepseek_v3_2"].config())
+    return _config_dict(VariantConfig.from_dict(published | overrides))
     # END SOLUTION
 
 
@@ -997,7 +1004,7 @@ def get_named_variant_config(name: str, hf_config: Any = None, **overrides: Any)
     ``transformer_base``, ...): the published model's, or that of the model ``hf_config`` (an HF
     config object or a dict of its fields) and ``overrides`` (HF field names) describe."""
     # BEGIN SOLUTION
-    return NAMED_BUILDERS[name].config(hf_config, **overrides).to_dict()
+    return _config_dict(NAMED_BUILDERS[name].config(hf_config, **overrides))
     # END SOLUTION
 
 
@@ -1010,7 +1017,7 @@ def get_named_variant(
     builder = NAMED_BUILDERS[name]
     config = builder.config(hf_config, **overrides)
     torch.manual_seed(seed)
-    return builder.build(config).eval(), config.to_dict()
+    return builder.build(config).eval(), _config_dict(config)
     # END SOLUTION
 
 

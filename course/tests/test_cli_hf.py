@@ -238,11 +238,12 @@ def test_export_hf_of_a_moe_checkpoint_writes_the_hubs_per_expert_layout(tmp_pat
 
     from cs336_basics.checkpoint import save_checkpoint
     from cs336_basics.variants.builders import build_variant_model
-    from cs336_basics.variants.config import VariantConfig
+    from cs336_basics.variants.config import AttentionConfig, MoEConfig, VariantConfig
 
     config = VariantConfig(
         vocab_size=97, context_length=16, d_model=32, num_layers=2, num_heads=4, d_ff=24,
-        qk_norm=True, ffn="moe", num_experts=4, top_k=2, dense_layers=[0], dense_d_ff=40,
+        attention=AttentionConfig(qk_norm=True),
+        ffn=MoEConfig(num_experts=4, top_k=2, dense_layers=[0], dense_d_ff=40),
     )  # fmt: skip
     torch.manual_seed(2)
     ours = build_variant_model(config).eval()
