@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from cs336_basics.config import ModelConfig, check_positive
-from cs336_basics.variants import flat_config
+from cs336_basics.variants.flat_config import flattened, is_flat, sectioned
 
 NormPlacement = Literal["pre", "post", "none"]
 NormKind = Literal["rmsnorm", "layernorm"]
@@ -283,14 +283,14 @@ class VariantConfig(ModelConfig):
 
     @classmethod
     def accepts(cls, data: dict[str, Any]) -> bool:
-        return super().accepts(data) or flat_config.is_flat(data, FLAT_SECTIONS)
+        return super().accepts(data) or is_flat(data, FLAT_SECTIONS)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VariantConfig:
         """The config ``data`` describes, in the sectioned format ``to_dict`` writes or in the
         earlier flat one. Unknown and missing fields are errors."""
-        if flat_config.is_flat(data, FLAT_SECTIONS):
-            data = flat_config.sectioned(data, FLAT_SECTIONS)
+        if is_flat(data, FLAT_SECTIONS):
+            data = sectioned(data, FLAT_SECTIONS)
         data = dict(data)
         for name, kinds in SECTIONS.items():
             if isinstance(data.get(name), dict):
@@ -301,7 +301,7 @@ class VariantConfig(ModelConfig):
 
     def flat_dict(self) -> dict[str, Any]:
         """The config in the earlier flat format (the config dicts the test adapters take)."""
-        return flat_config.flattened(self.to_dict(), FLAT_SECTIONS)
+        return flattened(self.to_dict(), FLAT_SECTIONS)
 
     @property
     def mla(self) -> LatentAttentionConfig | None:
