@@ -44,8 +44,8 @@ from cs336_basics.config import ModelConfig
 from cs336_basics.losses import cross_entropy
 from cs336_basics.variants.builders import build_variant_model
 from cs336_basics.variants.config import AttentionConfig, VariantConfig
+from cs336_basics.variants.decoding.generation import generate_batch, generate_cached
 from cs336_basics.variants.foreach_adamw import ForeachAdamW
-from cs336_basics.variants.generation import generate_batch, generate_cached
 
 # Dense bf16 tensor-core peaks (FLOP/s) from the vendors' data sheets, matched by device name
 # in this order (the first fragment found wins).

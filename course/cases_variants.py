@@ -17,9 +17,9 @@ from cs336_basics.rope import RotaryPositionalEmbedding
 from cs336_basics.variants.attention import SelfAttention, self_attention
 from cs336_basics.variants.builders import latent_attention
 from cs336_basics.variants.config import VariantConfig
+from cs336_basics.variants.decoding.kv_cache import kv_caches
 from cs336_basics.variants.encoder_decoder import DecoderLayer, EncoderLayer
 from cs336_basics.variants.feedforward import FeedForward
-from cs336_basics.variants.kv_cache import kv_caches
 from cs336_basics.variants.layernorm import LayerNorm
 from cs336_basics.variants.moe import mixture_of_experts
 from cs336_basics.variants.positional import SinusoidalPositionalEncoding

@@ -9,7 +9,9 @@ dependency) and those under ``TYPE_CHECKING`` (so is a type name).
 The layers, lowest first; a module may import its own layer and the layers below it:
 
     core      cs336_basics/*.py            the assignment and what it stands on
-    variants  cs336_basics/variants/       architecture variants, HF interop (register themselves)
+    decoding  cs336_basics/variants/decoding/  KV caches, decode steps, cached/batched generation
+    variants  cs336_basics/variants/       architecture variants (register themselves)
+    hf        cs336_basics/variants/hf/    Hugging Face interop: named builders, checkpoints
     runner    cs336_basics/runner/         CLI, commands, pipeline, stories, encoders
     tooling   course/, tests/, benchmarks/ instructor tooling, the test suite, benchmarks
 
@@ -29,7 +31,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("cs336_basics", "course", "tests", "benchmarks")
-LAYERS = ("core", "variants", "runner", "tooling")
+LAYERS = ("core", "decoding", "variants", "hf", "runner", "tooling")
 # Folders of copies of the project (student solutions, generated handouts), not its modules.
 SKIPPED = ("course/solutions", "course/hidden", "course/oracles/data")
 
@@ -38,6 +40,8 @@ def layer_of(module: str) -> str:
     parts = module.split(".")
     if parts[0] != "cs336_basics":
         return "tooling"
+    if len(parts) > 2 and parts[1] == "variants" and parts[2] in ("decoding", "hf"):
+        return parts[2]
     if len(parts) > 1 and parts[1] in ("variants", "runner"):
         return parts[1]
     return "core"

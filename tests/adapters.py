@@ -589,19 +589,19 @@ from cs336_basics.variants.accounting import kv_cache_elements_per_token  # noqa
 from cs336_basics.variants.attention import self_attention  # noqa: E402
 from cs336_basics.variants.builders import build_variant_model, latent_attention  # noqa: E402
 from cs336_basics.variants.config import VariantConfig  # noqa: E402
+from cs336_basics.variants.decoding.generation import generate_batch, generate_cached  # noqa: E402
+from cs336_basics.variants.decoding.kv_cache import kv_cache_num_bytes, kv_caches  # noqa: E402
 from cs336_basics.variants.encoder_decoder import (  # noqa: E402
     DecoderLayer,
     EncoderLayer,
     Seq2SeqConfig,
     Seq2SeqTransformer,
 )
-from cs336_basics.variants.families import NAMED_BUILDERS, config_from_hf  # noqa: E402
 from cs336_basics.variants.feedforward import FeedForward  # noqa: E402
-from cs336_basics.variants.generation import generate_batch, generate_cached  # noqa: E402
-from cs336_basics.variants.hf_checkpoint import load_pretrained, save_pretrained  # noqa: E402
-from cs336_basics.variants.hf_convert import from_hf, to_hf  # noqa: E402
-from cs336_basics.variants.hf_tokenizer import tokenizer_from_json  # noqa: E402
-from cs336_basics.variants.kv_cache import kv_cache_num_bytes, kv_caches  # noqa: E402
+from cs336_basics.variants.hf.checkpoint import load_pretrained, save_pretrained  # noqa: E402
+from cs336_basics.variants.hf.convert import from_hf, to_hf  # noqa: E402
+from cs336_basics.variants.hf.named_builders import NAMED_BUILDERS, config_from_hf  # noqa: E402
+from cs336_basics.variants.hf.tokenizer import tokenizer_from_json  # noqa: E402
 from cs336_basics.variants.layernorm import LayerNorm  # noqa: E402
 from cs336_basics.variants.moe import mixture_of_experts  # noqa: E402
 from cs336_basics.variants.positional import SinusoidalPositionalEncoding  # noqa: E402

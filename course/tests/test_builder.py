@@ -12,8 +12,8 @@ from cs336_basics.generation import generate
 from cs336_basics.model import TransformerLM
 from cs336_basics.runner.extensions import generate_function
 from cs336_basics.variants.config import VariantConfig
-from cs336_basics.variants.generation import generate_cached
-from cs336_basics.variants.kv_cache import kv_caches
+from cs336_basics.variants.decoding.generation import generate_cached
+from cs336_basics.variants.decoding.kv_cache import kv_caches
 
 pytestmark = pytest.mark.instructor
 

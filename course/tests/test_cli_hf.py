@@ -66,7 +66,7 @@ def hf_dir(tmp_path_factory) -> tuple[transformers.PreTrainedModel, Path]:
 
 
 def test_generate_hf_model_prints_hf_greedy_tokens(hf_dir) -> None:
-    from cs336_basics.variants.hf_checkpoint import load_pretrained
+    from cs336_basics.variants.hf.checkpoint import load_pretrained
 
     model, directory = hf_dir
     tokenizer = load_pretrained(directory).tokenizer
@@ -96,7 +96,7 @@ def test_export_hf_writes_a_directory_transformers_loads(tmp_path: Path, hf_dir)
     from cs336_basics.builder import build_model
     from cs336_basics.checkpoint import save_checkpoint
     from cs336_basics.config import ModelConfig
-    from cs336_basics.variants.hf_checkpoint import load_pretrained
+    from cs336_basics.variants.hf.checkpoint import load_pretrained
 
     config = ModelConfig(
         vocab_size=hf_dir[0].config.vocab_size,

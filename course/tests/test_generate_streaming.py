@@ -17,7 +17,7 @@ from cs336_basics.runner.cli import main
 from cs336_basics.runner.commands.text_stream import TextStream
 from cs336_basics.tokenizer import Tokenizer
 from cs336_basics.variants.builders import with_cache_capable_attention
-from cs336_basics.variants.kv_cache import caching_layers
+from cs336_basics.variants.decoding.kv_cache import caching_layers
 
 TEXT = "héllo wörld, 日本語 🙂!"
 

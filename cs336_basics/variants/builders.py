@@ -1,7 +1,7 @@
 """``build_variant_model``: the core ``TransformerLM`` assembled with the variant parts a
 ``VariantConfig`` asks for (as torchtune's builders assemble ``TransformerDecoder``), and the
 part assemblers it uses (``variant_block``, ``attention``, ``latent_attention``,
-``feed_forward``, ...). The named builders of published families (``families.py``) read an HF
+``feed_forward``, ...). The named builders of published families (``hf/named_builders.py``) read an HF
 config into a ``VariantConfig`` and build it here; so does loading a saved config.
 
 Every part keeps the handout's state-dict names (``layers.{i}.attn.q_proj.weight``, ...), and

@@ -22,7 +22,7 @@ from cs336_basics.runner.commands.inputs import (
     require_file,
 )
 
-# The families hf_convert knows, named here so that `--help` does not import transformers (seconds);
+# The families variants.hf.convert knows, named here so that `--help` does not import transformers (seconds);
 # course/tests/test_cli_hf.py checks the two lists agree.
 FAMILIES = (
     "llama",
@@ -56,8 +56,8 @@ def run(args: argparse.Namespace) -> int:
         refuse_existing([output])
     tokenizer = load_tokenizer_dir(args.tokenizer) if args.tokenizer else None
 
-    from cs336_basics.variants.hf_checkpoint import save_pretrained
-    from cs336_basics.variants.hf_convert import family_of
+    from cs336_basics.variants.hf.checkpoint import save_pretrained
+    from cs336_basics.variants.hf.convert import family_of
 
     model, config = _variant_model(checkpoint)
     if tokenizer is not None and max(tokenizer.vocab) >= config.vocab_size:

@@ -2,10 +2,10 @@
 
 A directory holds ``config.json``, the weights as ``model.safetensors`` or as shards listed by
 ``model.safetensors.index.json`` (``{"weight_map": {tensor name: shard file}}``), MoE experts one
-tensor per expert as published (or stacked, as newer tools may write; ``hf_expert_layout``), and
+tensor per expert as published (or stacked, as newer tools may write; ``expert_layout``), and
 optionally a byte-level BPE tokenizer as ``tokenizer.json`` (HF ``tokenizers``, read by
-``hf_tokenizer`` with its normaliser, pre-tokenizer and added tokens) or
-``vocab.json`` + ``merges.txt`` (GPT-2 format). ``hf_convert`` does the renaming; this module
+``hf.tokenizer`` with its normaliser, pre-tokenizer and added tokens) or
+``vocab.json`` + ``merges.txt`` (GPT-2 format). ``convert`` does the renaming; this module
 reads and writes the files and checks them, naming the file and the field of every problem.
 
 The config is parsed by ``transformers.AutoConfig`` (so its defaults and legacy fields apply;
@@ -35,10 +35,10 @@ from cs336_basics.errors import (
 from cs336_basics.tokenizer import Tokenizer
 from cs336_basics.variants.builders import build_variant_model
 from cs336_basics.variants.config import VariantConfig
-from cs336_basics.variants.families import config_from_hf
-from cs336_basics.variants.hf_convert import FAMILIES, from_hf, to_hf
-from cs336_basics.variants.hf_expert_layout import is_stacked, stack_experts, unstack_experts
-from cs336_basics.variants.hf_tokenizer import UnsupportedTokenizer, tokenizer_from_json
+from cs336_basics.variants.hf.convert import FAMILIES, from_hf, to_hf
+from cs336_basics.variants.hf.expert_layout import is_stacked, stack_experts, unstack_experts
+from cs336_basics.variants.hf.named_builders import config_from_hf
+from cs336_basics.variants.hf.tokenizer import UnsupportedTokenizer, tokenizer_from_json
 from cs336_basics.variants.model import VariantTransformerLM
 
 ARCHITECTURES = {

@@ -16,7 +16,7 @@ names, it builds that one, e.g. a tiny model for a test::
 ``builder.config(...)`` is the ``VariantConfig`` (what checkpoints save and
 ``build_variant_model`` builds again). The architecture of each HF family is decided here, in
 ``config_from_hf`` and its readers (e.g. Qwen3 has QK-norm, DeepSeek-V3 routes by sigmoid);
-``hf_convert`` only maps tensor names. Settings a family's parts cannot reproduce are refused by
+``convert`` only maps tensor names. Settings a family's parts cannot reproduce are refused by
 name, never ignored.
 """
 
@@ -31,7 +31,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from cs336_basics.variants import published
 from cs336_basics.variants.builders import build_variant_model
 from cs336_basics.variants.config import (
     AttentionConfig,
@@ -41,7 +40,8 @@ from cs336_basics.variants.config import (
     VariantConfig,
 )
 from cs336_basics.variants.encoder_decoder import Seq2SeqConfig, Seq2SeqTransformer
-from cs336_basics.variants.hf_convert import FAMILIES, MLA_FAMILIES
+from cs336_basics.variants.hf import published
+from cs336_basics.variants.hf.convert import FAMILIES, MLA_FAMILIES
 
 _SIGMOID_ROUTED = ("deepseek_v3", "deepseek_v32")
 Device = torch.device | str | None

@@ -20,11 +20,11 @@ Supported families (``model_type`` of the HF config), with the variant each one 
 
 The dicts are those of ``model.state_dict()`` of the installed ``transformers`` (5.x holds
 MoE experts as stacked ``gate_up_proj`` / ``down_proj`` tensors in memory; checkpoint files keep
-one tensor per expert, which ``hf_expert_layout`` converts). Nothing here imports
-``transformers``, and nothing here decides architecture: ``families.config_from_hf`` (the
+one tensor per expert, which ``expert_layout`` converts). Nothing here imports
+``transformers``, and nothing here decides architecture: ``named_builders.config_from_hf`` (the
 families' builders) reads an HF config into a ``VariantConfig``; this module maps the tensors::
 
-    config = config_from_hf(hf_model.config)  # from cs336_basics.variants.families
+    config = config_from_hf(hf_model.config)  # from cs336_basics.variants.hf.named_builders
     model = build_model(config)
     model.load_state_dict(from_hf(hf_model.state_dict(), config))
     hf_model.load_state_dict(to_hf(model.state_dict(), config, hf_model.config.model_type))
