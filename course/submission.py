@@ -22,6 +22,7 @@ from pathlib import Path
 
 PACKAGE = "cs336_basics"
 ADAPTERS = "tests/adapters.py"
+VARIANT_ADAPTERS = "tests/variants/adapters.py"
 WRITEUP = "writeup.pdf"
 LEADERBOARD = "leaderboard.json"
 MANIFEST = "MANIFEST.json"
@@ -87,6 +88,8 @@ def collect(root: Path, writeup: Path | None = None) -> tuple[dict[str, Path], l
             else:
                 files[rel.as_posix()] = path
     files[ADAPTERS] = adapters
+    if (root / VARIANT_ADAPTERS).is_file():  # the extension handout's variant adapters
+        files[VARIANT_ADAPTERS] = root / VARIANT_ADAPTERS
     if writeup is None and (root / WRITEUP).is_file():
         writeup = root / WRITEUP
     if writeup is not None:
