@@ -82,7 +82,9 @@ class ModelConfig:
         missing = sorted(
             name
             for name, field in fields.items()
-            if name not in data and field.default is dataclasses.MISSING
+            if name not in data
+            and field.default is dataclasses.MISSING
+            and field.default_factory is dataclasses.MISSING
         )
         if missing:
             raise ValueError(f"ModelConfig is missing required field(s): {', '.join(missing)}")

@@ -347,7 +347,6 @@ import numpy as np  # noqa: E402
 from cs336_basics import accounting as _accounting  # noqa: E402
 from cs336_basics import training as _training  # noqa: E402
 from cs336_basics.checkpoint import model_from_checkpoint  # noqa: E402
-from cs336_basics.generation import generate  # noqa: E402
 
 
 def get_transformer_lm(
@@ -394,6 +393,9 @@ def run_generate(
     ``max_new_tokens``); stop after ``eos_id`` is drawn (whether it is included is up to you).
     The tests keep ``len(prompt_ids) + max_new_tokens`` within the model's context length."""
     # BEGIN SOLUTION
+    # imported here, so that the handout's stub imports nothing unused
+    from cs336_basics.generation import generate
+
     return generate(model, prompt_ids, max_new_tokens, temperature, top_p, eos_id)
     # END SOLUTION
 

@@ -126,6 +126,8 @@ def test_sectioned_json_names_each_section_kind(tmp_path):
     }
     assert "num_experts" not in written and "kv_lora_rank" not in written  # no flat switches
     assert ModelConfig.from_json(tmp_path / "config.json") == config
+    # a section left out is the default one
+    assert VariantConfig.from_dict({**BASE, "norm": "layernorm"}).attention == AttentionConfig()
 
 
 # Written by the code before the config had sections (commit 2bd2ea3), and kept as they were.

@@ -218,7 +218,10 @@ class VariantConfig(ModelConfig):
     rope_scaling: dict[str, Any] | None = None
     bias: bool = False
     tie_embeddings: bool = False
-    attention: AttentionConfig | LatentAttentionConfig = AttentionConfig()
+    # a factory, not an instance: nothing runs a section's checks at import time
+    attention: AttentionConfig | LatentAttentionConfig = dataclasses.field(
+        default_factory=AttentionConfig
+    )
 
     def __post_init__(self) -> None:
         self._check_kinds()
