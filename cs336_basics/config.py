@@ -60,6 +60,11 @@ class ModelConfig:
         return dataclasses.asdict(self)
 
     @classmethod
+    def flag_class(cls) -> type:
+        """The dataclass whose fields are this config's command-line flags: its own."""
+        return cls
+
+    @classmethod
     def accepts(cls, data: dict[str, Any]) -> bool:
         """Whether ``data`` names only fields of this class (a subclass may read more formats)."""
         return set(data) <= {field.name for field in dataclasses.fields(cls)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -179,6 +180,18 @@ def test_saved_flat_checkpoint_rebuilds_the_same_model():
     saved = read_checkpoint(checkpoint)["extra"]
     with torch.no_grad():
         torch.testing.assert_close(model(saved["input_ids"]), saved["logits"])
+
+
+def test_flat_switches_given_on_top_of_sections_win():
+    """A config file's sections with command-line flags (flat switches) over them."""
+    nested = VariantConfig(
+        **BASE, attention=LatentAttentionConfig(q_lora_rank=16, kv_lora_rank=8)
+    ).to_dict()
+    config = VariantConfig.from_dict({**nested, "kv_lora_rank": 4, "ffn": "moe", "top_k": 1})
+    assert config.attention == LatentAttentionConfig(q_lora_rank=16, kv_lora_rank=4)
+    assert config.ffn == MoEConfig(top_k=1)
+    flags = {field.name for field in dataclasses.fields(VariantConfig.flag_class())}
+    assert {"attention", "kv_lora_rank", "index_topk", "num_experts", "qk_norm", "bias"} <= flags
 
 
 def test_flat_switches_of_a_section_that_is_off():

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from cs336_basics.config import ModelConfig, check_positive
-from cs336_basics.variants.flat_config import flattened, is_flat, sectioned
+from cs336_basics.variants.flat_config import flag_fields, flattened, is_flat, sectioned
 
 NormPlacement = Literal["pre", "post", "none"]
 NormKind = Literal["rmsnorm", "layernorm"]
@@ -301,6 +301,12 @@ class VariantConfig(ModelConfig):
         config = super().from_dict(data)
         assert isinstance(config, VariantConfig)
         return config
+
+    @classmethod
+    def flag_class(cls) -> type:
+        """The flat format's fields as a dataclass: the command line's flags for a config
+        (``--attention mla``, ``--num-experts 8``, ...)."""
+        return flag_fields(cls, FLAT_SECTIONS, DENSE_FEED_FORWARDS)
 
     def flat_dict(self) -> dict[str, Any]:
         """The config in the earlier flat format (the config dicts the test adapters take)."""

@@ -10,7 +10,8 @@ dataclass: ``mha``, ``mla``, ``sparse``, ``moe``) so this module needs nothing f
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import typing
+from typing import Any, Literal
 
 # The flat format wrote every switch, used or not. These were ignored when their section was
 # off; the others were rejected there (e.g. ``dense_layers`` without ``ffn="moe"``), and still are.
@@ -72,9 +73,10 @@ def is_flat(data: dict[str, Any], classes: dict[str, type]) -> bool:
 
 def sectioned(data: dict[str, Any], classes: dict[str, type]) -> dict[str, Any]:
     """The sectioned form of a flat config; a switch set for a section that is off is an error
-    unless the flat format ignored it (``IGNORED_WHEN_OFF``, dropped)."""
+    unless the flat format ignored it (``IGNORED_WHEN_OFF``, dropped). Sections already written
+    as objects (a config file's, with flags given on top) are read first; flat switches win."""
     defaults = flat_defaults(classes)
-    rest = dict(data)
+    rest = inlined_sections(data)
     values: dict[str, dict[str, Any]] = {kind: {} for kind in defaults}
     for kind, keys in defaults.items():
         for key in keys:
@@ -96,6 +98,44 @@ def sectioned(data: dict[str, Any], classes: dict[str, type]) -> dict[str, Any]:
     if ffn == "moe":
         rest["ffn"] = {"kind": "moe", **values["moe"]}
     return rest
+
+
+def inlined_sections(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with its section objects spread into flat switches (the top level's win)."""
+    spread: dict[str, Any] = {}
+    for name in ("attention", "ffn"):
+        if isinstance(data.get(name), dict):
+            values = dict(data[name])
+            spread[name] = values.pop("kind", None)
+            spread |= (values.pop("sparse", None) or {}) | values
+    top = {
+        key: value for key, value in data.items() if not (key in spread and isinstance(value, dict))
+    }
+    return spread | top
+
+
+def flag_fields(config_class: type, classes: dict[str, type], dense: tuple[str, ...]) -> type:
+    """A dataclass of the flat format's fields, each with its type and default: what the
+    command line offers as flags (``--attention mla``, ``--kv-lora-rank``, ``--num-experts``)."""
+    hints = typing.get_type_hints(config_class)
+    kinds: dict[str, Any] = {
+        "attention": Literal[(classes["mha"].kind, classes["mla"].kind)],  # type: ignore[misc]
+        "ffn": Literal[(*dense, classes["moe"].kind)],  # type: ignore[misc]
+    }
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    for field in dataclasses.fields(config_class):
+        if field.name in kinds:  # the default section's kind
+            default = classes["mha"].kind if field.name == "attention" else field.default
+            fields.append((field.name, kinds[field.name], dataclasses.field(default=default)))
+        elif field.default is dataclasses.MISSING:
+            fields.append((field.name, hints[field.name]))
+        else:
+            fields.append((field.name, hints[field.name], dataclasses.field(default=field.default)))
+    for kind, keys in flat_defaults(classes).items():
+        section_hints = typing.get_type_hints(classes[kind])
+        for key, default in keys.items():
+            fields.append((key, section_hints[key], dataclasses.field(default=default)))
+    return dataclasses.make_dataclass(f"Flat{config_class.__name__}", fields, frozen=True)
 
 
 def check_unused(
