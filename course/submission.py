@@ -22,7 +22,6 @@ from pathlib import Path
 
 PACKAGE = "cs336_basics"
 ADAPTERS = "tests/adapters.py"
-VARIANT_ADAPTERS = "tests/variants/adapters.py"
 WRITEUP = "writeup.pdf"
 LEADERBOARD = "leaderboard.json"
 MANIFEST = "MANIFEST.json"
@@ -88,8 +87,9 @@ def collect(root: Path, writeup: Path | None = None) -> tuple[dict[str, Path], l
             else:
                 files[rel.as_posix()] = path
     files[ADAPTERS] = adapters
-    if (root / VARIANT_ADAPTERS).is_file():  # the extension handout's variant adapters
-        files[VARIANT_ADAPTERS] = root / VARIANT_ADAPTERS
+    for path in sorted((root / "tests").rglob("*/adapters.py")):  # tests with adapters of their own
+        if path.is_file() and not path.is_symlink():
+            files[path.relative_to(root).as_posix()] = path
     if writeup is None and (root / WRITEUP).is_file():
         writeup = root / WRITEUP
     if writeup is not None:

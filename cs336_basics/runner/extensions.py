@@ -17,8 +17,11 @@ from cs336_basics.config import ModelConfig
 from cs336_basics.generation import generate
 
 # Imported before the commands that read or build models run; each registers itself with the
-# registry. The base handout ships no extension: ``load_extensions`` finds none and skips it.
-EXTENSIONS: tuple[str, ...] = ("cs336_basics.variants",)
+# registry. The base handout ships no extension (its copy of this file leaves the tuple empty).
+EXTENSIONS: tuple[str, ...] = ()
+# BEGIN EXTENSION
+EXTENSIONS = ("cs336_basics.variants",)
+# END EXTENSION
 
 
 def load_extensions() -> None:
