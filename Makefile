@@ -12,48 +12,48 @@ demo:
 	uv run cs336 pipeline --overwrite
 
 fixtures:
-	uv run python -m course.fixtures
+	uv run python -m course.cases fixtures
 
-# The grader's case inputs and expected values (course/hidden; `make fixtures` runs it too).
+# The grader's case inputs and expected values (course/cases/hidden; `make fixtures` runs it too).
 hidden-cases:
-	uv run python -m course.hidden_cases
+	uv run python -m course.cases hidden
 
 # Every catalogued bug must lose points in grading (driver + judge on public and hidden cases).
 case-mutants:
-	uv run python -m course.case_mutants
+	uv run python -m course.mutation grader
 
-# Correct implementations in other arithmetic orders (course/fairness) must pass every numeric
+# Correct implementations in other arithmetic orders (course/cases/fairness) must pass every numeric
 # graded case, public and hidden, on 1 and all threads and torch's scalar code path (and through
 # torch.compile in the first: long); prints each case's worst margin (error / tolerance).
 # fairness-smoke: CI-sized (two configurations, no torch.compile).
 fairness:
-	uv run python -m course.fairness --compiled
+	uv run python -m course.cases fairness --compiled
 
 fairness-smoke:
-	uv run python -m course.fairness --smoke
+	uv run python -m course.cases fairness --smoke
 
 check-fixtures:
-	uv run python -m course.manifest
+	uv run python -m course.cases checksums
 
 # The layers point one way (core <- variants <- runner <- tooling), no import cycles, and every
 # module of cs336_basics imports alone in a fresh process.
 import-graph:
-	uv run python -m course.import_graph --import-each
+	uv run python -m course.layers --import-each
 
 # --- Course toolchain (course/, see docs/instructor.md and docs/grading.md) ---
 SUBMISSION ?= submission.zip
 
 handout:
-	uv run python -m course.handout
+	uv run python -m course.handout build
 
 handout-extensions:
-	uv run python -m course.handout --extensions
+	uv run python -m course.handout build --extensions
 
 verify-handout:
-	uv run python -m course.verify_handout
+	uv run python -m course.handout verify
 
 submission:
-	uv run python -m course.submission
+	uv run python -m course.handout submission
 
 grade:
 	uv run cs336-grade $(SUBMISSION)
@@ -67,46 +67,46 @@ grade-batch:
 	uv run cs336-grade --batch $(ZIPS) --out $(GRADED)
 
 grade-summary:
-	uv run python -m course.grading.export summary $(GRADED)
+	uv run python -m course.grading export summary $(GRADED)
 
 # After a rubric change: grade $(ZIPS) again into $(GRADED)-regrade and say what changed per student.
 regrade:
-	uv run python -m course.grading.regrade $(ZIPS) --previous $(GRADED) --out $(GRADED)-regrade
+	uv run python -m course.grading regrade $(ZIPS) --previous $(GRADED) --out $(GRADED)-regrade
 
 # SIMILARITY_ARGS: e.g. --public known-solutions/ (a folder of public solutions collected).
 similarity:
-	uv run python -m course.grading.similarity $(ZIPS) --out similarity $(SIMILARITY_ARGS)
+	uv run python -m course.grading similarity $(ZIPS) --out similarity $(SIMILARITY_ARGS)
 
-# Mutation testing (course/mutants.py, course/generated_mutants.py): the catalogue of common bugs,
+# Mutation testing (course/mutation/run_catalogue.py, course/mutation/generated.py): the catalogue of common bugs,
 # then mutants generated from the reference's syntax tree (the graded modules' solution regions and
 # the compiled tokenizer's function bodies), on every core. mutants-smoke: CI-sized.
 mutants:
-	uv run python -m course.mutants
-	uv run python -m course.generated_mutants
+	uv run python -m course.mutation catalogue
+	uv run python -m course.mutation generated
 
 mutants-smoke:
-	uv run python -m course.generated_mutants --smoke --jobs 2
+	uv run python -m course.mutation generated --smoke --jobs 2
 
 # The property tests with many random examples (the default profile is quick and derandomized).
 test-thorough:
 	HYPOTHESIS_PROFILE=thorough uv run pytest -m ""
 
-# The shipped suite on the independent solutions in course/solutions/ (graded cases must pass, and
+# The shipped suite on the independent solutions in course/handout/solutions/ (graded cases must pass, and
 # for the two that wire every adapter, every test not marked robustness).
 check-solutions:
-	uv run python -m course.check_solutions
+	uv run python -m course.handout check-solutions
 
 # CI check of the course toolchain: verify both handouts, then grade (in the sandbox) the reference
-# and the three independent solutions of course/solutions/ (full marks) and the bare handout (zero).
+# and the three independent solutions of course/handout/solutions/ (full marks) and the bare handout (zero).
 ci-course:
-	uv run python -m course.verify_handout
-	uv run python -m course.verify_handout --extensions
-	uv run python -m course.handout
-	uv run python -m course.submission --out dist/reference.zip
-	uv run python -m course.submission --root dist/handout --out dist/bare-handout.zip
-	uv run python -m course.submission --root course/solutions/single_module --out dist/single-module.zip
-	uv run python -m course.submission --root course/solutions/own_names --out dist/own-names.zip
-	uv run python -m course.submission --root course/solutions/upstream_style --out dist/upstream-style.zip
+	uv run python -m course.handout verify
+	uv run python -m course.handout verify --extensions
+	uv run python -m course.handout build
+	uv run python -m course.handout submission --out dist/reference.zip
+	uv run python -m course.handout submission --root dist/handout --out dist/bare-handout.zip
+	uv run python -m course.handout submission --root course/handout/solutions/single_module --out dist/single-module.zip
+	uv run python -m course.handout submission --root course/handout/solutions/own_names --out dist/own-names.zip
+	uv run python -m course.handout submission --root course/handout/solutions/upstream_style --out dist/upstream-style.zip
 	uv run cs336-grade dist/reference.zip --out dist/grading/reference --expect full
 	uv run cs336-grade dist/single-module.zip --out dist/grading/single-module --expect full
 	uv run cs336-grade dist/own-names.zip --out dist/grading/own-names --expect full
@@ -116,27 +116,27 @@ ci-course:
 # The handout's lock resolved for every platform students work on (Linux x86_64/aarch64, macOS
 # arm64/x86_64, Windows x86_64) by uv's cross-platform resolution: index metadata only, no wheels.
 check-platforms:
-	uv run python -m course.handout
-	uv run python -m course.check_platforms
+	uv run python -m course.handout build
+	uv run python -m course.handout check-platforms
 
 # The Gradescope autograder zip (setup.sh, run_autograder, grader, hidden cases; no solution).
 gradescope:
-	uv run python -m course.gradescope build --out dist/gradescope-autograder.zip
+	uv run python -m course.grading gradescope build --out dist/gradescope-autograder.zip
 
 # The bundle in a default-security Docker container, as Gradescope runs it (needs root, docker.io
 # with its daemon running, debootstrap): reference full marks, bare handout and a hostile zip 0.
 gradescope-docker:
-	uv run python -m course.gradescope_docker
+	uv run python -m course.grading gradescope-docker
 
 # Every hostile submission against the real sandbox, at both isolation levels (`make test-all`
 # and CI run a smoke subset). The container level runs where namespaces work too: the grader is
-# started the way a default Docker container starts it (course/confine.py no-namespaces).
+# started the way a default Docker container starts it (course/grading/confine.py no-namespaces).
 grader-attacks:
 	CS336_GRADER_ATTACKS=all CS336_REQUIRE_SANDBOX=1 CS336_ISOLATION=namespaces uv run pytest -q -p no:cacheprovider -m "" course/tests/test_grader_hostile.py
 	$(MAKE) grader-attacks-container CS336_GRADER_ATTACKS=all
 
 grader-attacks-container:
-	CS336_GRADER_ATTACKS=$(CS336_GRADER_ATTACKS) CS336_REQUIRE_SANDBOX=1 CS336_ISOLATION=container uv run python -m course.confine no-namespaces -- .venv/bin/python -m pytest -q -p no:cacheprovider -m "" course/tests/test_grader_hostile.py course/tests/test_grader.py
+	CS336_GRADER_ATTACKS=$(CS336_GRADER_ATTACKS) CS336_REQUIRE_SANDBOX=1 CS336_ISOLATION=container uv run python -m course.grading confine no-namespaces -- .venv/bin/python -m pytest -q -p no:cacheprovider -m "" course/tests/test_grader_hostile.py course/tests/test_grader.py
 
 # --- Benchmarks (benchmarks/, see docs/benchmarks.md) ---
 # Ours beside peer libraries, as ratios; prints a table and writes benchmarks/results/bench-<time>.json.

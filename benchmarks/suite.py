@@ -89,7 +89,7 @@ def time_suite(name: str, command: list[str], cwd: Path, env: dict[str, str]) ->
 def handout_suite() -> SuiteTime:
     """The shipped tests and fixtures with the reference's ``cs336_basics`` and adapters, run
     by an interpreter that sees that tree and the environment's packages only."""
-    from course.check_solutions import build_tree, isolated_env
+    from course.handout.check_solutions import build_tree, isolated_env
 
     with tempfile.TemporaryDirectory(prefix="bench-handout-") as scratch:
         root = Path(scratch)

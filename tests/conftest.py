@@ -33,8 +33,8 @@ if adapters is not None:
 
 TESTS = Path(__file__).resolve().parent
 FIXTURES = TESTS.parent / "fixtures"
-# The grader's rubric: course/rubric.toml here, shipped to students as tests/rubric.toml.
-RUBRICS = (TESTS / "rubric.toml", TESTS.parent / "course" / "rubric.toml")
+# The grader's rubric: course/grading/rubric.toml here, shipped to students as tests/rubric.toml.
+RUBRICS = (TESTS / "rubric.toml", TESTS.parent / "course" / "grading" / "rubric.toml")
 GRADED_FILE = "tests/test_cases.py"
 GRADED = f"{GRADED_FILE}::test_case["
 

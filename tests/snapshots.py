@@ -1,6 +1,6 @@
 """Frozen-array comparison for the tests: ``snapshot.assert_match(actual, "rope")``.
 
-Each ``fixtures/snapshots/<name>.npz`` (written by ``make fixtures``, see ``course/fixtures.py``)
+Each ``fixtures/snapshots/<name>.npz`` (written by ``make fixtures``, see ``course/cases/fixtures.py``)
 holds:
 
 - ``expected``: the float64 result of an independent computation (``torch.nn.functional``,
@@ -35,7 +35,7 @@ import torch
 
 SNAPSHOT_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "snapshots"
 # A student's output "matches" a catalogued mistake within this tolerance (and when it is
-# MATCH_CLOSER times closer to it than to the right answer); course/fixtures.py stores mistakes
+# MATCH_CLOSER times closer to it than to the right answer); course/cases/fixtures.py stores mistakes
 # at least ten times farther than this from the right answer, or a few atol for near ones.
 MATCH_ATOL_FACTOR, MATCH_REL_FLOOR = 100.0, 1e-4
 
@@ -437,10 +437,10 @@ class SnapshotChecker:
 
 def regenerate(name: str) -> None:
     """Rewrite snapshot ``name`` from the reference solution: the instructors' generator
-    (``course/fixtures.py``, not part of the handout), run as a process of its own."""
+    (``course/cases/fixtures.py``, not part of the handout), run as a process of its own."""
     root = Path(__file__).resolve().parent.parent
-    if not (root / "course" / "fixtures.py").is_file():
+    if not (root / "course" / "cases" / "fixtures.py").is_file():
         raise RuntimeError(
             "--snapshot-update needs the instructor tooling in course/ (not part of the handout)"
         )
-    subprocess.run([sys.executable, "-m", "course.fixtures", name], cwd=root, check=True)
+    subprocess.run([sys.executable, "-m", "course.cases.fixtures", name], cwd=root, check=True)

@@ -1,4 +1,4 @@
-"""Tests aimed at catalogued mistakes (``course/bugs.py``) that the component tests let through.
+"""Tests aimed at catalogued mistakes (``course/mutation/catalogue.py``) that the component tests let through.
 
 Each one checks the output against an independent computation and, when it fails, names the
 likely mistake in plain words.

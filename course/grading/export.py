@@ -4,7 +4,7 @@
 ``<submission>/results.json`` under it): per component the share of submissions with full
 points, mean hidden cases passed and the seconds its hidden cases took, slowest first.
 A regrade after a rubric change is ``python -m course.grading.regrade`` (it grades, so it lives
-apart: this module is the data side that ``course.grade`` itself writes through).
+apart: this module is the data side that ``course.grading.grade`` itself writes through).
 
 ``grades.csv`` (written by every ``cs336-grade --batch``): a header row, then one row per
 submission: ``submission`` (the zip's file name, the key a gradebook matches), ``total``

@@ -11,7 +11,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from course.grade import grade_batch
 from course.grading.export import (
     KEY,
     describe_changes,
@@ -19,6 +18,7 @@ from course.grading.export import (
     read_grades,
     write_csv,
 )
+from course.grading.grade import grade_batch
 
 
 def regrade(folder: Path, previous: Path, out_dir: Path, **grading) -> str:

@@ -1,5 +1,5 @@
 """One submission's ``results.json``, finished with the course's settings: Gradescope's test
-fields and visibility, the submission policy and the leaderboard (``course.grade`` calls it)."""
+fields and visibility, the submission policy and the leaderboard (``course.grading.grade`` calls it)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from course.grading.visibility import (
 def finish(
     report: dict, results: list, rubric: Path, zip_path: Path, metadata: Path | None = None
 ) -> dict:
-    """``report`` (``course.grade.gradescope_results``) with the rubric's course settings
+    """``report`` (``course.grading.grade.gradescope_results``) with the rubric's course settings
     applied to ``results`` (``ComponentResult``s); ``metadata``: Gradescope's
     submission_metadata.json, None outside Gradescope."""
     settings = load_settings(rubric)

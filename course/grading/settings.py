@@ -1,7 +1,7 @@
 """The rubric's course-operations tables: ``[visibility]``, ``[policy]`` and ``[leaderboard]``.
 
 ``load_settings(rubric_path)`` reads them next to the judge's ``[grading]``, ``[limits]`` and
-``[[component]]`` (``course/judge.py``), and raises ``ValueError`` naming the rubric, the table
+``[[component]]`` (``course/grading/judge.py``), and raises ``ValueError`` naming the rubric, the table
 and the problem for anything it does not understand.
 """
 

@@ -36,7 +36,7 @@ from copydetect import CodeFingerprint, compare_files
 from copydetect.utils import highlight_overlap
 
 from course.grading.export import write_csv
-from course.unpack import UnsafeArchive, unpack_submission
+from course.grading.unpack import UnsafeArchive, unpack_submission
 from tests.cases.wire import atomic_write
 
 NOISE = 25  # copydetect's default noise threshold: matches shorter than 25 tokens never count
@@ -168,7 +168,8 @@ def component_code(sources: dict[str, str], wanted: dict[str, set[str]]) -> dict
 def starter_sources() -> dict[str, str]:
     """The handout's starter code (skeletons and support code), rendered as `make handout`
     would, without building the handout."""
-    from course.handout import REPO_ROOT, plan, render
+    from course.handout.build import plan, render
+    from course.paths import REPO_ROOT
 
     sources = {}
     for rel, treatment in plan(REPO_ROOT, "base").items():

@@ -53,7 +53,7 @@ def gradescope_test(name: str, number: str, output: str, passed: bool, visibilit
 
 
 def component_tests(results: list, settings: VisibilitySettings | None) -> list[dict]:
-    """Gradescope's tests for the components' results (``course.grade.ComponentResult``)."""
+    """Gradescope's tests for the components' results (``course.grading.grade.ComponentResult``)."""
     tests = []
     for index, result in enumerate(results, start=1):
         record = {

@@ -1,9 +1,9 @@
-"""Where ``course/ast_mutants.py`` mutates: a graded module's solution regions, or, in a module
+"""Where ``course/mutation/ast_mutants.py`` mutates: a graded module's solution regions, or, in a module
 without them (the reference-only compiled tokenizer), its function bodies."""
 
 from __future__ import annotations
 
-from course.ast_mutants import generate
+from course.mutation.ast_mutants import generate
 
 MARKED = """\
 LIMIT = 3

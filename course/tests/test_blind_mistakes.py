@@ -1,4 +1,4 @@
-"""The blind catalogue of student mistakes (course/blind_mistakes.py) still fits the reference.
+"""The blind catalogue of student mistakes (course/mutation/blind.py) still fits the reference.
 
 Each bug must apply to the reference exactly as written and leave a module that compiles, so a
 mutation run measures the suite, not a stale edit.
@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from course.blind_mistakes import BLIND
+from course.mutation.blind import BLIND
 
 REPO = Path(__file__).resolve().parents[2]
 RUBRIC_COMPONENTS = {
     component["name"]
-    for component in tomllib.loads((REPO / "course/rubric.toml").read_text(encoding="utf-8"))[
-        "component"
-    ]
+    for component in tomllib.loads(
+        (REPO / "course/grading/rubric.toml").read_text(encoding="utf-8")
+    )["component"]
 }
 
 

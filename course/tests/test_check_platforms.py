@@ -6,8 +6,8 @@ import tomllib
 
 from packaging.markers import Marker
 
-from course.check_platforms import PLATFORMS
-from course.grade import REPO_ROOT
+from course.handout.check_platforms import PLATFORMS
+from course.paths import REPO_ROOT
 
 # How each of uv's --python-platform targets fills in the markers pyproject.toml uses.
 TARGET_MARKERS = {

@@ -1,4 +1,4 @@
-"""The seccomp filter and Landlock rules of course/confine.py, each applied in a fresh process.
+"""The seccomp filter and Landlock rules of course/grading/confine.py, each applied in a fresh process.
 
 Every check runs a small Python program that confines itself, then tries what the sandbox must
 refuse and what student code legitimately needs (threads, fork, subprocesses, a process pool,
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from course import confine
-from course.grade import REPO_ROOT
+from course.grading import confine
+from course.paths import REPO_ROOT
 
 TRIES = """
 import ctypes, json, os, socket, subprocess, sys, threading
@@ -87,7 +87,9 @@ def run_confined(setup: str, tries: str = TRIES, **options) -> dict:
 
 
 def test_the_sandbox_filter_refuses_escapes_and_keeps_what_code_needs() -> None:
-    results = run_confined("from course.confine import confine_syscalls\nconfine_syscalls()")
+    results = run_confined(
+        "from course.grading.confine import confine_syscalls\nconfine_syscalls()"
+    )
     refused = ["memfd", "sysv_shm", "sysv_semaphore", "posix_queue", "inet", "inet6", "netlink"]
     refused += ["user_namespace"]
     refused += ["mount_namespace", "setsid", "ptrace"]
@@ -135,7 +137,7 @@ for name, action in (
 print(json.dumps(results))
 """
     setup = f"""
-from course.confine import restrict_paths
+from course.grading.confine import restrict_paths
 import sys
 restrict_paths(["/usr", "/lib", "/lib64", "/etc", sys.base_prefix, *sys.path[1:]], [{str(allowed)!r}])
 """
@@ -150,7 +152,7 @@ restrict_paths(["/usr", "/lib", "/lib64", "/etc", sys.base_prefix, *sys.path[1:]
 
 
 def test_the_container_emulation_refuses_every_namespace_and_drops_capabilities() -> None:
-    """``python -m course.confine no-namespaces -- CMD``: what CI uses to test container mode."""
+    """``python -m course.grading.confine no-namespaces -- CMD``: what CI uses to test container mode."""
     tries = TRIES + textwrap.dedent(
         """
         status = dict(l.split(":", 1) for l in open("/proc/self/status") if ":" in l)
@@ -159,7 +161,16 @@ def test_the_container_emulation_refuses_every_namespace_and_drops_capabilities(
     )
     code = f"import sys\nsys.path.insert(0, {str(REPO_ROOT)!r})\n{tries}"
     done = subprocess.run(
-        [sys.executable, "-m", "course.confine", "no-namespaces", "--", sys.executable, "-c", code],
+        [
+            sys.executable,
+            "-m",
+            "course.grading.confine",
+            "no-namespaces",
+            "--",
+            sys.executable,
+            "-c",
+            code,
+        ],
         capture_output=True,
         text=True,
         timeout=120,

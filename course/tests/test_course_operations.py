@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from course.grade import REPO_ROOT, ComponentResult
 from course.grading.export import (
     class_summary,
     describe_changes,
@@ -25,12 +24,14 @@ from course.grading.export import (
     read_grades,
     write_csv,
 )
+from course.grading.grade import RUBRIC, ComponentResult
 from course.grading.leaderboard import LeaderboardSettings, ReportedField, reported_entries
 from course.grading.policy import decide, load_policy, read_metadata
 from course.grading.regrade import regrade
 from course.grading.report import finish
 from course.grading.settings import load_settings
 from course.grading.visibility import load_visibility
+from course.paths import REPO_ROOT
 from course.tests.test_grader_hostile import _sandbox_or_skip
 
 # --- Gradescope's documented results.json format ------------------------------------------------
@@ -215,7 +216,7 @@ def test_bad_visibility_settings_are_named(table: dict, message: str) -> None:
 
 
 def test_the_course_rubric_loads_with_course_defaults() -> None:
-    settings = load_settings(REPO_ROOT / "course" / "rubric.toml")
+    settings = load_settings(RUBRIC)
     assert settings.visibility is not None
     assert settings.visibility.hidden_cases == "after_due_date"
     assert settings.visibility.public_feedback == "visible"
@@ -539,7 +540,7 @@ def test_class_summary_gives_pass_rates_and_slowest_components() -> None:
 @pytest.mark.slow
 def test_gradescope_run_reads_the_metadata_beside_the_submission(tmp_path: Path) -> None:
     """As run_autograder does: /autograder/submission plus /autograder/submission_metadata.json."""
-    from course.gradescope import run
+    from course.grading.gradescope import run
 
     _sandbox_or_skip()
     rubric = rubric_with(
@@ -574,7 +575,7 @@ def test_gradescope_run_reads_the_metadata_beside_the_submission(tmp_path: Path)
 
 @pytest.mark.slow
 def test_regrade_after_a_rubric_change_reports_the_changes(tmp_path: Path) -> None:
-    from course.submission import pack
+    from course.handout.submission import pack
 
     zips = tmp_path / "zips"
     zips.mkdir()
@@ -585,7 +586,7 @@ def test_regrade_after_a_rubric_change_reports_the_changes(tmp_path: Path) -> No
     second = tmp_path / "second.toml"
     second.write_text('[visibility]\n[[component]]\nname = "silu"\npoints = 3\n')
     grade_options = {"sandbox": False, "jobs": 1}
-    from course.grade import grade_batch
+    from course.grading.grade import grade_batch
 
     grade_batch(zips, tmp_path / "before", rubric=first, **grade_options)
     told = regrade(zips, tmp_path / "before", tmp_path / "after", rubric=second, **grade_options)

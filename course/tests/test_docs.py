@@ -385,7 +385,7 @@ def test_a_broken_readme_is_reported(tmp_path):
         "```sh\n"
         "make handout                      # real\n"
         "make no-such-target\n"
-        "uv run python -m course.manifest  # real\n"
+        "uv run python -m course.cases.checksums  # real\n"
         "uv run python -m course.no_such_module\n"
         "uv run cs336 train --max-steps 3  # real\n"
         "uv run cs336 no-such-subcommand\n"
@@ -421,7 +421,9 @@ def _cheap_commands() -> list[str]:
     """The doc commands that finish in seconds and change nothing, plus each subcommand's --help."""
     shown = {c.split(" #")[0].strip() for doc in DOCS for c in commands(doc.read_text())}
     shown = {f"uv run {c}" if c.startswith("cs336 ") else c for c in shown}
-    cheap = {c for c in shown if c.endswith("--help") or c == "uv run python -m course.manifest"}
+    cheap = {
+        c for c in shown if c.endswith("--help") or c == "uv run python -m course.cases.checksums"
+    }
     return sorted(cheap | {f"uv run cs336 {sub} --help" for sub in subcommands("cs336")})
 
 

@@ -19,13 +19,13 @@ import pytest
 import torch
 
 import tests.adapters as reference
-from course.driver import case_runner, load_instances, load_student_adapters, with_versions
-from course.judge import INPUTS_ROOT, case_points, judge_component, load_rubric
+from course.grading.driver import case_runner, load_instances, load_student_adapters, with_versions
+from course.grading.judge import INPUTS_ROOT, case_points, judge_component, load_rubric
 from tests.cases import components
 from tests.cases.wire import Caps
 
 ROOT = Path(__file__).resolve().parents[2]
-DRIVER = ROOT / "course" / "driver.py"
+DRIVER = ROOT / "course" / "grading" / "driver.py"
 RUBRIC = load_rubric()
 NAMES = [c.name for c in RUBRIC.components]
 ADAPTER_NAMES = [n for n in dir(reference) if n.startswith(("run_", "get_"))]
@@ -400,8 +400,8 @@ def test_driver_soft_timeout_stops_a_hanging_case_and_goes_on(tmp_path):
 
 @pytest.mark.slow  # a driver subprocess: run by `make test-all` and CI, not by plain `pytest`
 def test_case_mutants_grades_a_catalogued_bug(tmp_path):
-    from course.bugs import BUGS
-    from course.case_mutants import CASE_FILES, grade_bug, stage
+    from course.mutation.case_mutants import CASE_FILES, grade_bug, stage
+    from course.mutation.catalogue import BUGS
 
     bug = next(b for b in BUGS if b.name == "linear_weight_not_transposed")
     result = grade_bug(bug, stage(tmp_path, CASE_FILES), timeout=120)

@@ -1,4 +1,4 @@
-"""The fairness check (``course/fairness``): its margins mean what they say, a wrong style is
+"""The fairness check (``course/cases/fairness``): its margins mean what they say, a wrong style is
 caught, the correct styles pass in this process, and they owe nothing to the reference."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from course.fairness import check, styles
-from course.fairness.kit import Kit
-from course.fairness.spread import derived_atol
+from course.cases.fairness import check, styles
+from course.cases.fairness.kit import Kit
+from course.cases.fairness.spread import derived_atol
 from tests.cases import CASES
 
 FAIRNESS = Path(check.__file__).parent

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.english import generate_english
-from course.oracles.tokenizers import tiktoken_of
+from course.cases.truths.tokenizers import tiktoken_of
 from cs336_basics.pretokenization import GPT2_PRETOKENIZER, WHITESPACE
 from cs336_basics.runner.compiled.fast_tokenizer import FastTokenizer
 from cs336_basics.runner.compiled.fast_tokenizer_kernels import (

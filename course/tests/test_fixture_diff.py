@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from course.fixture_diff import ULPS, fixture_differences, npz_differences
-from course.fixtures import FIXTURES, npz_bytes, update_fixture
+from course.cases.fixture_diff import ULPS, fixture_differences, npz_differences
+from course.cases.fixtures import FIXTURES, npz_bytes, update_fixture
 
 SNAPSHOT = FIXTURES / "snapshots" / "transformer_lm.npz"
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from course.grade import REPO_ROOT, Budget, grade, grade_batch, write_json
-from course.sandbox import (
+from course.grading.grade import Budget, grade, grade_batch, write_json
+from course.grading.sandbox import (
     CONTAINER,
     NAMESPACES,
     SANDBOX_UID_BASE,
@@ -39,7 +39,8 @@ from course.sandbox import (
     run_sandboxed,
     unpack_outputs,
 )
-from course.unpack import ArchiveLimits, UnsafeArchive, unpack_submission
+from course.grading.unpack import ArchiveLimits, UnsafeArchive, unpack_submission
+from course.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow  # subprocesses: run by `make test-all` and CI, not by plain `pytest`
 
@@ -267,22 +268,22 @@ def test_one_components_failure_does_not_touch_another(
 ) -> None:
     """The judge fails for one component (a grader-side error): that one scores 0 with a
     'grader error', the other is graded normally. Trusted reference code: no sandbox needed."""
-    import course.grade
+    import course.grading.grade
 
-    real = course.grade.judge_component
+    real = course.grading.grade.judge_component
 
     def flaky(component, *args, **kwargs):
         if component == "softmax":
             raise RuntimeError("expected values unreadable")
         return real(component, *args, **kwargs)
 
-    monkeypatch.setattr(course.grade, "judge_component", flaky)
+    monkeypatch.setattr(course.grading.grade, "judge_component", flaky)
     zip_path = tmp_path / "reference.zip"
     subprocess.run(
         [
             sys.executable,
             "-m",
-            "course.submission",
+            "course.handout.submission",
             "--root",
             str(REPO_ROOT),
             "--out",
@@ -320,7 +321,14 @@ def test_cli_refuses_without_a_sandbox(tmp_path: Path) -> None:
     # No bwrap on PATH, and namespaces insisted on (as root, container mode would do).
     env = {**os.environ, "PATH": str(tmp_path), "CS336_ISOLATION": "namespaces"}
     done = subprocess.run(
-        [sys.executable, "-m", "course.grade", str(zip_path), "--out", str(tmp_path / "out")],
+        [
+            sys.executable,
+            "-m",
+            "course.grading.grade",
+            str(zip_path),
+            "--out",
+            str(tmp_path / "out"),
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -549,12 +557,19 @@ def test_nothing_outlives_a_container_run_without_landlock(tmp_path: Path) -> No
         pytest.skip("container mode runs code as a uid of its own: it needs root")
     name = f"cs336-left-{os.getpid()}-no-landlock"
     script = (
-        "from pathlib import Path\nfrom course.sandbox import SandboxLimits\n"
+        "from pathlib import Path\nfrom course.grading.sandbox import SandboxLimits\n"
         "from course.tests.test_grader import _leave_notes, sandboxed\n"
         f"sandboxed(_leave_notes({name!r}), Path({str(tmp_path)!r}), SandboxLimits(wall_s=60), "
         "mode='container')\n"
     )
-    command = [sys.executable, "-m", "course.confine", "no-namespaces", "--no-landlock", "--"]
+    command = [
+        sys.executable,
+        "-m",
+        "course.grading.confine",
+        "no-namespaces",
+        "--no-landlock",
+        "--",
+    ]
     done = subprocess.run(
         [*command, sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO_ROOT
     )
@@ -626,7 +641,7 @@ def test_the_sandbox_dies_with_the_grader(tmp_path: Path, mode: str) -> None:
     split = f"'cs336-' + 'daemon-{os.getpid()}'"  # own command line holds it whole
     script = f"""
 from pathlib import Path
-from course.sandbox import Isolation, Job, Runtime, SandboxLimits, run_sandboxed
+from course.grading.sandbox import Isolation, Job, Runtime, SandboxLimits, run_sandboxed
 runtime = Runtime.current()
 folder = Path({str(tmp_path)!r}) / "submission"
 folder.mkdir()
@@ -678,10 +693,17 @@ def test_container_mode_without_landlock_holds_only_where_ownership_does(tmp_pat
     secret = Path(tempfile.mkdtemp(prefix="cs336-expected-"))
     (secret / "answer.json").write_text("{}")
     code = (
-        "import sys\nfrom pathlib import Path\nfrom course.sandbox import probe\n"
+        "import sys\nfrom pathlib import Path\nfrom course.grading.sandbox import probe\n"
         f"level = probe('container', (Path({str(secret)!r}),))\nprint(level.describe())"
     )
-    command = [sys.executable, "-m", "course.confine", "no-namespaces", "--no-landlock", "--"]
+    command = [
+        sys.executable,
+        "-m",
+        "course.grading.confine",
+        "no-namespaces",
+        "--no-landlock",
+        "--",
+    ]
     command += [sys.executable, "-c", code]
     for mode, readable in ((0o755, True), (0o700, False)):
         secret.chmod(mode)

@@ -9,7 +9,7 @@ no secret and no network peer was reached. Malformed zips are refused with a cle
 
 The default run is a smoke subset cheap enough for CI; ``CS336_GRADER_ATTACKS=all`` (``make
 grader-attacks``) runs every attack, at both isolation levels: ``CS336_ISOLATION=container``
-under ``python -m course.confine no-namespaces`` is a default Docker container as far as the
+under ``python -m course.grading.confine no-namespaces`` is a default Docker container as far as the
 grader can tell. Without a working sandbox the tests are skipped unless
 ``CS336_REQUIRE_SANDBOX=1`` (CI), where they fail.
 
@@ -44,8 +44,15 @@ from pathlib import Path
 import pytest
 from safetensors.torch import save
 
-from course.grade import CASE_FILES, REPO_ROOT, Course, grade, grade_batch
-from course.sandbox import SANDBOX_UID_BASE, SHARED_PLACES, Runtime, SandboxUnavailable, isolation
+from course.grading.grade import CASE_FILES, Course, grade, grade_batch
+from course.grading.sandbox import (
+    SANDBOX_UID_BASE,
+    SHARED_PLACES,
+    Runtime,
+    SandboxUnavailable,
+    isolation,
+)
+from course.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow  # subprocesses: run by `make test-all` and CI, not by plain `pytest`
 
@@ -166,16 +173,16 @@ for _path in pathlib.Path("/grader").rglob("*.py"):
     "write_outside_and_remount": """
 import os, subprocess
 for _cmd in (["mount", "-o", "remount,rw", "/grader"], ["mount", "-o", "remount,rw", "/"],
-             ["unshare", "-Urm", "sh", "-c", "mount -o remount,rw /grader; echo x > /grader/course/driver.py"],
+             ["unshare", "-Urm", "sh", "-c", "mount -o remount,rw /grader; echo x > /grader/course/grading/driver.py"],
              ["mount", "-t", "tmpfs", "none", "/grader"], ["su", "-c", "id"], ["chroot", "/"]):
     try:
         subprocess.run(_cmd, capture_output=True, timeout=10)
     except Exception:
         pass
 _written = []
-for _path in ("{canary}/written", "{canary}/file", "{course}/course/hidden/expected/pwned",
-              "{course}/course/driver.py", "{repo}/course/driver.py",
-              "/grader/course/driver.py", "/opt/site-packages/torch/__init__.py",
+for _path in ("{canary}/written", "{canary}/file", "{course}/course/cases/hidden/expected/pwned",
+              "{course}/course/grading/driver.py", "{repo}/course/grading/driver.py",
+              "/grader/course/grading/driver.py", "/opt/site-packages/torch/__init__.py",
               "/usr/lib/pwned", "/etc/passwd", "/proc/sysrq-trigger", "/proc/1/root/grader/x"):
     try:
         with open(_path, "a") as _stream:
@@ -215,7 +222,7 @@ if os.fork() == 0:
 import os
 _leaks = []
 for _path in ("/etc/shadow", "/root", "/home", "{canary}/secret.txt", "{repo}", "{course}",
-              "{course}/course/hidden/expected", "/proc/1/environ"):
+              "{course}/course/cases/hidden/expected", "/proc/1/environ"):
     try:
         _leaks.append((_path, os.listdir(_path) if os.path.isdir(_path) else open(_path, "rb").read()[:200]))
     except OSError:
@@ -338,7 +345,7 @@ import glob, os
 for _path in glob.glob("/grader/inputs/*/*.json"):
     _case = os.path.basename(_path)[: -len(".json")]
     for _name, _make in ((_case + ".json", os.mkfifo),
-                          (_case + ".safetensors", lambda p: os.symlink("{course}/course/hidden/expected", p))):
+                          (_case + ".safetensors", lambda p: os.symlink("{course}/course/cases/hidden/expected", p))):
         try:
             os.unlink("/out/" + _name)
         except OSError:
@@ -590,14 +597,21 @@ def bases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("bases")
     run = [sys.executable, "-m"]
     subprocess.run(
-        [*run, "course.handout", "--out", str(folder / "dist")],
+        [*run, "course.handout.build", "--out", str(folder / "dist")],
         check=True,
         cwd=REPO_ROOT,
         capture_output=True,
     )
     for name, root in (("reference", REPO_ROOT), ("bare", folder / "dist" / "handout")):
         subprocess.run(
-            [*run, "course.submission", "--root", str(root), "--out", str(folder / f"{name}.zip")],
+            [
+                *run,
+                "course.handout.submission",
+                "--root",
+                str(root),
+                "--out",
+                str(folder / f"{name}.zip"),
+            ],
             check=True,
             cwd=REPO_ROOT,
             capture_output=True,
@@ -610,14 +624,14 @@ def course_copy(tmp_path_factory: pytest.TempPathFactory) -> Course:
     """A private copy of the instructor's grading material: the attacks aim at it, and its
     fingerprint is not disturbed by anyone editing the checkout meanwhile."""
     root = tmp_path_factory.mktemp("course")
-    for rel in ("course/driver.py", "course/hidden", *CASE_FILES):
+    for rel in ("course/grading/driver.py", "course/cases/hidden", *CASE_FILES):
         source, target = REPO_ROOT / rel, root / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         if source.is_dir():
             shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copyfile(source, target)
-    hidden = root / "course" / "hidden"
+    hidden = root / "course" / "cases" / "hidden"
     return Course(root=root, inputs=hidden / "inputs", expected=hidden / "expected")
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from course.grade import REPO_ROOT
-from course.gradescope import build, harden, pack_folder
-from course.handout import grader_python
-from course.sandbox import SandboxUnavailable, isolation
-from course.unpack import UnsafeArchive, unpack_submission
+from course.grading.gradescope import build, harden, pack_folder
+from course.grading.sandbox import SandboxUnavailable, isolation
+from course.grading.unpack import UnsafeArchive, unpack_submission
+from course.paths import REPO_ROOT
+from course.project import grader_python
 
 pytestmark = pytest.mark.slow  # subprocesses: run by `make test-all` and CI, not by plain `pytest`
 
@@ -36,16 +36,23 @@ def test_bundle_holds_the_grader_but_not_the_solution(bundle: Path) -> None:
         assert stat.S_IMODE(infos[script].external_attr >> 16) == 0o755
     assert not any(name.startswith("cs336_basics/") for name in infos)
     assert "tests/adapters.py" not in infos
-    for needed in ("uv.lock", "course/driver.py", "course/judge.py", "course/rubric.toml"):
+    for needed in (
+        "uv.lock",
+        "course/grading/driver.py",
+        "course/grading/judge.py",
+        "course/grading/rubric.toml",
+    ):
         assert needed in infos
-    assert any(name.startswith("course/hidden/expected/") for name in infos)
+    assert any(name.startswith("course/cases/hidden/expected/") for name in infos)
     assert any(name.startswith("tests/cases/") for name in infos)
     assert "apt-get install" in setup and "bubblewrap" in setup
     assert "uv sync --locked" in setup
     # The handout's Python minor (its .python-version), not whatever the image has.
     assert f'UV_PYTHON="${{CS336_GRADER_PYTHON:-{grader_python()}}}"' in setup
-    assert "course.gradescope harden" in setup and "course.gradescope check" in setup
-    assert "course/confine.py" in infos  # container mode's seccomp and Landlock
+    assert (
+        "course.grading.gradescope harden" in setup and "course.grading.gradescope check" in setup
+    )
+    assert "course/grading/confine.py" in infos  # container mode's seccomp and Landlock
     assert {"course/grading/__init__.py", "course/grading/policy.py"} <= set(infos)  # as a whole
     assert "/autograder/results/results.json" in run
 
@@ -115,7 +122,7 @@ def test_bundle_grades_a_submission_folder_on_its_own(bundle: Path, tmp_path: Pa
     launcher = (
         "import runpy, sys\n"
         f"sys.path[:] = [p for p in sys.path if p.rstrip('/') != {str(REPO_ROOT)!r}]\n"
-        "runpy.run_module('course.gradescope', run_name='__main__')"
+        "runpy.run_module('course.grading.gradescope', run_name='__main__')"
     )
     done = subprocess.run(
         [sys.executable, "-c", launcher, "run", str(submission), str(results)],

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from course.handout import (
+from course.handout.build import (
     BEGIN_EXTENSION,
     BEGIN_MARKER,
     END_EXTENSION,
@@ -28,18 +28,18 @@ from course.handout import (
     apply_markers,
     build,
     check_stub_syntax,
-    grader_python,
     plan,
     shipped_files,
     strip_solutions,
 )
-from course.verify_handout import (
+from course.handout.verify import (
     graded_code_problems,
     handout_test_problems,
     skeleton_problems,
     static_problems,
     verify,
 )
+from course.project import grader_python
 
 BEGIN, END = BEGIN_MARKER, END_MARKER
 
@@ -154,7 +154,7 @@ def fake_repo(tmp_path: Path) -> Path:
     files = {
         "pyproject.toml": '[project]\nname = "x"\nversion = "1.2.3"\nrequires-python = ">=3.12"\n'
         "\n[project.scripts]\n"
-        'cs336 = "cs336_basics.cli:main"\ncs336-grade = "course.grade:main"\n\n'
+        'cs336 = "cs336_basics.cli:main"\ncs336-grade = "course.grading.grade:main"\n\n'
         '[tool.hatch.build.targets.wheel]\npackages = ["cs336_basics", "course"]\n',
         "README.md": "instructor readme",
         "Makefile": "grade:\n\tsecret\n",
@@ -173,9 +173,9 @@ def fake_repo(tmp_path: Path) -> Path:
         f"def run_triple_here(x):\n    {BEGIN}\n    return triple(x)\n    {END}\n{END_EXTENSION}\n",
         "tests/test_layer.py": "from tests.adapters import run_double\n\ndef test_double():\n"
         "    assert run_double(2) == 4\n",
-        "tests/test_tooling.py": "from course.handout import build\n",
+        "tests/test_tooling.py": "from course.handout.build import build\n",
         "tests/test_given_code.py": "import pytest\n\npytestmark = pytest.mark.instructor\n",
-        "tests/conftest.py": "def lazy():\n    try:\n        from course.fixtures import write\n"
+        "tests/conftest.py": "def lazy():\n    try:\n        from course.cases.fixtures import write\n"
         "    except ImportError:\n        pass\n",
         "tests/variants/__init__.py": "",
         "tests/variants/adapters.py": f"from cs336_basics.variants.triple import triple\n\n"
@@ -183,8 +183,8 @@ def fake_repo(tmp_path: Path) -> Path:
         "tests/variants/test_triple.py": "from tests.variants.adapters import run_triple\n\n"
         "def test_triple():\n    assert run_triple(2) == 6\n",
         "fixtures/data.txt": "frozen",
-        "course/handout_manifest.toml": MANIFEST,
-        "course/CHANGELOG.md": "# Changelog\n\n## 1.2.3\n\n- Fixed the RoPE docstring.\n",
+        "course/handout/manifest.toml": MANIFEST,
+        "course/handout/CHANGELOG.md": "# Changelog\n\n## 1.2.3\n\n- Fixed the RoPE docstring.\n",
         "course/secret.py": "ANSWER = 42\n",
         "course/tests/test_course.py": "",
         "benchmarks/bench.py": "",
@@ -272,7 +272,7 @@ def test_the_handout_pins_upstreams_floor_or_newer() -> None:
 def test_the_student_readme_names_the_versions_grading_runs() -> None:
     pyproject = (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
     pins = re.findall(r'"torch==([\d.]+); sys_platform != .darwin. or', pyproject)
-    readme = (REPO_ROOT / "course" / "handout_readme.md").read_text(encoding="utf-8")
+    readme = (REPO_ROOT / "course" / "handout" / "readme.md").read_text(encoding="utf-8")
     assert len(pins) == 1 and f"torch {pins[0]}" in readme
     assert f"Python {grader_python()} with this lock" in readme
 
@@ -301,7 +301,7 @@ def test_extension_handout_ships_the_core_complete_and_variants_as_skeletons(
 
 
 def test_manifest_mistakes_are_named(fake_repo: Path) -> None:
-    manifest = fake_repo / "course" / "handout_manifest.toml"
+    manifest = fake_repo / "course" / "handout" / "manifest.toml"
     manifest.write_text(MANIFEST.replace("cs336_basics/cli.py", "cs336_basics/gone.py"))
     with pytest.raises(ManifestError, match="'cs336_basics/gone.py' matches no file"):
         plan(fake_repo)
@@ -323,7 +323,7 @@ def test_static_check_catches_markers_and_forbidden_imports(tmp_path: Path) -> N
     (tmp_path / "course").mkdir()
     (tmp_path / "tests").mkdir()
     (tmp_path / "leak.py").write_text(f"def f():\n    {BEGIN}\n    return 1\n")
-    (tmp_path / "tool.py").write_text("import course.grade\n")
+    (tmp_path / "tool.py").write_text("import course.grading.grade\n")
     (tmp_path / "tests" / "test_direct.py").write_text(
         "def test_x():\n    from cs336_basics.model import TransformerLM\n"
     )

@@ -6,8 +6,9 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from course.handout import REPO_ROOT, RUBRIC, changelog, student_rubric
-from course.verify_handout import vocabulary_problems
+from course.handout.build import RUBRIC, changelog, student_rubric
+from course.handout.verify import vocabulary_problems
+from course.paths import REPO_ROOT
 
 
 def test_vocabulary_check_names_file_line_and_word(tmp_path: Path) -> None:
@@ -27,8 +28,8 @@ def test_vocabulary_check_names_file_line_and_word(tmp_path: Path) -> None:
 
 
 def test_changelog_ships_released_versions_only(tmp_path: Path) -> None:
-    (tmp_path / "course").mkdir()
-    (tmp_path / "course" / "CHANGELOG.md").write_text(
+    (tmp_path / "course" / "handout").mkdir(parents=True)
+    (tmp_path / "course" / "handout" / "CHANGELOG.md").write_text(
         "# Changelog\n\n## Unreleased\n\n- numba inside.\n\n## 1.0\n\n- First.\n"
     )
     assert changelog(tmp_path) == "## 1.0\n\n- First.\n"

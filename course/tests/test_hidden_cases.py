@@ -1,14 +1,19 @@
 """The committed hidden cases: inputs and expected values apart, hidden inputs unlike the public
-ones, and the rule that keeps committed files when a regeneration says the same."""
+ones, the rule that keeps committed files when a regeneration says the same, and one truth and
+some hidden instances for every case (none left over)."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 import torch
 
-from course.hidden_cases import same_value
-from course.judge import EXPECTED_ROOT, INPUTS_ROOT
+from course.cases.hidden_cases import computed_expected, same_value
+from course.cases.hidden_inputs import HIDDEN_INSTANCES
+from course.cases.truths import TRUTHS, truth_of
+from course.cases.truths.tolerances import TOLERANCE_FROM_SPREAD
+from course.grading.judge import EXPECTED_ROOT, INPUTS_ROOT
 from tests.cases import CASES, Outputs, judge_case
 from tests.cases.core import normalize
 from tests.cases.wire import read_bundle
@@ -75,3 +80,19 @@ def test_a_public_case_and_its_hidden_instances_apply_the_same_check():
             outputs = Outputs(normalize(case.call(clip(eps_under_root), inputs[case_id])))
             verdict = judge_case(case, outputs, expected[case_id], inputs[case_id])
             assert (verdict is not None) == should_fail, (case_id, eps_under_root, verdict)
+
+
+def test_every_case_has_one_truth_and_hidden_instances_and_nothing_is_left_over():
+    assert sorted(TRUTHS) == sorted(CASES), "truths without a case, or cases without a truth"
+    assert sorted(HIDDEN_INSTANCES) == sorted(CASES), "hidden instances without a case, or none"
+    assert all(HIDDEN_INSTANCES[key] for key in CASES)
+
+
+def test_a_missing_truth_is_named_and_only_out_is_derived_from_the_spread(monkeypatch):
+    with pytest.raises(KeyError, match="case gelu/basic has no truth: add one to course/cases"):
+        truth_of("gelu", "basic")
+    case = CASES["silu", "basic"]
+    derived = {"out": torch.zeros(2), "other.atol": TOLERANCE_FROM_SPREAD}
+    monkeypatch.setitem(TRUTHS, ("silu", "basic"), lambda inputs: derived)
+    with pytest.raises(ValueError, match="only out.atol can be derived from the spread, not other"):
+        computed_expected(case, {"x": torch.zeros(2)})

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from course.import_graph import (
+from course.layers import (
     cycles,
     import_graph,
     layer_violations,
     modules_failing_alone,
     outside_dependencies,
+    part_violations,
 )
 
 
@@ -86,13 +87,69 @@ def test_a_cycle_is_found_however_long():
 
 
 def test_the_core_importing_the_tooling_is_a_violation(tmp_path):
-    root = write_tree(tmp_path, {"cs336_basics/data.py": "import course.fixtures\n"})
-    (root / "course" / "fixtures.py").write_text("")
+    root = write_tree(tmp_path, {"cs336_basics/data.py": "import course.cases.fixtures\n"})
+    (root / "course" / "cases").mkdir(parents=True)
+    (root / "course" / "cases" / "fixtures.py").write_text("")
+    (root / "course" / "cases" / "__init__.py").write_text("")
     (root / "course" / "__init__.py").write_text("")
     problems = layer_violations(import_graph(root), root)
     assert problems == [
         "cs336_basics/data.py:1: core module cs336_basics.data imports tooling module "
-        "course.fixtures"
+        "course.cases.fixtures"
+    ]
+
+
+def course_tree(root: Path, files: dict[str, str]) -> Path:
+    """A checkout whose course/ has the four parts, the shared modules and ``files``."""
+    tree = {"course/__init__.py": "", "course/paths.py": "", "course/tests/__init__.py": ""}
+    for part in ("grading", "cases", "handout", "mutation"):
+        tree[f"course/{part}/__init__.py"] = ""
+    return write_tree(root, {**tree, **files})
+
+
+def test_the_parts_of_course_import_only_down_their_order(tmp_path):
+    root = course_tree(
+        tmp_path,
+        {
+            "course/grading/grade.py": "from course.paths import X\nfrom course.grading import y\n",
+            "course/cases/fixtures.py": "import course.grading.grade\n",
+            "course/handout/build.py": "from course.cases import fixtures\n",
+            "course/mutation/run.py": "import course.handout.build\n",
+            "course/tests/test_x.py": "import course.mutation.run\n",
+        },
+    )
+    assert part_violations(import_graph(root), root) == []
+
+
+def test_a_planted_import_against_the_parts_fails_with_its_line(tmp_path):
+    root = course_tree(
+        tmp_path,
+        {
+            "course/grading/grade.py": "import json\n\n\ndef f():\n    import course.handout.build\n",
+            "course/grading/judge.py": "from cs336_basics import model\n",
+            "cs336_basics/model.py": "",
+            "course/handout/build.py": "",
+            "course/cases/fixtures.py": "from course.mutation import run\n",
+            "course/mutation/run.py": "",
+            "course/paths.py": "from course.grading import grade\n",
+        },
+    )
+    problems = part_violations(import_graph(root), root)
+    assert problems == [
+        "course/cases/fixtures.py:1: cases module course.cases.fixtures imports course.mutation "
+        "(cases may import: shared, cases, grading)",
+        "course/cases/fixtures.py:1: cases module course.cases.fixtures imports course.mutation.run "
+        "(cases may import: shared, cases, grading)",
+        "course/grading/grade.py:5: grading module course.grading.grade imports course.handout.build "
+        "(grading may import: shared, grading)",
+        "course/grading/judge.py:1: grading module course.grading.judge imports cs336_basics "
+        "(grading may import: shared, grading)",
+        "course/grading/judge.py:1: grading module course.grading.judge imports cs336_basics.model "
+        "(grading may import: shared, grading)",
+        "course/paths.py:1: shared module course.paths imports course.grading "
+        "(shared may import: shared)",
+        "course/paths.py:1: shared module course.paths imports course.grading.grade "
+        "(shared may import: shared)",
     ]
 
 

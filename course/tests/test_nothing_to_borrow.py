@@ -1,5 +1,5 @@
 """Nothing a student can import from the shipped tests computes a graded quantity: the oracles
-(a naive BPE trainer, tiktoken) live in ``course/oracles``, and the tests compare with the
+(a naive BPE trainer, tiktoken) live in ``course/cases/truths``, and the tests compare with the
 values they produced, shipped in ``fixtures/expected``."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ import ast
 import inspect
 from pathlib import Path
 
-from course.handout import REPO_ROOT, plan
-from course.oracles import tokenizers
-from course.verify_handout import oracle_problems
+from course.cases.truths import tokenizers
+from course.handout.build import plan
+from course.handout.verify import oracle_problems
+from course.paths import REPO_ROOT
 
 
 def test_shipped_tests_hold_no_trainer_and_import_no_tokenizer_library() -> None:

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from course.handout import REPO_ROOT
+from course.paths import REPO_ROOT
 
 
 @pytest.mark.slow  # pytest in a subprocess: run by `make test-all` and CI, not by plain `pytest`

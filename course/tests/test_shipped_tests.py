@@ -6,13 +6,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from course.adapter_signatures import PAIRS, signature_stubs
-from course.handout import REPO_ROOT
+from course.handout.adapter_signatures import PAIRS, signature_stubs
+from course.paths import REPO_ROOT
 
 TESTS = REPO_ROOT / "tests"
 # The snapshot plugin's --snapshot-update hook imports the fixture generator lazily, and says
 # so when course/ is absent (the handout); nothing else in tests/ may name course.
-ALLOWED = {("snapshots.py", "course.fixtures")}
+ALLOWED = {("snapshots.py", "course.cases.fixtures")}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -53,4 +53,4 @@ def test_adapter_signatures_are_current():
     for adapters, signatures in PAIRS:
         assert dumps(signatures.read_text(encoding="utf-8")) == dumps(
             adapters.read_text(encoding="utf-8")
-        ), f"{signatures.name} is stale: run `uv run python -m course.adapter_signatures`"
+        ), f"{signatures.name} is stale: run `uv run python -m course.handout.adapter_signatures`"

@@ -1,6 +1,6 @@
 """The similarity check (course/grading/similarity.py) on disguised copies made here.
 
-Independent solutions: the reference and the three of course/solutions/, written apart.
+Independent solutions: the reference and the three of course/handout/solutions/, written apart.
 Disguised copies of the three (course/tests/disguise.py): every name they define renamed,
 definitions and methods reordered, re-printed by ast.unparse, docstrings and comments
 rewritten. Every copy must be flagged against its original and nothing else; independent
@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from course.grade import REPO_ROOT
 from course.grading.similarity import ALL, Match, check, component_adapters, starter_sources
+from course.paths import REPO_ROOT
+from course.paths import SOLUTIONS as SOLUTIONS_DIR
 from course.tests.disguise import disguise_tree
 
 pytestmark = pytest.mark.slow  # ~30 s of tokenizing and fingerprinting
@@ -46,8 +47,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Match], Path]:
     students, staging = root / "students", root / "staging"
     students.mkdir()
     for name in SOLUTIONS:
-        copy_code(REPO_ROOT / "course" / "solutions" / name, students / name)
-        disguise_tree(REPO_ROOT / "course" / "solutions" / name, staging / f"copy_{name}")
+        copy_code(SOLUTIONS_DIR / name, students / name)
+        disguise_tree(SOLUTIONS_DIR / name, staging / f"copy_{name}")
         zip_folder(staging / f"copy_{name}", students / f"copy_{name}.zip")  # as uploaded
     copy_code(REPO_ROOT, students / "reference", REPO_ROOT / "cs336_basics")
     for rel, text in starter_sources().items():
@@ -63,7 +64,7 @@ def flagged_pairs(matches: list[Match]) -> set[frozenset[str]]:
 
 
 def test_disguise_changes_what_a_reader_sees(tmp_path: Path) -> None:
-    source = REPO_ROOT / "course" / "solutions" / "own_names"
+    source = SOLUTIONS_DIR / "own_names"
     disguise_tree(source, tmp_path / "copy")
     original = (source / "cs336_basics" / "mixing.py").read_text()
     copy = (tmp_path / "copy" / "cs336_basics" / "mixing.py").read_text()

@@ -6,7 +6,7 @@ import ast
 
 import pytest
 
-from course.skeleton import SkeletonError, make_skeleton
+from course.handout.skeleton import SkeletonError, make_skeleton
 
 GRADED = '''"""Layers."""
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from course.oracles import special_tokens as special_token_oracles
-from course.oracles.tokenizers import naive_encode, naive_train_bpe, tiktoken_of
+from course.cases.truths import special_tokens as special_token_truths
+from course.cases.truths.tokenizers import naive_encode, naive_train_bpe, tiktoken_of
 from tests.cases import special_tokens
 from tests.cases.shipped import Shipped
 from tests.cases.special_tokens import merges_from_special_text
@@ -272,7 +272,7 @@ def test_special_text_evidence_only_for_merges_made_inside_special_tokens() -> N
     _, right = naive_train_bpe(text, 280, inputs["special_tokens"])
     _, as_text = naive_train_bpe(text, 280, inputs["special_tokens"], "no_special_split")
     expected = {
-        "inside_only": special_token_oracles.inside_only(inputs["unit"], inputs["special_tokens"])
+        "inside_only": special_token_truths.inside_only(inputs["unit"], inputs["special_tokens"])
     }
     assert merges_from_special_text(merges_to_wire(right), expected) == []
     assert merges_from_special_text(merges_to_wire(as_text), expected)
@@ -280,7 +280,7 @@ def test_special_text_evidence_only_for_merges_made_inside_special_tokens() -> N
 
 def test_tricky_special_token_hints_name_only_the_mistake_they_reproduce() -> None:
     inputs = special_tokens.tricky_inputs(Shipped())
-    expected = special_token_oracles.tricky_expected(inputs) | {"reveal": True}
+    expected = special_token_truths.tricky_expected(inputs) | {"reveal": True}
     texts = inputs["texts"]
     right = {"encode": dict(expected["ids"]), "decoded": dict(texts)}
     right["lines"] = {

@@ -11,8 +11,8 @@ import sys
 import numpy as np
 import torch
 
-from course.check_solutions import SOLUTIONS, apply_variant, read_variant
-from course.handout import REPO_ROOT
+from course.handout.check_solutions import SOLUTIONS, apply_variant, read_variant
+from course.paths import REPO_ROOT
 
 
 def test_single_module_is_one_module_without_annotations():

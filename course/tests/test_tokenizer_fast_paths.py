@@ -17,7 +17,7 @@ import tiktoken
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from course.oracles.tokenizers import naive_train_bpe, tiktoken_of
+from course.cases.truths.tokenizers import naive_train_bpe, tiktoken_of
 from tests.adapters import get_tokenizer, run_train_bpe
 
 EOT = "<|endoftext|>"

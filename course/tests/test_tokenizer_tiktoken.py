@@ -12,7 +12,7 @@ import tiktoken
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from course.oracles.tokenizers import naive_encode, tiktoken_of
+from course.cases.truths.tokenizers import naive_encode, tiktoken_of
 from tests.adapters import get_tokenizer
 from tests.cases.shipped import Shipped
 from tests.test_tokenizer_properties import SHIPPED, runs

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import regex
 
-from course.tokenizer_fixtures import write_tokenizer_fixtures
+from course.cases.tokenizer_fixtures import write_tokenizer_fixtures
 from cs336_basics.runner.stories import END_OF_TEXT, generate_stories, write_story_corpus
 from cs336_basics.tokenizer_files import (
     bytes_to_unicode,

@@ -10,7 +10,7 @@ import regex
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from course.oracles.tokenizers import GPT2_PATTERN, naive_train_bpe
+from course.cases.truths.tokenizers import GPT2_PATTERN, naive_train_bpe
 from tests.adapters import run_train_bpe
 from tests.hints import matching_hints
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from course.handout import REPO_ROOT, shipped_files
+from course.handout.build import shipped_files
+from course.paths import REPO_ROOT
 
 # Modules Windows' Python does not have.
 POSIX_MODULES = frozenset(
@@ -50,9 +51,9 @@ OPENING_MODULES = frozenset({"io", "codecs", "gzip", "bz2", "lzma"})  # module.o
 
 
 def shipped_python() -> list[Path]:
-    """Both handouts' Python files, and course/submission.py (shipped as make_submission.py)."""
+    """Both handouts' Python files, and course/handout/submission.py (shipped as make_submission.py)."""
     both = set(shipped_files(REPO_ROOT, "base")) | set(shipped_files(REPO_ROOT, "extension"))
-    return sorted({p for p in both if p.suffix == ".py"} | {Path("course/submission.py")})
+    return sorted({p for p in both if p.suffix == ".py"} | {Path("course/handout/submission.py")})
 
 
 def parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:

@@ -11,10 +11,10 @@ The same case runs in two places, so the two never drift:
 
 - ``tests/test_cases.py`` runs every *public* case in-process on the shipped fixtures, with
   hints when a failure matches a known mistake (``uv run pytest -k rope``);
-- the grader's driver (``course/driver.py``) runs public and *hidden* cases inside a sandbox
-  and writes outputs only; the judge (``course/judge.py``) checks them outside.
+- the grader's driver (``course/grading/driver.py``) runs public and *hidden* cases inside a sandbox
+  and writes outputs only; the judge (``course/grading/judge.py``) checks them outside.
 
-A case's id is ``<component>-public-<name>`` or ``<component>-hidden-<name>-<variant>``.
+A case's id is ``<component>-public-<name>`` or ``<component>-hidden-<name>-<instance>``.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ class Case:
     def public_id(self) -> str:
         return f"{self.component}-public-{self.name}"
 
-    def hidden_id(self, variant: str) -> str:
-        return f"{self.component}-hidden-{self.name}-{variant}"
+    def hidden_id(self, instance: str) -> str:
+        return f"{self.component}-hidden-{self.name}-{instance}"
 
 
 CASES: dict[tuple[str, str], Case] = {}

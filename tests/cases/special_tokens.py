@@ -12,7 +12,7 @@ an ordinary text could be cut), and one special token inside another at a non-ze
 
 Failures say when the output equals what a known mistake gives: merges made of bytes found only
 inside special tokens, or the ids that special tokens encoded as text, or each line encoded on
-its own, give (computed by the instructor, ``course/oracles``, and shipped with the
+its own, give (computed by the instructor, ``course/cases/truths``, and shipped with the
 expected values).
 """
 

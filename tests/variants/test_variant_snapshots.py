@@ -1,4 +1,4 @@
-"""Frozen snapshots of the architecture-variant components (``course/cases_variants.py``).
+"""Frozen snapshots of the architecture-variant components (``course/cases/variants.py``).
 
 Each snapshot's expected output was computed in float64 from the equations, independently of
 ``cs336_basics``; a mismatch names the likely bug when it matches a catalogued mistake.

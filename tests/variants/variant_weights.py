@@ -1,5 +1,5 @@
 """Weights for the architecture-variant snapshots, sliced deterministically from the frozen
-reference model (``fixtures/model``), so the snapshot generator (``course/cases_variants.py``)
+reference model (``fixtures/model``), so the snapshot generator (``course/cases/variants.py``)
 and the tests feed identical weights without storing more fixtures.
 
 The reference model has d_model 64, 4 heads of 16, d_ff 128 and 3 layers.

@@ -1,0 +1,5 @@
+import sys
+
+from course.cases.fairness.check import main
+
+sys.exit(main())

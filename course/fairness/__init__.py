@@ -1,2 +1,0 @@
-"""The fairness check: correct implementations that differ only in arithmetic order pass every
-numeric graded case, and by what margin (``python -m course.fairness``, ``make fairness``)."""

@@ -1,5 +1,0 @@
-import sys
-
-from course.fairness.check import main
-
-sys.exit(main())

@@ -1,0 +1,210 @@
+"""Run the shipped test suite against the independent solutions in ``course/handout/solutions/``.
+
+``python -m course.handout.check_solutions`` (``make check-solutions``) builds, for each solution, a
+temporary tree holding this repository's shipped tests and fixtures with the solution's
+``cs336_basics/`` and ``tests/adapters.py`` in place of ours (exactly what a student's zip
+holds), and runs pytest there with an interpreter that cannot see the reference package:
+``python -S`` skips the ``.pth`` files (among them the editable install of the reference) and
+``PYTHONPATH`` lists the temporary tree, then the environment's site-packages.
+
+Every graded case must pass. ``single_module`` and ``own_names`` wire every adapter (the
+components beyond the assignment's too), so every shipped test not marked ``robustness`` must
+pass for them; ``upstream_style`` wires the assignment's adapters only, as a student of the
+course would, so the graded cases are what it must pass. The rest of the advice runs too and is
+reported, not required. The solutions are written in styles unlike the reference (one module
+without annotations; its own module names, exceptions and vocabulary ids; the course's own
+layout and habits), so a pass shows that the suite grades the assignment's contract and not our
+implementation's choices.
+
+A *variant* (``course/handout/solutions/<name>/variant.toml``) is another solution with choices the
+handout leaves open made the other way: ``base`` names the solution it starts from, and each
+``[[edit]]`` replaces the one occurrence of ``before`` in ``path`` by ``after`` (``why`` says
+which choice it makes), so the suite is checked on that choice too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from course.handout.build import is_instructor_test
+from course.paths import REPO_ROOT, SOLUTIONS
+
+# Solutions that wire only the assignment's adapters: required to pass the graded cases alone.
+GRADED_ONLY = {"upstream_style"}
+# Shipped only in the extension handout, with adapters the base assignment does not ask for.
+EXTENSION_TESTS = "variants"
+
+
+@dataclass
+class Outcome:
+    solution: str
+    graded_ok: bool
+    graded_summary: str
+    robustness_summary: str
+    robustness_failures: list[str]
+
+
+def shipped_test_files(ignore: set[str]) -> list[Path]:
+    """Files of ``tests/`` that ship in the base handout (relative paths)."""
+    tests = REPO_ROOT / "tests"
+    files = []
+    for path in sorted(tests.rglob("*")):
+        relative = path.relative_to(REPO_ROOT)
+        if not path.is_file() or "__pycache__" in relative.parts or relative.name == "adapters.py":
+            continue
+        if relative.parts[1] == EXTENSION_TESTS or relative.as_posix() in ignore:
+            continue
+        if is_instructor_test(path):
+            continue
+        files.append(relative)
+    return files
+
+
+def build_tree(solution: Path, root: Path, ignore: set[str]) -> None:
+    for relative in shipped_test_files(ignore):
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO_ROOT / relative, root / relative)
+    shutil.copytree(REPO_ROOT / "fixtures", root / "fixtures")
+    shutil.copyfile(REPO_ROOT / "pyproject.toml", root / "pyproject.toml")
+    variant = solution / "variant.toml"
+    source = SOLUTIONS / read_variant(variant)["base"] if variant.is_file() else solution
+    shutil.copytree(source / "cs336_basics", root / "cs336_basics")
+    shutil.copyfile(source / "tests" / "adapters.py", root / "tests" / "adapters.py")
+    if variant.is_file():
+        apply_variant(read_variant(variant), root)
+
+
+def read_variant(path: Path) -> dict:
+    with path.open("rb") as file:
+        variant = tomllib.load(file)
+    if not (SOLUTIONS / str(variant.get("base")) / "cs336_basics").is_dir():
+        raise ValueError(f"{path}: base {variant.get('base')!r} is not a solution")
+    return variant
+
+
+def apply_variant(variant: dict, root: Path) -> None:
+    """Make each edit of a variant in the tree at ``root``; its ``before`` must occur once."""
+    for edit in variant.get("edit", []):
+        file = root / edit["path"]
+        text = file.read_text(encoding="utf-8")
+        if text.count(edit["before"]) != 1:
+            raise ValueError(
+                f"variant edit ({edit['why']}): {edit['before']!r} occurs "
+                f"{text.count(edit['before'])} times in {edit['path']}, expected once"
+            )
+        file.write_text(text.replace(edit["before"], edit["after"]), encoding="utf-8")
+
+
+def isolated_env(root: Path) -> dict[str, str]:
+    # Where torch is installed is this environment's site-packages (also when this script
+    # itself runs under ``python -S``, where sysconfig would name the base interpreter's).
+    site_packages = Path(importlib.util.find_spec("torch").origin).parents[1]
+    return {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{site_packages}"}
+
+
+def check_isolation(root: Path) -> None:
+    """``cs336_basics`` must resolve to the solution, and ``course`` must not resolve at all."""
+    probe = (
+        "import importlib.util, cs336_basics; print(cs336_basics.__file__); "
+        "print(importlib.util.find_spec('course'))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", probe],
+        cwd=root,
+        env=isolated_env(root),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    module_file, course_spec = result.stdout.split()[:2]
+    if not Path(module_file).resolve().is_relative_to(root.resolve()) or course_spec != "None":
+        raise RuntimeError(
+            f"the interpreter sees the reference: cs336_basics from {module_file}, course {course_spec}"
+        )
+
+
+def run_pytest(root: Path, marker: str, extra: list[str]) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-S", "-m", "pytest", "tests", "-q", "-rf", "-p", "no:cacheprovider"]
+    return subprocess.run(
+        [*command, "-m", marker, *extra],
+        cwd=root,
+        env=isolated_env(root),
+        capture_output=True,
+        text=True,
+    )
+
+
+def last_line(output: str) -> str:
+    """pytest's count line ("3 passed, 1 failed in 2.0s"), which the suite's own summary of
+    what counts follows; the last line when there is none."""
+    lines = [line for line in output.strip().splitlines() if line.strip()]
+    counts = [
+        line
+        for line in lines
+        if re.search(r"(passed|failed|error|no tests ran).* in [0-9.]+s", line)
+    ]
+    return (counts or lines or ["(no output)"])[-1]
+
+
+def check(solution: Path, ignore: set[str], extra: list[str]) -> Outcome:
+    with tempfile.TemporaryDirectory(prefix=f"check-{solution.name}-") as tmp:
+        root = Path(tmp)
+        build_tree(solution, root, ignore)
+        check_isolation(root)
+        required = "not advice" if solution.name in GRADED_ONLY else "not robustness"
+        graded = run_pytest(root, required, extra)
+        robustness = run_pytest(root, f"not ({required})", extra)
+    if graded.returncode != 0:
+        print(graded.stdout[-6000:], graded.stderr[-2000:], sep="\n")
+    failures = [
+        line.removeprefix("FAILED ").split(" - ")[0]
+        for line in robustness.stdout.splitlines()
+        if line.startswith("FAILED ")
+    ]
+    return Outcome(
+        solution.name,
+        graded.returncode == 0,
+        last_line(graded.stdout),
+        last_line(robustness.stdout),
+        failures,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "solutions", nargs="*", help="solution names under course/handout/solutions/ (default: all)"
+    )
+    parser.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a shipped test file to leave out (repository-relative), e.g. while it is moving",
+    )
+    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: passed to pytest")
+    args = parser.parse_args(argv)
+    names = args.solutions or sorted(p.name for p in SOLUTIONS.iterdir() if p.is_dir())
+    extra = [a for a in args.pytest_args if a != "--"]
+    outcomes = [check(SOLUTIONS / name, set(args.ignore), extra) for name in names]
+    for outcome in outcomes:
+        status = "PASS" if outcome.graded_ok else "FAIL"
+        print(f"{status} {outcome.solution}: required tests: {outcome.graded_summary}")
+        print(f"     the other advice (not required): {outcome.robustness_summary}")
+        for nodeid in outcome.robustness_failures:
+            print(f"       advice: {nodeid}")
+    return 0 if all(o.graded_ok for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,404 @@
+"""Mutation testing with mutants generated from the reference's syntax tree (``make mutants``).
+
+Every mutant of ``course/mutation/ast_mutants.py`` is written into a private copy of the repository and
+the tests of its module (the rubric components it implements) run against it; the mutant is
+*killed* when a test fails, errors or hangs. Mutants that cannot be killed because they do not
+change behaviour are listed with the reason in ``course/mutation/equivalent_mutants.toml``; the report
+gives, per module, the kill rate among the others and lists every survivor. Exits 1 when a
+survivor is not listed as equivalent (or a listed one is killed, or no longer generated).
+
+Speed: the parent imports torch, pytest and the test dependencies once, then forks one child
+per mutant (``--jobs`` at a time, one repository copy each), so a mutant costs its tests, not
+an interpreter start; ``-x`` stops a mutant's run at its first failing test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import tempfile
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from course.mutation.ast_mutants import Mutant, generate
+from course.mutation.catalogue import DECODING_TESTS
+from course.mutation.run_catalogue import (
+    SELECT,
+    collected_nodeids,
+    hint_lines,
+    make_copy,
+    test_files_for,
+)
+from course.paths import HANDOUT_MANIFEST, REPO_ROOT
+from course.pytest_outcomes import summarize
+
+EQUIVALENTS = Path(__file__).with_name("equivalent_mutants.toml")
+MANIFEST = HANDOUT_MANIFEST
+
+# Which tests judge each graded module: its rubric components, or a -k expression of its own.
+MODULE_TESTS: dict[str, list[str] | str] = {
+    "linear.py": ["linear"],
+    "embedding.py": ["embedding"],
+    "rmsnorm.py": ["rmsnorm"],
+    "functional.py": ["silu", "softmax"],
+    "feedforward.py": ["swiglu"],
+    # RoPE's buffers and positions are also judged through the attention layer that uses it, and
+    # attention through decoding and the fused-kernel tests, which run the core layer as well.
+    "rope.py": ["rope", "multihead_self_attention"],
+    "attention.py": (
+        "scaled_dot_product_attention or multihead_self_attention or generation or fused_attention"
+    ),
+    "block.py": ["transformer_block"],
+    # (The learned-position variant LM subclasses the core TransformerLM.)
+    "model.py": "(transformer_lm and not config) or position_learned or learned_position",
+    "pretokenization.py": ["train_bpe", "tokenizer"],
+    "bpe.py": ["train_bpe"],
+    "tokenizer.py": ["tokenizer"],
+    "losses.py": ["cross_entropy"],
+    "gradient_clipping.py": ["gradient_clipping"],
+    "adamw.py": ["adamw"],
+    "schedule.py": ["cosine_schedule"],
+    "data.py": ["get_batch"],
+    "checkpoint.py": ["checkpoint"],
+    "accounting.py": "accounting",
+    "training.py": "training and not ddp",
+    "generation.py": DECODING_TESTS,
+}
+# Reference-only modules (not in the handout, so without solution regions: every function body
+# is mutated) and the instructor tests that judge them, with the files those tests import.
+FAST_TOKENIZER_TESTS = ["course/tests/test_fast_tokenizer.py"]
+REFERENCE_MODULE_TESTS: dict[str, list[str]] = {
+    "runner/compiled/fast_tokenizer.py": FAST_TOKENIZER_TESTS,
+    "runner/compiled/fast_tokenizer_kernels.py": FAST_TOKENIZER_TESTS,
+}
+REFERENCE_TEST_IMPORTS = (
+    "course/__init__.py",
+    "course/tests/__init__.py",
+    "benchmarks/__init__.py",
+    "benchmarks/english.py",
+    *FAST_TOKENIZER_TESTS,
+)
+# The instructor's tests of the tokenizer and trainer against their references (a naive trainer,
+# tiktoken: course/cases/truths), which do not ship, join the runs of the modules they judge.
+TOKENIZER_ORACLE_TESTS = [
+    "course/tests/test_tokenizer_tiktoken.py",
+    "course/tests/test_tokenizer_fast_paths.py",
+]
+ORACLE_TESTS: dict[str, list[str]] = {
+    "pretokenization.py": ["course/tests/test_train_bpe_naive.py", *TOKENIZER_ORACLE_TESTS],
+    "bpe.py": ["course/tests/test_train_bpe_naive.py"],
+    "tokenizer.py": TOKENIZER_ORACLE_TESTS,
+}
+ORACLE_IMPORTS = (
+    "course/__init__.py",
+    "course/tests/__init__.py",
+    "course/cases/__init__.py",
+    *(
+        f"course/cases/truths/{name}.py"
+        for name in (
+            *("__init__", "attention", "layers", "model", "optim"),
+            *("special_tokens", "tokenizers", "tolerances", "training"),
+        )
+    ),
+    *sorted({path for paths in ORACLE_TESTS.values() for path in paths}),
+)
+# A CI-sized sample: small modules whose tests run in seconds.
+SMOKE_MODULES = ["gradient_clipping.py", "data.py", "schedule.py"]
+
+
+@dataclass
+class Outcome:
+    mutant: Mutant
+    status: str  # "killed", "survived", "equivalent", "equivalent-killed"
+    how: str = ""
+    hinted: bool = False  # the failing test printed a hint: or diagnosis: line
+
+
+def graded_modules() -> list[str]:
+    with MANIFEST.open("rb") as file:
+        return [Path(p).name for p in tomllib.load(file)["base"]["graded"]]
+
+
+def selection(module: str) -> str:
+    """The ``-k`` expression of a module's tests (empty: every test of its files)."""
+    if module in REFERENCE_MODULE_TESTS:
+        return ""
+    tests = MODULE_TESTS[module]
+    if isinstance(tests, str):
+        return tests
+    components = dict(SELECT)
+    return " or ".join(f"({components[name]})" for name in tests)
+
+
+def test_files(module: str, nodeids: tuple[str, ...]) -> list[str]:
+    if module in REFERENCE_MODULE_TESTS:
+        return REFERENCE_MODULE_TESTS[module]
+    return test_files_for(selection(module), nodeids) + ORACLE_TESTS.get(module, [])
+
+
+def load_equivalents() -> dict[tuple[str, str], str]:
+    with EQUIVALENTS.open("rb") as file:
+        entries = tomllib.load(file).get("equivalent", [])
+    return {(e["path"], e["key"]): e["reason"] for e in entries}
+
+
+def run_child(copy: Path, mutant: Mutant | None, path: str, select: str, files: list[str]) -> None:
+    """In a forked child: apply ``mutant`` to ``copy`` and exit with pytest's status."""
+    try:
+        os.chdir(copy)
+        sys.path[:] = [str(copy)] + [p for p in sys.path if p not in ("", str(REPO_ROOT))]
+        reloaded = ("cs336_basics", "tests", "course", "benchmarks")
+        for name in [n for n in sys.modules if n.split(".")[0] in reloaded]:
+            del sys.modules[name]
+        if mutant is not None:
+            (copy / path).write_text(mutant.source, encoding="utf-8")
+        if path.removeprefix("cs336_basics/") in REFERENCE_MODULE_TESTS:
+            # Compiled kernels with bounds checks, as the suite's slow test of them runs them.
+            os.environ["NUMBA_BOUNDSCHECK"] = "1"
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        import pytest
+        import torch
+
+        torch.set_num_threads(1)
+        basetemp = copy / ".mutants" / "tmp"
+        # The failing test's message, for the hinted share (course/pytest_outcomes.py).
+        sys.path.insert(0, str(copy / ".mutants"))
+        os.environ["CS336_OUTCOMES"] = str(outcomes_file(copy))
+        code = pytest.main(
+            [
+                *("-x", "-q", "-p", "no:cacheprovider", "-p", "pytest_outcomes"),
+                *("-k", select, f"--basetemp={basetemp}", *files),
+            ]
+        )
+        os._exit(int(code))
+    except BaseException:
+        os._exit(99)
+
+
+def outcomes_file(copy: Path) -> Path:
+    return copy / ".mutants" / "outcomes.jsonl"
+
+
+def printed_a_hint(copy: Path) -> bool:
+    """Whether a failing test of the last run in ``copy`` printed a hint or diagnosis line."""
+    results = summarize(outcomes_file(copy)).values()
+    return any(hint_lines(r["message"]) for r in results if r["outcome"] in ("failed", "error"))
+
+
+class Pool:
+    """Forked children, one per repository copy; ``wait`` returns finished ones."""
+
+    def __init__(self, copies: list[Path]) -> None:
+        self.free = list(copies)
+        self.running: dict[int, tuple[Path, object, float, float]] = {}
+        self.hinted: dict[int, bool] = {}  # by id(job): the run's failure printed a hint
+
+    def start(self, job: object, mutant: Mutant | None, path: str, select: str, files, timeout):
+        copy = self.free.pop()
+        original = (copy / path).read_text(encoding="utf-8")
+        outcomes_file(copy).unlink(missing_ok=True)
+        pid = os.fork()
+        if pid == 0:
+            run_child(copy, mutant, path, select, files)
+        self.running[pid] = (copy, (job, path, original), time.monotonic(), timeout)
+
+    def wait(self) -> list[tuple[object, str]]:
+        """Block until a child ends; return ``(job, how)`` for each that ended."""
+        while True:
+            done = []
+            for pid, (copy, (job, path, original), started, timeout) in list(self.running.items()):
+                finished, status = os.waitpid(pid, os.WNOHANG)
+                if not finished and time.monotonic() - started > timeout:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    how = f"hung past {timeout:.0f} s"
+                elif not finished:
+                    continue
+                elif os.WIFSIGNALED(status):
+                    how = f"died with signal {os.WTERMSIG(status)}"
+                else:
+                    how = f"pytest exit {os.WEXITSTATUS(status)}"
+                (copy / path).write_text(original, encoding="utf-8")
+                del self.running[pid]
+                self.free.append(copy)
+                self.hinted[id(job)] = printed_a_hint(copy)
+                done.append((job, how))
+            if done:
+                return done
+            time.sleep(0.02)
+
+
+def killed(how: str) -> bool:
+    """Tests failed (1), collection broke (2), pytest crashed (3), or the run hung or died."""
+    return how not in ("pytest exit 0", "pytest exit 4", "pytest exit 5", "pytest exit 99")
+
+
+def baselines(pool: Pool, modules: list[str], nodeids, timeout: float) -> dict[str, float]:
+    """Run each module's tests on the unmutated copy; return their durations (all must pass)."""
+    durations, started = {}, {}
+    pending = list(modules)
+    while pending or pool.running:
+        while pending and pool.free:
+            module = pending.pop()
+            started[module] = time.monotonic()
+            path = f"cs336_basics/{module}"
+            files = test_files(module, nodeids)
+            pool.start(module, None, path, selection(module), files, timeout)
+        for module, how in pool.wait():
+            pool.hinted.pop(id(module), None)
+            if how != "pytest exit 0":
+                raise SystemExit(f"the tests of {module} do not pass unmutated ({how})")
+            durations[module] = time.monotonic() - started[module]
+    return durations
+
+
+def run(
+    modules: list[str], jobs: int, match: list[str] | None = None, root: Path = REPO_ROOT
+) -> list[Outcome]:
+    from cs336_basics.progress import progress_bar
+
+    equivalents = load_equivalents()
+    mutants = [
+        m
+        for module in modules
+        for m in generate(root, f"cs336_basics/{module}")
+        if not match or any(part in m.key for part in match)
+    ]
+    nodeids = collected_nodeids(root)
+    compiled = bool(set(modules) & set(REFERENCE_MODULE_TESTS))
+    preload_test_dependencies(compiled)
+    outcomes = []
+    with tempfile.TemporaryDirectory(prefix="cs336-generated-mutants-") as tmp:
+        extra = tuple(
+            dict.fromkeys((*(REFERENCE_TEST_IMPORTS if compiled else ()), *ORACLE_IMPORTS))
+        )
+        pool = Pool([make_copy(root, Path(tmp) / f"copy{i}", extra) for i in range(jobs)])
+        durations = baselines(pool, modules, nodeids, timeout=600)
+        print(
+            "tests of each module, unmutated: "
+            + ", ".join(f"{m} {s:.1f} s" for m, s in sorted(durations.items()))
+        )
+        pending = list(reversed(mutants))
+        with progress_bar(total=len(mutants), desc="mutants", unit="mutant") as bar:
+            while pending or pool.running:
+                while pending and pool.free:
+                    mutant = pending.pop()
+                    module = Path(mutant.path).name
+                    timeout = 30 + 5 * durations[module]
+                    files = test_files(module, nodeids)
+                    pool.start(mutant, mutant, mutant.path, selection(module), files, timeout)
+                for mutant, how in pool.wait():
+                    equivalent = (mutant.path, mutant.key) in equivalents
+                    status = "killed" if killed(how) else "survived"
+                    if equivalent:
+                        status = "equivalent-killed" if status == "killed" else "equivalent"
+                    outcomes.append(Outcome(mutant, status, how, pool.hinted.pop(id(mutant))))
+                    if status == "survived":
+                        bar.write(f"survived: {mutant}")
+                    survivors = sum(o.status == "survived" for o in outcomes)
+                    bar.set_postfix(survived=survivors, refresh=False)
+                    bar.update()
+    order = {id(m): i for i, m in enumerate(mutants)}
+    return sorted(outcomes, key=lambda o: order[id(o.mutant)])
+
+
+def preload_test_dependencies(compiled: bool) -> None:
+    """Import what every test imports (numba too for ``compiled`` modules), once, so forked
+    children start warm."""
+    sys.dont_write_bytecode = True  # children edit sources; never leave a stale .pyc behind
+    import hypothesis  # noqa: F401
+    import numpy  # noqa: F401
+    import pytest  # noqa: F401
+    import regex  # noqa: F401
+    import tiktoken  # noqa: F401
+    import torch  # noqa: F401
+
+    if compiled:
+        import numba  # noqa: F401
+
+
+def report(
+    outcomes: list[Outcome], equivalents: dict[tuple[str, str], str], complete: bool = True
+) -> tuple[str, bool]:
+    """The kill-rate table and the survivors; ``complete`` when every mutant of each module ran
+    (then equivalents no longer generated are reported as stale)."""
+    lines = [
+        f"{'module':<22} {'mutants':>7} {'equiv.':>6} {'killed':>6} {'kill rate':>9} {'hinted':>6}"
+    ]
+    modules = sorted({Path(o.mutant.path).name for o in outcomes})
+    totals = [0, 0, 0, 0]
+    for module in modules:
+        mine = [o for o in outcomes if Path(o.mutant.path).name == module]
+        equivalent = sum(o.status.startswith("equivalent") for o in mine)
+        dead = sum(o.status == "killed" for o in mine)
+        hinted = sum(o.status == "killed" and o.hinted for o in mine)
+        rate = dead / (len(mine) - equivalent) if len(mine) > equivalent else 1.0
+        lines.append(
+            f"{module:<22} {len(mine):>7} {equivalent:>6} {dead:>6} {rate:>9.1%} {hinted:>6}"
+        )
+        totals = [a + b for a, b in zip(totals, (len(mine), equivalent, dead, hinted), strict=True)]
+    total, equivalent, dead, hinted = totals
+    rate = dead / (total - equivalent) if total > equivalent else 1.0
+    lines.append(f"{'all':<22} {total:>7} {equivalent:>6} {dead:>6} {rate:>9.1%} {hinted:>6}")
+    if dead:
+        lines.append(
+            f"hinted share: {hinted}/{dead} = {hinted / dead:.0%} of killed mutants fail with a "
+            "hint or diagnosis line (whether it names the mutant is not judged automatically)"
+        )
+    survivors = [o for o in outcomes if o.status == "survived"]
+    lines += ["", f"{len(survivors)} survivors (neither killed nor listed as equivalent):"]
+    lines += [f"  {o.mutant}" for o in survivors]
+    surprising = [o for o in outcomes if o.status == "equivalent-killed"]
+    if surprising:
+        lines += ["listed as equivalent but killed (remove from equivalent_mutants.toml):"]
+        lines += [f"  {o.mutant} ({o.how})" for o in surprising]
+    generated = {(o.mutant.path, o.mutant.key) for o in outcomes}
+    studied = {Path(o.mutant.path).name for o in outcomes}
+    stale = [
+        k for k in equivalents if complete and Path(k[0]).name in studied and k not in generated
+    ]
+    if stale:
+        lines += ["listed as equivalent but no longer generated (update equivalent_mutants.toml):"]
+        lines += [f"  {path} {key}" for path, key in stale]
+    return "\n".join(lines), not (survivors or surprising or stale)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "modules",
+        nargs="*",
+        help="modules, e.g. rope.py (default: the graded ones and the compiled tokenizer)",
+    )
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--smoke", action="store_true", help=f"only {', '.join(SMOKE_MODULES)}")
+    parser.add_argument(
+        "--match", action="append", default=[], help="only mutants whose key contains this"
+    )
+    parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
+    args = parser.parse_args(argv)
+    default = graded_modules() + list(REFERENCE_MODULE_TESTS)
+    modules = SMOKE_MODULES if args.smoke else (args.modules or default)
+    unknown = sorted(set(modules) - set(MODULE_TESTS) - set(REFERENCE_MODULE_TESTS))
+    if unknown:
+        parser.error(f"not modules with known tests: {unknown}")
+    if args.list:
+        for module in modules:
+            mutants = generate(REPO_ROOT, f"cs336_basics/{module}")
+            chosen = [m for m in mutants if not args.match or any(p in m.key for p in args.match)]
+            print("\n".join(str(m) for m in chosen))
+        return 0
+    outcomes = run(modules, max(1, args.jobs), args.match)
+    text, clean = report(outcomes, load_equivalents(), complete=not args.match)
+    print(text)
+    return 0 if clean else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,2 +1,0 @@
-"""A transformer language model from scratch, organised our own way (an independent solution
-of the basics assignment; see course/check_solutions.py)."""
