@@ -29,8 +29,8 @@ from cs336_basics.config import ModelConfig
 from cs336_basics.generation import generate
 from cs336_basics.variants.builders import build_variant_model
 from cs336_basics.variants.config import VariantConfig
-from cs336_basics.variants.generation import generate_batch, generate_cached
-from cs336_basics.variants.hf_convert import to_hf
+from cs336_basics.variants.decoding.generation import generate_batch, generate_cached
+from cs336_basics.variants.hf.convert import to_hf
 
 TINYSTORIES = ModelConfig(
     vocab_size=10_000, context_length=512, d_model=512, num_layers=4, num_heads=16, d_ff=1344

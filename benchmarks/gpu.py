@@ -43,9 +43,9 @@ from cs336_basics.adamw import AdamW
 from cs336_basics.config import ModelConfig
 from cs336_basics.losses import cross_entropy
 from cs336_basics.variants.builders import build_variant_model
-from cs336_basics.variants.config import VariantConfig
+from cs336_basics.variants.config import AttentionConfig, VariantConfig
+from cs336_basics.variants.decoding.generation import generate_batch, generate_cached
 from cs336_basics.variants.foreach_adamw import ForeachAdamW
-from cs336_basics.variants.generation import generate_batch, generate_cached
 
 # Dense bf16 tensor-core peaks (FLOP/s) from the vendors' data sheets, matched by device name
 # in this order (the first fragment found wins).
@@ -120,7 +120,9 @@ class Bench:
         return tokens[:, :-1], tokens[:, 1:]
 
     def ours_step(self, shape: Shape, compiled: bool, foreach: bool):
-        config = VariantConfig(**shape.config.to_dict(), fused_attention=True)
+        config = VariantConfig(
+            **shape.config.to_dict(), attention=AttentionConfig(fused_attention=True)
+        )
         model = build_variant_model(config, device=self.device)
         optimizer = (ForeachAdamW if foreach else AdamW)(model.parameters(), lr=1e-4)
         forward = torch.compile(model, backend=self.backend) if compiled else model
@@ -223,7 +225,9 @@ def loop_vs_step(bench: Bench, shape: Shape, step_rates: dict[str, float], log) 
         tokens = np.random.default_rng(0).integers(0, shape.config.vocab_size, count)
         np.save(Path(scratch) / "train.npy", tokens.astype(np.uint16))
         config = TrainConfig(
-            model=VariantConfig(**shape.config.to_dict(), fused_attention=True),
+            model=VariantConfig(
+                **shape.config.to_dict(), attention=AttentionConfig(fused_attention=True)
+            ),
             train_data=str(Path(scratch) / "train.npy"),
             out_dir=str(Path(scratch) / "run"),
             batch_size=shape.batch_size,
@@ -262,7 +266,8 @@ def generation(
     prompt_length, wide = 16, ModelConfig(**{**config.to_dict(), "context_length": 512})
     torch.manual_seed(0)
     ours = build_variant_model(
-        VariantConfig(**wide.to_dict(), fused_attention=True), device=bench.device
+        VariantConfig(**wide.to_dict(), attention=AttentionConfig(fused_attention=True)),
+        device=bench.device,
     )
     peer = llama_like(wide, "sdpa").to(bench.device)
     rates, large = {}, batches[-1]

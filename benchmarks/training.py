@@ -31,7 +31,7 @@ from cs336_basics.builder import build_model
 from cs336_basics.config import ModelConfig
 from cs336_basics.losses import cross_entropy
 from cs336_basics.variants.builders import build_variant_model
-from cs336_basics.variants.config import VariantConfig
+from cs336_basics.variants.config import AttentionConfig, VariantConfig
 
 TINY = ModelConfig(
     vocab_size=256, context_length=32, d_model=32, num_layers=2, num_heads=2, d_ff=64
@@ -75,7 +75,7 @@ def benchmark(
 
     def ours_steps(compiled: bool, fused: bool = False):
         # The handout's model, or the variant with the fused attention kernel (same weights).
-        variant = VariantConfig(**config.to_dict(), fused_attention=True)
+        variant = VariantConfig(**config.to_dict(), attention=AttentionConfig(fused_attention=True))
         model = build_variant_model(variant) if fused else build_model(config)
         optimizer = AdamW(model.parameters(), lr=1e-4)
         forward = torch.compile(model) if compiled else model

@@ -9,7 +9,9 @@ dependency) and those under ``TYPE_CHECKING`` (so is a type name).
 The layers, lowest first; a module may import its own layer and the layers below it:
 
     core      cs336_basics/*.py            the assignment and what it stands on
-    variants  cs336_basics/variants/       architecture variants, HF interop (register themselves)
+    decoding  cs336_basics/variants/decoding/  KV caches, decode steps, cached/batched generation
+    variants  cs336_basics/variants/       architecture variants (register themselves)
+    hf        cs336_basics/variants/hf/    Hugging Face interop: named builders, checkpoints
     runner    cs336_basics/runner/         CLI, commands, pipeline, stories, encoders
     tooling   course/, tests/,             instructor tooling, the test suite, the reference's
               reference_tests/, benchmarks/  own tests, benchmarks
@@ -41,7 +43,7 @@ from pathlib import Path
 from course.paths import REPO_ROOT
 
 PACKAGES = ("cs336_basics", "course", "tests", "reference_tests", "benchmarks")
-LAYERS = ("core", "variants", "runner", "tooling")
+LAYERS = ("core", "decoding", "variants", "hf", "runner", "tooling")
 # Folders of copies of the project (student solutions, generated handouts), not its modules.
 SKIPPED = ("course/handout/solutions", "course/cases/hidden", "course/cases/truths/data")
 
@@ -61,6 +63,8 @@ def layer_of(module: str) -> str:
     parts = module.split(".")
     if parts[0] != "cs336_basics":
         return "tooling"
+    if len(parts) > 2 and parts[1] == "variants" and parts[2] in ("decoding", "hf"):
+        return parts[2]
     if len(parts) > 1 and parts[1] in ("variants", "runner"):
         return parts[1]
     return "core"

@@ -60,6 +60,16 @@ class ModelConfig:
         return dataclasses.asdict(self)
 
     @classmethod
+    def flag_class(cls) -> type:
+        """The dataclass whose fields are this config's command-line flags: its own."""
+        return cls
+
+    @classmethod
+    def accepts(cls, data: dict[str, Any]) -> bool:
+        """Whether ``data`` names only fields of this class (a subclass may read more formats)."""
+        return set(data) <= {field.name for field in dataclasses.fields(cls)}
+
+    @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
         """The config ``data`` describes: with fields of a registered subclass (an architecture
         variant's), that subclass. Unknown and missing fields are errors."""
@@ -67,7 +77,7 @@ class ModelConfig:
         unknown = sorted(set(data) - set(fields))
         if unknown and cls is ModelConfig:
             for config_class in registry.config_classes():
-                if set(data) <= {f.name for f in dataclasses.fields(config_class)}:
+                if config_class.accepts(data):
                     return config_class.from_dict(data)
         if unknown:
             raise ValueError(
@@ -77,7 +87,9 @@ class ModelConfig:
         missing = sorted(
             name
             for name, field in fields.items()
-            if name not in data and field.default is dataclasses.MISSING
+            if name not in data
+            and field.default is dataclasses.MISSING
+            and field.default_factory is dataclasses.MISSING
         )
         if missing:
             raise ValueError(f"ModelConfig is missing required field(s): {', '.join(missing)}")

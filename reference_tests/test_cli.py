@@ -48,7 +48,7 @@ from cs336_basics.runner.cli import main
 from cs336_basics.runner.commands.text_stream import TextStream
 from cs336_basics.tokenizer import Tokenizer
 from cs336_basics.variants.builders import with_cache_capable_attention
-from cs336_basics.variants.kv_cache import caching_layers
+from cs336_basics.variants.decoding.kv_cache import caching_layers
 from reference_tests.cli_workspace import CLI, REPO, make_workspace, run_cli, snapshot
 from tests.variants.test_hf_tokenizer import build
 
@@ -614,7 +614,7 @@ def hf_dir(tmp_path_factory) -> tuple[transformers.PreTrainedModel, Path]:
 
 @pytest.mark.slow  # a subprocess: run by `make test-all` and CI, not by plain `pytest`
 def test_generate_hf_model_prints_hf_greedy_tokens(hf_dir) -> None:
-    from cs336_basics.variants.hf_checkpoint import load_pretrained
+    from cs336_basics.variants.hf.checkpoint import load_pretrained
 
     model, directory = hf_dir
     tokenizer = load_pretrained(directory).tokenizer
@@ -646,7 +646,7 @@ def test_export_hf_writes_a_directory_transformers_loads(tmp_path: Path, hf_dir)
     from cs336_basics.builder import build_model
     from cs336_basics.checkpoint import save_checkpoint
     from cs336_basics.config import ModelConfig
-    from cs336_basics.variants.hf_checkpoint import load_pretrained
+    from cs336_basics.variants.hf.checkpoint import load_pretrained
 
     config = ModelConfig(
         vocab_size=hf_dir[0].config.vocab_size,
@@ -791,11 +791,12 @@ def test_export_hf_of_a_moe_checkpoint_writes_the_hubs_per_expert_layout(tmp_pat
 
     from cs336_basics.checkpoint import save_checkpoint
     from cs336_basics.variants.builders import build_variant_model
-    from cs336_basics.variants.config import VariantConfig
+    from cs336_basics.variants.config import AttentionConfig, MoEConfig, VariantConfig
 
     config = VariantConfig(
         vocab_size=97, context_length=16, d_model=32, num_layers=2, num_heads=4, d_ff=24,
-        qk_norm=True, ffn="moe", num_experts=4, top_k=2, dense_layers=[0], dense_d_ff=40,
+        attention=AttentionConfig(qk_norm=True),
+        ffn=MoEConfig(num_experts=4, top_k=2, dense_layers=[0], dense_d_ff=40),
     )  # fmt: skip
     torch.manual_seed(2)
     ours = build_variant_model(config).eval()
@@ -836,7 +837,7 @@ def test_generate_hf_model_with_a_sentencepiece_tokenizer_is_one_line_error(
 @pytest.mark.slow  # a subprocess: run by `make test-all` and CI, not by plain `pytest`
 def test_export_lists_the_families_the_converter_knows() -> None:
     from cs336_basics.runner.commands import export_hf
-    from cs336_basics.variants import hf_convert
+    from cs336_basics.variants.hf import convert as hf_convert
 
     assert export_hf.FAMILIES == hf_convert.FAMILIES
 

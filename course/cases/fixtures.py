@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import zipfile
 from pathlib import Path
 
@@ -206,7 +207,9 @@ def write_snapshot(name: str, data: FixtureData | None = None) -> bool:
 
 def write_base_fixtures() -> None:
     """The model weights and config, and the shared inputs every snapshot case reads."""
-    update_fixture(FIXTURES / "model" / "config.json", MODEL_CONFIG.to_json().encode())
+    # the flat format the tests' config dicts use (and this file always had)
+    flat = json.dumps(MODEL_CONFIG.flat_dict(), indent=2, sort_keys=True) + "\n"
+    update_fixture(FIXTURES / "model" / "config.json", flat.encode())
     update_fixture(
         FIXTURES / "model" / "weights.safetensors", save(make_model_weights(MODEL_CONFIG))
     )

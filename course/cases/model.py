@@ -310,7 +310,7 @@ def ablation_case(config_switches: dict, block_switches: dict, absent: tuple[str
     def case(data: FixtureData) -> CaseResult:
         w = {k: v for k, v in layer_weights(data.state_dict).items() if k not in absent}
         x = data.inputs["in_embeddings"]
-        config = VariantConfig(**{**data.config.to_dict(), **config_switches})
+        config = VariantConfig.from_dict({**data.config.flat_dict(), **config_switches})
         rope = RotaryPositionalEmbedding(config.rope_theta, config.d_head, config.context_length)
         module = variant_block(config, rope if config.position_encoding == "rope" else None)
         module.load_state_dict(w)

@@ -18,9 +18,9 @@ from cs336_basics.rope import RotaryPositionalEmbedding
 from cs336_basics.variants.attention import SelfAttention, self_attention
 from cs336_basics.variants.builders import latent_attention
 from cs336_basics.variants.config import VariantConfig
+from cs336_basics.variants.decoding.kv_cache import kv_caches
 from cs336_basics.variants.encoder_decoder import DecoderLayer, EncoderLayer
 from cs336_basics.variants.feedforward import FeedForward
-from cs336_basics.variants.kv_cache import kv_caches
 from cs336_basics.variants.layernorm import LayerNorm
 from cs336_basics.variants.moe import mixture_of_experts
 from cs336_basics.variants.positional import SinusoidalPositionalEncoding
@@ -142,7 +142,7 @@ def sinusoidal(data: FixtureData) -> CaseResult:
 @snapshot_case("multihead_latent_attention")
 def mla(data: FixtureData) -> CaseResult:
     w, x = vw.mla_weights(data.state_dict), data.inputs["in_embeddings"]
-    module = latent_attention(VariantConfig(**vw.MLA_CONFIG))
+    module = latent_attention(VariantConfig.from_dict(vw.MLA_CONFIG))
     module.load_state_dict(w)
     with kv_caches(module):  # the folded (latent-cached) path
         output = module(x, positions_of(x))

@@ -15,9 +15,9 @@ What ships (see the manifest for the lists of modules):
   ``# END SOLUTION`` region (a pair of comment lines at the same indentation, inside a function
   body) becomes ``raise NotImplementedError`` at that indentation; in the extension handout
   only the extension's tests keep that treatment, other files ship filled in, markers removed;
-- a ``# BEGIN EXTENSION`` .. ``# END EXTENSION`` section (top level, e.g. the variant adapters
-  at the end of ``tests/adapters.py``) is left out of the base handout and ships in the
-  extension handout with its solution regions stripped;
+- a ``# BEGIN EXTENSION`` .. ``# END EXTENSION`` section (top level; the runner's list of
+  extensions to load, ``cs336_basics/runner/extensions.py``) is left out of the base handout and
+  ships in the extension handout with its solution regions stripped;
 - where a file lives decides whether it ships, never what it says: ``tests/`` and ``fixtures/``
   ship whole (``tests/variants/`` in the extension handout only); ``reference_tests/`` (the
   reference's own tests), ``course/``, ``benchmarks/`` and ``.ci/`` never do; the README,
@@ -125,7 +125,7 @@ def strip_solutions(
 def extension_sections(source: str, path: str = "<source>") -> list[tuple[bool, int, str]]:
     """Cut ``source`` at its ``# BEGIN EXTENSION`` .. ``# END EXTENSION`` sections (marker lines
     at column 0, not nested): ``[(inside a section, first line number, text), ...]``, markers
-    left out. Such a section (the variant adapters at the end of ``tests/adapters.py``) is
+    left out. Such a section (the runner's list of extensions to load) is
     left out of the base handout and ships with its solution regions stripped in the extension
     handout."""
     segments: list[tuple[bool, int, str]] = []

@@ -87,6 +87,9 @@ def collect(root: Path, writeup: Path | None = None) -> tuple[dict[str, Path], l
             else:
                 files[rel.as_posix()] = path
     files[ADAPTERS] = adapters
+    for path in sorted((root / "tests").rglob("*/adapters.py")):  # tests with adapters of their own
+        if path.is_file() and not path.is_symlink():
+            files[path.relative_to(root).as_posix()] = path
     if writeup is None and (root / WRITEUP).is_file():
         writeup = root / WRITEUP
     if writeup is not None:

@@ -1,4 +1,5 @@
-"""The layers point one way (core <- variants <- runner <- tooling) and no imports form a cycle."""
+"""The layers point one way (core <- decoding <- variants <- hf <- runner <- tooling) and no
+imports form a cycle."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ def test_the_project_has_one_way_layers_and_no_cycles():
     assert cycles(graph) == []
     uses = outside_dependencies(graph)
     assert uses["core"] == set()
-    assert uses["variants"] == {"core"}
+    assert uses["decoding"] == {"core"}
+    assert uses["variants"] == {"core", "decoding"}
+    assert uses["hf"] == {"core", "variants"}
 
 
 def write_tree(root: Path, files: dict[str, str]) -> Path:
@@ -51,6 +54,29 @@ def test_an_import_up_the_layers_is_named_with_its_line_even_inside_a_function(t
     assert layer_violations(graph, root) == [
         f"{imports} cs336_basics.variants",  # the package's __init__ runs too
         f"{imports} cs336_basics.variants.moe",
+    ]
+
+
+def test_the_architecture_importing_hf_interop_or_decoding_importing_it_is_a_violation(tmp_path):
+    """Decoding stands on the core alone; HF interop sits above the architecture."""
+    root = write_tree(
+        tmp_path,
+        {
+            "cs336_basics/variants/__init__.py": "",
+            "cs336_basics/variants/model.py": "from cs336_basics.variants.hf import convert\n",
+            "cs336_basics/variants/hf/__init__.py": "",
+            "cs336_basics/variants/hf/convert.py": "from cs336_basics.variants import model\n",
+            "cs336_basics/variants/decoding/__init__.py": "",
+            "cs336_basics/variants/decoding/kv_cache.py": "import cs336_basics.variants.model\n",
+        },
+    )
+    assert layer_violations(import_graph(root), root) == [
+        "cs336_basics/variants/decoding/kv_cache.py:1: decoding module "
+        "cs336_basics.variants.decoding.kv_cache imports variants module cs336_basics.variants.model",
+        "cs336_basics/variants/model.py:1: variants module cs336_basics.variants.model imports "
+        "hf module cs336_basics.variants.hf",
+        "cs336_basics/variants/model.py:1: variants module cs336_basics.variants.model imports "
+        "hf module cs336_basics.variants.hf.convert",
     ]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from course.handout.adapter_signatures import ADAPTERS, SIGNATURES, signature_stubs
+from course.handout.adapter_signatures import PAIRS, signature_stubs
 from course.paths import REPO_ROOT
 
 TESTS = REPO_ROOT / "tests"
@@ -28,7 +28,7 @@ def imported_modules(path: Path) -> set[str]:
 def test_shipped_tests_never_import_the_solution_or_course():
     offenders = []
     for path in sorted(TESTS.rglob("*.py")):
-        if path == ADAPTERS:
+        if path in {adapters for adapters, _ in PAIRS}:
             continue
         relative = path.relative_to(TESTS).as_posix()
         for module in imported_modules(path):
@@ -41,16 +41,16 @@ def test_shipped_tests_never_import_the_solution_or_course():
 
 
 def test_adapters_import_only_the_solution_and_third_party_packages():
-    modules = imported_modules(ADAPTERS)
-    assert not {m for m in modules if m.split(".")[0] in ("tests", "course")}
+    for adapters, _ in PAIRS:
+        modules = imported_modules(adapters)
+        assert not {m for m in modules if m.split(".")[0] in ("tests", "course")}, adapters
 
 
 def test_adapter_signatures_are_current():
     def dumps(source: str) -> list[str]:
         return [ast.dump(ast.parse(stub)) for stub in signature_stubs(source)]
 
-    assert dumps(SIGNATURES.read_text(encoding="utf-8")) == dumps(
-        ADAPTERS.read_text(encoding="utf-8")
-    ), (
-        "tests/adapter_signatures.py is stale: run `uv run python -m course.handout.adapter_signatures`"
-    )
+    for adapters, signatures in PAIRS:
+        assert dumps(signatures.read_text(encoding="utf-8")) == dumps(
+            adapters.read_text(encoding="utf-8")
+        ), f"{signatures.name} is stale: run `uv run python -m course.handout.adapter_signatures`"

@@ -65,6 +65,18 @@ def test_pack_takes_code_adapters_and_writeup_only(student: Path, tmp_path: Path
     assert set(manifest["files"]) == set(names) - {MANIFEST}
 
 
+def test_pack_takes_the_adapters_of_tests_in_their_own_folder(student: Path, tmp_path: Path):
+    """The extension handout's variant tests have their own adapters.py, which the student wires."""
+    (student / "tests" / "variants").mkdir()
+    (student / "tests" / "variants" / "adapters.py").write_text("def run_layernorm(): ...\n")
+    (student / "tests" / "variants" / "test_layernorm.py").write_text("def test(): pass\n")
+    pack(student, tmp_path / "submission.zip")
+    with zipfile.ZipFile(tmp_path / "submission.zip") as archive:
+        names = set(archive.namelist())
+    assert {"tests/adapters.py", "tests/variants/adapters.py"} <= names
+    assert "tests/variants/test_layernorm.py" not in names
+
+
 def test_pack_is_deterministic(student: Path, tmp_path: Path) -> None:
     pack(student, tmp_path / "a.zip")
     pack(student, tmp_path / "b.zip")

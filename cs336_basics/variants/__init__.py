@@ -6,22 +6,21 @@ nothing else; they never import this package. Importing it registers the variant
 builds it, ``accounting`` counts it), the ``adamw_foreach`` optimizer and the ``kv_cache``
 decoder. The runner imports it where it is installed (``cs336_basics.runner.extensions``).
 
-- ``config``: ``VariantConfig``, every variant switch, validated in one place
-- ``families``: named builders, one per published family (``llama3_2_1b``, ``qwen3_0_6b``,
-  ``mixtral``, ...), and ``config_from_hf``; ``published``: their published configs
+- ``config``: ``VariantConfig``, a small top level with attention, MLA, sparse-attention and MoE
+  sections, validated in one place; ``flat_config``: the earlier flat format, still read
 - ``attention``: ``SelfAttention`` from parts (projections, QK norms, RoPE, kernel): GQA/MQA are
   narrower key/value projections
-- ``kv_cache``: KV caches as attention-module state (``kv_caches(model)``);
-  ``static_kv_cache``: the preallocated, written-in-place kind; ``decode_steps``: the model call
-  of a decoding loop (any cache, optionally a compiled step); ``generation``: cached and batched
-  decoding
-- ``mla``: multi-head latent attention; ``moe``: ``Router`` + ``MixtureOfExperts`` from parts
-  (``aux_loss()``)
+- ``mla``: multi-head latent attention (``dsa``: its sparse form); ``moe``: ``Router`` +
+  ``MixtureOfExperts`` from parts (``aux_loss()``)
 - ``feedforward``: ungated SiLU/GELU/ReLU MLPs; ``linear``: biases; ``layernorm``
 - ``positional``: sinusoidal positions; ``block``: post-norm; ``model``: absolute positions,
-  caches and the MoE loss on top of ``TransformerLM``
-- ``encoder_decoder``: the original Transformer; ``hf_convert``: HF checkpoints in and out
+  caches and the MoE loss on top of ``TransformerLM``; ``builders``: the model from a config
+- ``encoder_decoder``: the original Transformer
 - ``accounting``: parameters, FLOPs and activations of the variants
+
+Two subpackages sit apart from the architecture: ``decoding`` (KV caches, decode steps, cached
+and batched generation; below the architecture, which keeps its caches) and ``hf`` (Hugging Face
+interop: named builders of published families, checkpoints, tokenizers; above it).
 """
 
 from cs336_basics.registry import (
@@ -33,8 +32,8 @@ from cs336_basics.registry import (
 from cs336_basics.variants import accounting
 from cs336_basics.variants.builders import build_variant_model
 from cs336_basics.variants.config import VariantConfig
+from cs336_basics.variants.decoding.generation import generate_cached
 from cs336_basics.variants.foreach_adamw import ForeachAdamW
-from cs336_basics.variants.generation import generate_cached
 
 register_family(ModelFamily(VariantConfig, build_variant_model, accounting))
 register_optimizer("adamw_foreach", ForeachAdamW)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from cs336_basics.variants.config import VariantConfig
+from cs336_basics.variants.config import AttentionConfig, VariantConfig
 
 
 def _dense_mha(config: VariantConfig) -> VariantConfig:
@@ -21,42 +21,35 @@ def _dense_mha(config: VariantConfig) -> VariantConfig:
     accounting the MoE and MLA entries then replace."""
     return dataclasses.replace(
         config,
-        ffn="swiglu" if config.ffn == "moe" else config.ffn,
-        dense_layers=None,
-        dense_d_ff=None,
-        num_shared_experts=None,
-        routed_scaling=None,
-        expert_groups=None,
-        router_scoring="softmax",
-        attention="mha",
-        index_topk=None,
-        position_encoding="none" if config.attention == "mla" else config.position_encoding,
-        rope_scaling=None if config.attention == "mla" else config.rope_scaling,
+        ffn="swiglu" if config.moe is not None else config.ffn,
+        attention=AttentionConfig() if config.mla is not None else config.attention,
+        position_encoding="none" if config.mla is not None else config.position_encoding,
+        rope_scaling=None if config.mla is not None else config.rope_scaling,
     )
 
 
 def _moe_and_dense_layers(config: VariantConfig) -> tuple[int, int]:
     """How many layers have the mixture of experts, and how many a dense SwiGLU instead."""
-    dense = len(set(config.dense_layers or ()))
+    dense = len(set(config.moe.dense_layers or ()))
     return config.num_layers - dense, dense
 
 
 def _mla_query_width(config: VariantConfig) -> int:
-    return config.num_heads * (config.mla_nope_dim + config.qk_rope_head_dim)
+    return config.num_heads * (config.mla_nope_dim + config.mla.qk_rope_head_dim)
 
 
 def _mla_projection_sizes(config: VariantConfig) -> dict[str, int]:
     """Weight count of each MLA projection (each weight is used once per token)."""
-    d, h, r = config.d_model, config.num_heads, config.kv_lora_rank
+    d, h, r = config.d_model, config.num_heads, config.mla.kv_lora_rank
     q = _mla_query_width(config)
     sizes = (
         {"q_proj": d * q}
-        if config.q_lora_rank is None
-        else {"q_down_proj": d * config.q_lora_rank, "q_up_proj": config.q_lora_rank * q}
+        if config.mla.q_lora_rank is None
+        else {"q_down_proj": d * config.mla.q_lora_rank, "q_up_proj": config.mla.q_lora_rank * q}
     )
     return sizes | {
         "kv_down_proj": d * r,
-        "k_rope_proj": d * config.qk_rope_head_dim,
+        "k_rope_proj": d * config.mla.qk_rope_head_dim,
         "k_up_proj": r * h * config.mla_nope_dim,
         "v_up_proj": r * h * config.mla_v_dim,
         "output_proj": h * config.mla_v_dim * d,
@@ -67,19 +60,19 @@ def parameter_counts(config: VariantConfig) -> dict[str, int]:
     """Trainable parameters by component; ``sum(...)`` equals the variant model's count."""
     counts = _dense_parameter_counts(_dense_mha(config))
     layers, d = config.num_layers, config.d_model
-    if config.attention == "mla":
-        norms = config.kv_lora_rank + (config.q_lora_rank or 0)  # kv_norm and q_norm gains
+    if config.mla is not None:
+        norms = config.mla.kv_lora_rank + (config.mla.q_lora_rank or 0)  # kv_norm and q_norm gains
         counts["attention"] = layers * (sum(_mla_projection_sizes(config).values()) + norms)
-    if config.index_topk is not None:  # wq_b, wk, k_norm (gain and bias), weights_proj
-        width, heads = config.index_head_dim, config.index_heads
+    if config.sparse is not None:  # wq_b, wk, k_norm (gain and bias), weights_proj
+        width, heads = config.sparse.index_head_dim, config.sparse.index_heads
         counts["indexer"] = layers * (
-            config.q_lora_rank * heads * width + d * width + 2 * width + d * heads
+            config.mla.q_lora_rank * heads * width + d * width + 2 * width + d * heads
         )
-    if config.ffn == "moe":
+    if config.moe is not None:
         moe, dense = _moe_and_dense_layers(config)
-        experts = config.num_experts + (config.num_shared_experts or 0)
-        counts["ffn"] = 3 * d * (moe * experts * config.d_ff + dense * (config.dense_d_ff or 0))
-        counts["router"] = moe * config.num_experts * d
+        experts = config.moe.num_experts + (config.moe.num_shared_experts or 0)
+        counts["ffn"] = 3 * d * (moe * experts * config.d_ff + dense * (config.moe.dense_d_ff or 0))
+        counts["router"] = moe * config.moe.num_experts * d
     return counts
 
 
@@ -87,7 +80,7 @@ def forward_flops(config: VariantConfig, batch_size: int, seq_len: int) -> dict[
     """Matmul FLOPs of one forward pass, by component (summed over layers)."""
     flops = _dense_forward_flops(_dense_mha(config), batch_size, seq_len)
     layers, tokens, d = config.num_layers, batch_size * seq_len, config.d_model
-    if config.attention == "mla":
+    if config.mla is not None:
         for name in (
             "q_proj",
             "k_proj",
@@ -101,18 +94,22 @@ def forward_flops(config: VariantConfig, batch_size: int, seq_len: int) -> dict[
             name: 2 * tokens * size for name, size in _mla_projection_sizes(config).items()
         }
         pairs = batch_size * seq_len * seq_len * config.num_heads
-        per_layer["attention_scores"] = 2 * pairs * (config.mla_nope_dim + config.qk_rope_head_dim)
+        per_layer["attention_scores"] = (
+            2 * pairs * (config.mla_nope_dim + config.mla.qk_rope_head_dim)
+        )
         per_layer["attention_values"] = 2 * pairs * config.mla_v_dim
         flops |= {name: layers * value for name, value in per_layer.items()}
-    if config.index_topk is not None:
+    if config.sparse is not None:
         flops["indexer"] = layers * _indexer_flops(config, batch_size, seq_len)
-    if config.ffn == "moe":
+    if config.moe is not None:
         moe, dense = _moe_and_dense_layers(config)
-        active = config.top_k + (config.num_shared_experts or 0)  # shared experts see every token
+        active = config.moe.top_k + (
+            config.moe.num_shared_experts or 0
+        )  # shared experts see every token
         flops["ffn"] = (
-            2 * tokens * 3 * d * (moe * active * config.d_ff + dense * (config.dense_d_ff or 0))
+            2 * tokens * 3 * d * (moe * active * config.d_ff + dense * (config.moe.dense_d_ff or 0))
         )
-        flops["router"] = moe * 2 * tokens * d * config.num_experts
+        flops["router"] = moe * 2 * tokens * d * config.moe.num_experts
     return flops
 
 
@@ -120,30 +117,32 @@ def _indexer_flops(config: VariantConfig, batch_size: int, seq_len: int) -> int:
     """One layer's lightning indexer: its three projections per token, then every (query, key)
     pair's score in each head and their weighted sum over heads (all pairs are scored; the top-k
     is chosen from them)."""
-    width, heads, d = config.index_head_dim, config.index_heads, config.d_model
+    width, heads, d = config.sparse.index_head_dim, config.sparse.index_heads, config.d_model
     tokens, pairs = batch_size * seq_len, batch_size * seq_len * seq_len
-    projections = config.q_lora_rank * heads * width + d * width + d * heads
+    projections = config.mla.q_lora_rank * heads * width + d * width + d * heads
     return 2 * tokens * projections + 2 * pairs * heads * (width + 1)
 
 
 def activation_counts(config: VariantConfig, batch_size: int, seq_len: int) -> dict[str, int]:
     counts = _dense_activation_counts(_dense_mha(config), batch_size, seq_len)
     layers, tokens = config.num_layers, batch_size * seq_len
-    if config.attention == "mla":
+    if config.mla is not None:
         h = config.num_heads
-        latents = config.kv_lora_rank + config.qk_rope_head_dim + (config.q_lora_rank or 0)
+        latents = (
+            config.mla.kv_lora_rank + config.mla.qk_rope_head_dim + (config.mla.q_lora_rank or 0)
+        )
         expanded = _mla_query_width(config) + h * (config.mla_nope_dim + config.mla_v_dim)
         counts["qkv_projections"] = layers * tokens * (latents + expanded)
         counts["attention_values"] = layers * tokens * h * config.mla_v_dim
-    if config.ffn == "moe":
-        routed = tokens * config.top_k
+    if config.moe is not None:
+        routed = tokens * config.moe.top_k
         moe, dense = _moe_and_dense_layers(config)
-        shared = tokens * (config.num_shared_experts or 0)  # d_ff-wide slices, every token
+        shared = tokens * (config.moe.num_shared_experts or 0)  # d_ff-wide slices, every token
         counts["ffn"] = moe * (
             (routed + shared) * 4 * config.d_ff
             + (routed + (tokens if shared else 0)) * config.d_model
-            + tokens * config.num_experts
-        ) + dense * tokens * (4 * (config.dense_d_ff or 0) + config.d_model)
+            + tokens * config.moe.num_experts
+        ) + dense * tokens * (4 * (config.moe.dense_d_ff or 0) + config.d_model)
     return counts
 
 
@@ -166,9 +165,9 @@ def _dense_parameter_counts(config: VariantConfig) -> dict[str, int]:
     if config.bias:  # attention projections and the two-matrix MLPs (SwiGLU stays bias-free)
         attention += q + 2 * kv + d
         ffn += 0 if config.ffn == "swiglu" else d_ff + d
-    if config.qkv_bias and not config.bias:
+    if config.mha.qkv_bias and not config.bias:
         attention += q + 2 * kv
-    if config.qk_norm:
+    if config.mha.qk_norm:
         attention += 2 * config.d_head
     counts = {
         "token_embeddings": config.vocab_size * d,
@@ -229,9 +228,9 @@ def kv_cache_elements_per_token(config: VariantConfig) -> int:
     only their shared heads, ``2 * num_kv_heads * d_head``; MLA one latent and one RoPE key,
     ``kv_lora_rank + qk_rope_head_dim``, whatever the number of heads.
     """
-    if config.attention == "mla":  # sparse attention also caches the indexer's key
-        per_layer = config.kv_lora_rank + config.qk_rope_head_dim
-        per_layer += config.index_head_dim if config.index_topk is not None else 0
+    if config.mla is not None:  # sparse attention also caches the indexer's key
+        per_layer = config.mla.kv_lora_rank + config.mla.qk_rope_head_dim
+        per_layer += config.sparse.index_head_dim if config.sparse is not None else 0
     else:
         per_layer = 2 * config.kv_heads * config.d_head
     return config.num_layers * per_layer

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from cs336_basics.attention import scaled_dot_product_attention
 from cs336_basics.rmsnorm import RMSNorm
 from cs336_basics.rope import default_positions
-from cs336_basics.variants.kv_cache import CachingAttention
+from cs336_basics.variants.decoding.kv_cache import CachingAttention
 from cs336_basics.variants.linear import linear_layer
 
 

@@ -1,7 +1,7 @@
 """``build_variant_model``: the core ``TransformerLM`` assembled with the variant parts a
 ``VariantConfig`` asks for (as torchtune's builders assemble ``TransformerDecoder``), and the
 part assemblers it uses (``variant_block``, ``attention``, ``latent_attention``,
-``feed_forward``, ...). The named builders of published families (``families.py``) read an HF
+``feed_forward``, ...). The named builders of published families (``hf/named_builders.py``) read an HF
 config into a ``VariantConfig`` and build it here; so does loading a saved config.
 
 Every part keeps the handout's state-dict names (``layers.{i}.attn.q_proj.weight``, ...), and
@@ -43,7 +43,7 @@ def build_variant_model(
     token_embeddings = Embedding(config.vocab_size, config.d_model, device=device, dtype=dtype)
     position_embeddings = position_embedding(config, device, dtype)
     rope = None
-    if config.position_encoding == "rope" and config.attention == "mha":
+    if config.position_encoding == "rope" and config.mha is not None:
         rope = rotary_embedding(
             config.rope_theta, config.d_head, config.context_length, config.rope_scaling, device
         )
@@ -59,7 +59,7 @@ def build_variant_model(
         lm_head,
         config.context_length,
         position_embeddings,
-        config.aux_loss_coef,
+        config.moe.aux_loss_coef if config.moe is not None else 0.0,
     )
 
 
@@ -73,8 +73,8 @@ def variant_block(
     """Decoder layer ``index``: pre-norm (the core block), post-norm, or without norms (the
     core block with identity norms, so ``ln1``/``ln2`` hold no weights)."""
     attn = attention(config, rope, device, dtype)
-    if config.ffn == "moe" and not config.is_moe_layer(index):
-        ffn = SwiGLU(config.d_model, config.dense_d_ff, device=device, dtype=dtype)
+    if config.moe is not None and not config.is_moe_layer(index):
+        ffn = SwiGLU(config.d_model, config.moe.dense_d_ff, device=device, dtype=dtype)
     else:
         ffn = feed_forward(config, device, dtype)
     if config.norm_placement == "none":
@@ -98,7 +98,7 @@ def attention(
     dtype: torch.dtype | None = None,
 ) -> nn.Module:
     """Latent attention (sparse with an indexer), or self-attention of the config's parts."""
-    if config.attention == "mla":
+    if config.mla is not None:
         return latent_attention(config, device, dtype)
     return self_attention(
         config.d_model,
@@ -106,11 +106,11 @@ def attention(
         config.kv_heads,
         config.d_head,
         rope,
-        qk_norm=config.qk_norm,
+        qk_norm=config.mha.qk_norm,
         norm_eps=config.norm_eps,
         bias=config.bias,
-        qkv_bias=config.qkv_bias,
-        fused=config.fused_attention,
+        qkv_bias=config.mha.qkv_bias,
+        fused=config.mha.fused_attention,
         device=device,
         dtype=dtype,
     )
@@ -124,21 +124,21 @@ def latent_attention(
     heads, nope, rope_dim, rank = (
         config.num_heads,
         config.mla_nope_dim,
-        config.qk_rope_head_dim,
-        config.kv_lora_rank,
+        config.mla.qk_rope_head_dim,
+        config.mla.kv_lora_rank,
     )
     q_dim, v_dim = heads * (nope + rope_dim), heads * config.mla_v_dim
 
     def linear(d_in: int, d_out: int) -> Linear:
         return Linear(d_in, d_out, device=device, dtype=dtype)
 
-    if config.q_lora_rank is None:
+    if config.mla.q_lora_rank is None:
         queries = dict(q_proj=linear(config.d_model, q_dim))
     else:
         queries = dict(
-            q_down_proj=linear(config.d_model, config.q_lora_rank),
-            q_norm=RMSNorm(config.q_lora_rank, config.norm_eps, device=device, dtype=dtype),
-            q_up_proj=linear(config.q_lora_rank, q_dim),
+            q_down_proj=linear(config.d_model, config.mla.q_lora_rank),
+            q_norm=RMSNorm(config.mla.q_lora_rank, config.norm_eps, device=device, dtype=dtype),
+            q_up_proj=linear(config.mla.q_lora_rank, q_dim),
         )
     parts = dict(
         num_heads=heads,
@@ -154,7 +154,7 @@ def latent_attention(
         query_scale=softmax_mscale(config.rope_scaling) ** 2,
         **queries,
     )
-    if config.index_topk is None:
+    if config.sparse is None:
         return MultiHeadLatentAttention(**parts)
     return SparseLatentAttention(lightning_indexer(config, parts["rope"], device, dtype), **parts)
 
@@ -164,15 +164,18 @@ def lightning_indexer(
 ) -> LightningIndexer:
     """DeepSeek-V3.2's indexer: ``index_heads`` query heads of ``index_head_dim`` from the query
     latent, one LayerNorm-ed key per token, rotated by MLA's ``rope``."""
-    width, heads = config.index_heads * config.index_head_dim, config.index_heads
+    width, heads = (
+        config.sparse.index_heads * config.sparse.index_head_dim,
+        config.sparse.index_heads,
+    )
     return LightningIndexer(
-        wq_b=Linear(config.q_lora_rank, width, device=device, dtype=dtype),
-        wk=Linear(config.d_model, config.index_head_dim, device=device, dtype=dtype),
-        k_norm=LayerNorm(config.index_head_dim, eps=1e-6, device=device, dtype=dtype),
+        wq_b=Linear(config.mla.q_lora_rank, width, device=device, dtype=dtype),
+        wk=Linear(config.d_model, config.sparse.index_head_dim, device=device, dtype=dtype),
+        k_norm=LayerNorm(config.sparse.index_head_dim, eps=1e-6, device=device, dtype=dtype),
         weights_proj=Linear(config.d_model, heads, device=device, dtype=dtype),
         rope=rope,
-        rope_dim=config.qk_rope_head_dim,
-        topk=config.index_topk,
+        rope_dim=config.mla.qk_rope_head_dim,
+        topk=config.sparse.index_topk,
     )
 
 
@@ -182,20 +185,20 @@ def feed_forward(
     """SwiGLU, an ungated two-matrix MLP, or a mixture of SwiGLU experts."""
     if config.ffn == "swiglu":
         return SwiGLU(config.d_model, config.d_ff, device=device, dtype=dtype)
-    if config.ffn == "moe":
+    if config.moe is not None:
         return mixture_of_experts(
             config.d_model,
             config.d_ff,
-            config.num_experts,
-            config.top_k,
-            config.normalize_topk,
-            config.capacity_factor,
+            config.moe.num_experts,
+            config.moe.top_k,
+            config.moe.normalize_topk,
+            config.moe.capacity_factor,
             device=device,
             dtype=dtype,
-            num_shared_experts=config.num_shared_experts or 0,
-            routed_scaling=config.routed_scaling or 1.0,
-            expert_groups=tuple(config.expert_groups) if config.expert_groups else None,
-            scoring=config.router_scoring,
+            num_shared_experts=config.moe.num_shared_experts or 0,
+            routed_scaling=config.moe.routed_scaling or 1.0,
+            expert_groups=tuple(config.moe.expert_groups) if config.moe.expert_groups else None,
+            scoring=config.moe.router_scoring,
         )
     return FeedForward(
         config.d_model, config.d_ff, config.ffn, config.bias, device=device, dtype=dtype

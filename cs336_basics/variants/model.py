@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from cs336_basics.model import TransformerLM, check_length
 from cs336_basics.rope import default_positions
-from cs336_basics.variants.kv_cache import cached_length
+from cs336_basics.variants.decoding.kv_cache import cached_length
 from cs336_basics.variants.moe import MixtureOfExperts
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from ..adapters import run_generate_variant
+from .adapters import run_generate_variant
 
 PROMPTS = [[3, 1, 4], [5], [2, 7, 1, 8, 2, 8], [9, 9]]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ..adapters import run_transformer_block_ablation
 from ..test_transformer import block_args, block_weights
+from .adapters import run_transformer_block_ablation
 
 
 @pytest.mark.parametrize(

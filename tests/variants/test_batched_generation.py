@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ..adapters import get_variant_lm, run_generate_batch_variant
+from .adapters import get_variant_lm, run_generate_batch_variant
 from .decoding_cases import PROMPTS, greedy_alone, stops_and_expected
 
 TINY = dict(vocab_size=61, context_length=16, d_model=32, num_layers=2, num_heads=4, d_ff=48)

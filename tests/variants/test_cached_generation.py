@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ..adapters import (
+from .adapters import (
     get_variant_lm,
     run_generate_batch_variant,
     run_generate_variant,

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..adapters import (
+from .adapters import (
     get_named_variant,
     run_decoder_layer,
     run_encoder_layer,

@@ -12,12 +12,7 @@ import transformers
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from ..adapters import (
-    get_variant_lm,
-    run_generate_variant,
-    run_load_pretrained,
-    run_save_pretrained,
-)
+from .adapters import get_variant_lm, run_generate_variant, run_load_pretrained, run_save_pretrained
 from .test_parity_hf import LLAMA, TOLERANCE, hf_model, token_ids
 
 

@@ -14,12 +14,7 @@ import transformers
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from ..adapters import (
-    get_variant_lm,
-    run_generate_variant,
-    run_load_pretrained,
-    run_save_pretrained,
-)
+from .adapters import get_variant_lm, run_generate_variant, run_load_pretrained, run_save_pretrained
 from .test_parity_hf import LLAMA, hf_model, token_ids
 from .test_parity_published import deepseek_v2_moe, deepseek_v3_moe
 

@@ -23,7 +23,8 @@ from tokenizers import (
 )
 from tokenizers import pre_tokenizers as pre
 
-from ..adapters import get_hf_tokenizer, get_tokenizer
+from ..adapters import get_tokenizer
+from .adapters import get_hf_tokenizer
 
 # The published split regexes (Llama-3's tiktoken pattern; Qwen2 splits digits one by one).
 LLAMA3_SPLIT = (

@@ -8,7 +8,7 @@ import pytest
 import torch
 import transformers
 
-from ..adapters import (
+from .adapters import (
     get_named_variant,
     get_named_variant_config,
     run_config_from_hf,

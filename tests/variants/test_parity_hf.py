@@ -12,7 +12,7 @@ import torch
 import transformers
 from transformers.models.qwen3_moe.modeling_qwen3_moe import load_balancing_loss_func
 
-from ..adapters import (
+from .adapters import (
     get_variant_lm,
     run_config_from_hf,
     run_from_hf,

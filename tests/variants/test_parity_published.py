@@ -8,7 +8,7 @@ import pytest
 import torch
 import transformers
 
-from ..adapters import (
+from .adapters import (
     get_variant_lm,
     run_config_from_hf,
     run_feedforward,

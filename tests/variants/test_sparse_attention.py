@@ -12,7 +12,7 @@ import torch
 import transformers
 from torch.utils.flop_counter import FlopCounterMode
 
-from ..adapters import (
+from .adapters import (
     get_deepseek_v3_2_config,
     run_config_from_hf,
     run_generate_variant,

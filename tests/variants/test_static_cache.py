@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ..adapters import (
+from .adapters import (
     get_variant_lm,
     run_generate_batch_static,
     run_transformer_lm_variant_static_cached,

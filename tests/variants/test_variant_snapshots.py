@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from ..adapters import (
+from .adapters import (
     run_decoder_layer,
     run_encoder_layer,
     run_feedforward,

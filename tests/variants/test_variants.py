@@ -11,9 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from ..adapters import (
+from ..adapters import run_accumulate_gradients
+from .adapters import (
     get_variant_lm,
-    run_accumulate_gradients,
     run_feedforward,
     run_generate_variant,
     run_grouped_query_attention,

@@ -207,7 +207,7 @@ def _hf_model(args: argparse.Namespace):
     """The model, tokenizer (``--tokenizer`` overrides) and end token of an HF checkpoint
     directory; a ``tokenizer.json`` adds its template's special tokens to prompts, as
     ``transformers`` does."""
-    from cs336_basics.variants.hf_checkpoint import load_pretrained
+    from cs336_basics.variants.hf.checkpoint import load_pretrained
 
     loaded = load_pretrained(args.hf_model)
     tokenizer = loaded.tokenizer

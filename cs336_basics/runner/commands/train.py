@@ -82,7 +82,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_dataclass_flags(parser.add_argument_group("training settings"), TrainConfig)
     add_dataclass_flags(
-        parser.add_argument_group("model settings"), model_config_class(), dest_prefix="model."
+        parser.add_argument_group("model settings"),
+        model_config_class().flag_class(),
+        dest_prefix="model.",
     )
 
 
@@ -95,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     settings = load_config_file(args.config) if args.config else {}
     overrides = {
         **flag_overrides(args, TrainConfig),
-        **flag_overrides(args, model_config_class(), "model."),
+        **flag_overrides(args, model_config_class().flag_class(), "model."),
     }
     config = TrainConfig.from_dict(merge_overrides(settings, overrides))
     is_main = int(os.environ.get("RANK", "0")) == 0  # under torchrun, rank 0 speaks for all

@@ -23,7 +23,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from cs336_basics.variants.static_kv_cache import StaticKVCache
+from cs336_basics.variants.decoding.static_kv_cache import StaticKVCache
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 ``transformers`` 5.x keeps each MoE layer's experts stacked in memory
 (``mlp.experts.gate_up_proj``: ``(experts, 2 * d_ff, d_model)``, gate rows first;
-``mlp.experts.down_proj``: ``(experts, d_model, d_ff)``), which is what ``hf_convert`` reads and
+``mlp.experts.down_proj``: ``(experts, d_model, d_ff)``), which is what ``convert`` reads and
 writes. Published checkpoints, and what ``transformers``' ``save_pretrained`` writes, keep one
 tensor per expert and projection:
 
@@ -57,7 +57,7 @@ def unstack_experts(weights: dict[str, Tensor], family: str) -> dict[str, Tensor
 
 def stack_experts(files: dict[str, Tensor], family: str) -> dict[str, Tensor]:
     """Inverse of ``unstack_experts``: per-expert file tensors stacked as ``transformers`` holds
-    them. Every expert of a layer must be present (``hf_checkpoint`` checks that first)."""
+    them. Every expert of a layer must be present (``checkpoint`` checks that first)."""
     block, (gate, up, down) = _FILE_NAMES.get(family, _DEFAULT_NAMES)
     experts: dict[str, dict[int, dict[str, Tensor]]] = defaultdict(lambda: defaultdict(dict))
     weights: dict[str, Tensor] = {}

@@ -1,4 +1,4 @@
-"""The published configurations of the model families ``families.py`` builds: the fields of each
+"""The published configurations of the model families ``named_builders.py`` builds: the fields of each
 model's released ``config.json``, in ``transformers`` 5 naming (RoPE settings as
 ``rope_parameters``), limited to the fields the builders read or check.
 

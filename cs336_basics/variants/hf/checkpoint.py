@@ -2,10 +2,10 @@
 
 A directory holds ``config.json``, the weights as ``model.safetensors`` or as shards listed by
 ``model.safetensors.index.json`` (``{"weight_map": {tensor name: shard file}}``), MoE experts one
-tensor per expert as published (or stacked, as newer tools may write; ``hf_expert_layout``), and
+tensor per expert as published (or stacked, as newer tools may write; ``expert_layout``), and
 optionally a byte-level BPE tokenizer as ``tokenizer.json`` (HF ``tokenizers``, read by
-``hf_tokenizer`` with its normaliser, pre-tokenizer and added tokens) or
-``vocab.json`` + ``merges.txt`` (GPT-2 format). ``hf_convert`` does the renaming; this module
+``hf.tokenizer`` with its normaliser, pre-tokenizer and added tokens) or
+``vocab.json`` + ``merges.txt`` (GPT-2 format). ``convert`` does the renaming; this module
 reads and writes the files and checks them, naming the file and the field of every problem.
 
 The config is parsed by ``transformers.AutoConfig`` (so its defaults and legacy fields apply;
@@ -35,10 +35,10 @@ from cs336_basics.errors import (
 from cs336_basics.tokenizer import Tokenizer
 from cs336_basics.variants.builders import build_variant_model
 from cs336_basics.variants.config import VariantConfig
-from cs336_basics.variants.families import config_from_hf
-from cs336_basics.variants.hf_convert import FAMILIES, from_hf, to_hf
-from cs336_basics.variants.hf_expert_layout import is_stacked, stack_experts, unstack_experts
-from cs336_basics.variants.hf_tokenizer import UnsupportedTokenizer, tokenizer_from_json
+from cs336_basics.variants.hf.convert import FAMILIES, from_hf, to_hf
+from cs336_basics.variants.hf.expert_layout import is_stacked, stack_experts, unstack_experts
+from cs336_basics.variants.hf.named_builders import config_from_hf
+from cs336_basics.variants.hf.tokenizer import UnsupportedTokenizer, tokenizer_from_json
 from cs336_basics.variants.model import VariantTransformerLM
 
 ARCHITECTURES = {
@@ -177,64 +177,64 @@ def _rope_fields(config: VariantConfig) -> dict[str, Any]:
 def _family_fields(config: VariantConfig, family: str) -> dict[str, Any]:
     if family == "qwen3_moe":
         return dict(
-            intermediate_size=config.dense_d_ff or config.d_ff,
+            intermediate_size=config.moe.dense_d_ff or config.d_ff,
             moe_intermediate_size=config.d_ff,
-            num_experts=config.num_experts,
-            num_experts_per_tok=config.top_k,
-            norm_topk_prob=config.normalize_topk,
-            router_aux_loss_coef=config.aux_loss_coef,
+            num_experts=config.moe.num_experts,
+            num_experts_per_tok=config.moe.top_k,
+            norm_topk_prob=config.moe.normalize_topk,
+            router_aux_loss_coef=config.moe.aux_loss_coef,
             decoder_sparse_step=1,
-            mlp_only_layers=list(config.dense_layers or []),
+            mlp_only_layers=list(config.moe.dense_layers or []),
         )
     if family == "mixtral":
         return dict(
-            num_local_experts=config.num_experts,
-            num_experts_per_tok=config.top_k,
-            router_aux_loss_coef=config.aux_loss_coef,
+            num_local_experts=config.moe.num_experts,
+            num_experts_per_tok=config.moe.top_k,
+            router_aux_loss_coef=config.moe.aux_loss_coef,
         )
     if family == "deepseek_v32":
         sparse = dict(
-            index_topk=config.index_topk,
-            index_n_heads=config.index_heads,
-            index_head_dim=config.index_head_dim,
+            index_topk=config.sparse.index_topk,
+            index_n_heads=config.sparse.index_heads,
+            index_head_dim=config.sparse.index_head_dim,
         )
         return _family_fields(config, "deepseek_v3") | sparse
     if family in ("deepseek_v2", "deepseek_v3"):
         return dict(
-            q_lora_rank=config.q_lora_rank,
-            kv_lora_rank=config.kv_lora_rank,
-            qk_rope_head_dim=config.qk_rope_head_dim,
+            q_lora_rank=config.mla.q_lora_rank,
+            kv_lora_rank=config.mla.kv_lora_rank,
+            qk_rope_head_dim=config.mla.qk_rope_head_dim,
             qk_nope_head_dim=config.mla_nope_dim,
             v_head_dim=config.mla_v_dim,
-            head_dim=config.qk_rope_head_dim,  # what HF's DeepSeek configs derive
+            head_dim=config.mla.qk_rope_head_dim,  # what HF's DeepSeek configs derive
             rope_interleave=True,
         ) | _deepseek_experts(config)
     return {}
 
 
 def _deepseek_experts(config: VariantConfig) -> dict[str, Any]:
-    if config.ffn != "moe":
+    if config.moe is None:
         return dict(first_k_dense_replace=config.num_layers)
-    dense = config.dense_layers or []
+    dense = config.moe.dense_layers or []
     if dense != list(range(len(dense))):
         raise InputError(
             f"DeepSeek's dense layers come first; dense_layers={dense} cannot be saved"
         )
-    groups = config.expert_groups
-    if config.router_scoring == "sigmoid":  # DeepSeek-V3
+    groups = config.moe.expert_groups
+    if config.moe.router_scoring == "sigmoid":  # DeepSeek-V3
         routing = dict(topk_method="noaux_tc", scoring_func="sigmoid")
     else:
         method = "group_limited_greedy" if groups else "greedy"
         routing = dict(topk_method=method, scoring_func="softmax")
     return routing | dict(
         first_k_dense_replace=len(dense),
-        intermediate_size=config.dense_d_ff or config.d_ff,
+        intermediate_size=config.moe.dense_d_ff or config.d_ff,
         moe_intermediate_size=config.d_ff,
-        n_routed_experts=config.num_experts,
-        num_experts_per_tok=config.top_k,
-        n_shared_experts=config.num_shared_experts or 0,
-        routed_scaling_factor=config.routed_scaling or 1.0,
-        norm_topk_prob=config.normalize_topk,
+        n_routed_experts=config.moe.num_experts,
+        num_experts_per_tok=config.moe.top_k,
+        n_shared_experts=config.moe.num_shared_experts or 0,
+        routed_scaling_factor=config.moe.routed_scaling or 1.0,
+        norm_topk_prob=config.moe.normalize_topk,
         n_group=groups[0] if groups else 1,
         topk_group=groups[1] if groups else 1,
         moe_layer_freq=1,

@@ -16,7 +16,7 @@ names, it builds that one, e.g. a tiny model for a test::
 ``builder.config(...)`` is the ``VariantConfig`` (what checkpoints save and
 ``build_variant_model`` builds again). The architecture of each HF family is decided here, in
 ``config_from_hf`` and its readers (e.g. Qwen3 has QK-norm, DeepSeek-V3 routes by sigmoid);
-``hf_convert`` only maps tensor names. Settings a family's parts cannot reproduce are refused by
+``convert`` only maps tensor names. Settings a family's parts cannot reproduce are refused by
 name, never ignored.
 """
 
@@ -31,11 +31,17 @@ from typing import Any
 import torch
 from torch import nn
 
-from cs336_basics.variants import published
 from cs336_basics.variants.builders import build_variant_model
-from cs336_basics.variants.config import VariantConfig
+from cs336_basics.variants.config import (
+    AttentionConfig,
+    LatentAttentionConfig,
+    MoEConfig,
+    SparseAttentionConfig,
+    VariantConfig,
+)
 from cs336_basics.variants.encoder_decoder import Seq2SeqConfig, Seq2SeqTransformer
-from cs336_basics.variants.hf_convert import FAMILIES, MLA_FAMILIES
+from cs336_basics.variants.hf import published
+from cs336_basics.variants.hf.convert import FAMILIES, MLA_FAMILIES
 
 _SIGMOID_ROUTED = ("deepseek_v3", "deepseek_v32")
 Device = torch.device | str | None
@@ -150,8 +156,7 @@ def config_from_hf(hf_config: Any, context_length: int | None = None) -> Variant
             f"router_jitter_noise={noise} (noise on training-time router logits) is not "
             "supported; supported: router_jitter_noise=0",
         )
-        shape |= dict(
-            ffn="moe",
+        shape["ffn"] = MoEConfig(
             num_experts=hf_config.num_local_experts,
             top_k=hf_config.num_experts_per_tok,
             normalize_topk=True,
@@ -251,17 +256,15 @@ def _deepseek_config(hf_config: Any, shape: dict[str, Any]) -> VariantConfig:
     dense = _deepseek_dense_layers(hf_config)
     if dense < hf_config.num_hidden_layers:
         shape |= _deepseek_experts(hf_config, dense)
-    if family == "deepseek_v32":
-        shape |= _sparse_attention(hf_config)
-    return VariantConfig(
-        **shape,
-        attention="mla",
+    attention = LatentAttentionConfig(
         q_lora_rank=hf_config.q_lora_rank,
         kv_lora_rank=hf_config.kv_lora_rank,
         qk_rope_head_dim=hf_config.qk_rope_head_dim,
         qk_nope_head_dim=hf_config.qk_nope_head_dim,
         v_head_dim=hf_config.v_head_dim,
+        sparse=_sparse_attention(hf_config) if family == "deepseek_v32" else None,
     )
+    return VariantConfig(**shape, attention=attention)
 
 
 def _deepseek_dense_layers(hf_config: Any) -> int:
@@ -278,12 +281,12 @@ def _deepseek_dense_layers(hf_config: Any) -> int:
     return dense
 
 
-def _sparse_attention(hf_config: Any) -> dict[str, Any]:
+def _sparse_attention(hf_config: Any) -> SparseAttentionConfig:
     _require(
         hf_config.q_lora_rank is not None,
         "q_lora_rank=None is not supported by deepseek_v32: its indexer reads the query latent",
     )
-    return dict(
+    return SparseAttentionConfig(
         index_topk=hf_config.index_topk,
         index_heads=hf_config.index_n_heads,
         index_head_dim=hf_config.index_head_dim,
@@ -331,16 +334,16 @@ def _deepseek_experts(hf_config: Any, dense: int) -> dict[str, Any]:
             normalize_topk=False,
             expert_groups=[hf_config.n_group, hf_config.topk_group] if grouped else None,
         )
-    return routing | dict(
-        ffn="moe",
-        d_ff=hf_config.moe_intermediate_size,
+    experts = MoEConfig(
         num_experts=hf_config.n_routed_experts,
         top_k=hf_config.num_experts_per_tok,
         num_shared_experts=hf_config.n_shared_experts or None,
         routed_scaling=float(hf_config.routed_scaling_factor),
         dense_layers=list(range(dense)) or None,
         dense_d_ff=hf_config.intermediate_size if dense else None,
+        **routing,
     )
+    return dict(ffn=experts, d_ff=hf_config.moe_intermediate_size)
 
 
 _DEEPSEEK_ROUTING_FIELDS = (
@@ -362,12 +365,13 @@ _DEEPSEEK_ROUTING_FIELDS = (
 def _attention_heads(hf_config: Any, family: str) -> dict[str, Any]:
     default = hf_config.hidden_size // hf_config.num_attention_heads
     head_dim = getattr(hf_config, "head_dim", None) or default
-    return dict(
+    attention = AttentionConfig(
         num_kv_heads=hf_config.num_key_value_heads,
         qk_norm=family in ("qwen3", "qwen3_moe"),
         qkv_bias=family == "qwen2",
         head_dim=None if head_dim == default else head_dim,
     )
+    return dict(attention=attention)
 
 
 def _qwen3_moe_experts(hf_config: Any) -> dict[str, Any]:
@@ -377,16 +381,15 @@ def _qwen3_moe_experts(hf_config: Any) -> dict[str, Any]:
         for i in range(hf_config.num_hidden_layers)
         if i in hf_config.mlp_only_layers or (i + 1) % step != 0
     ]
-    return dict(
+    experts = MoEConfig(
         dense_layers=dense or None,
         dense_d_ff=hf_config.intermediate_size if dense else None,
-        ffn="moe",
-        d_ff=hf_config.moe_intermediate_size,
         num_experts=hf_config.num_experts,
         top_k=hf_config.num_experts_per_tok,
         normalize_topk=bool(hf_config.norm_topk_prob),
         aux_loss_coef=hf_config.router_aux_loss_coef,
     )
+    return dict(ffn=experts, d_ff=hf_config.moe_intermediate_size)
 
 
 def _rope(hf_config: Any) -> dict[str, Any]:

@@ -20,11 +20,11 @@ Supported families (``model_type`` of the HF config), with the variant each one 
 
 The dicts are those of ``model.state_dict()`` of the installed ``transformers`` (5.x holds
 MoE experts as stacked ``gate_up_proj`` / ``down_proj`` tensors in memory; checkpoint files keep
-one tensor per expert, which ``hf_expert_layout`` converts). Nothing here imports
-``transformers``, and nothing here decides architecture: ``families.config_from_hf`` (the
+one tensor per expert, which ``expert_layout`` converts). Nothing here imports
+``transformers``, and nothing here decides architecture: ``named_builders.config_from_hf`` (the
 families' builders) reads an HF config into a ``VariantConfig``; this module maps the tensors::
 
-    config = config_from_hf(hf_model.config)  # from cs336_basics.variants.families
+    config = config_from_hf(hf_model.config)  # from cs336_basics.variants.hf.named_builders
     model = build_model(config)
     model.load_state_dict(from_hf(hf_model.state_dict(), config))
     hf_model.load_state_dict(to_hf(model.state_dict(), config, hf_model.config.model_type))
@@ -52,7 +52,7 @@ import torch
 from einops import rearrange
 from torch import Tensor
 
-from cs336_basics.variants.config import VariantConfig
+from cs336_basics.variants.config import AttentionConfig, MoEConfig, VariantConfig
 
 FAMILIES = (
     "llama",
@@ -141,12 +141,12 @@ def _layer_names(config: VariantConfig, family: str, moe: bool) -> tuple[dict, d
     }
     rotated = {}
     if family not in MLA_FAMILIES:  # latent attention has its own layout (_mla_to_hf)
-        kinds = ["weight"] + (["bias"] if config.qkv_bias else [])
+        kinds = ["weight"] + (["bias"] if config.mha.qkv_bias else [])
         for kind in kinds:
             renamed[f"attn.v_proj.{kind}"] = f"self_attn.v_proj.{kind}"
             for name in ("q_proj", "k_proj"):
                 rotated[f"attn.{name}.{kind}"] = f"self_attn.{name}.{kind}"
-        if config.qk_norm:
+        if config.mha.qk_norm:
             rotated |= {f"attn.{n}.weight": f"self_attn.{n}.weight" for n in ("q_norm", "k_norm")}
     if not moe:
         renamed |= {f"ffn.{ours}.weight": f"mlp.{hf}.weight" for ours, hf in _SWIGLU.items()}
@@ -184,7 +184,7 @@ def _layer_from_hf(
 
 
 def _moe_to_hf(ours: dict[str, Tensor], config: VariantConfig) -> dict[str, Tensor]:
-    experts = range(config.num_experts)
+    experts = range(config.moe.num_experts)
     hf = {
         "mlp.gate.weight": ours["ffn.router.weight"],
         "mlp.experts.gate_up_proj": torch.stack(
@@ -195,29 +195,29 @@ def _moe_to_hf(ours: dict[str, Tensor], config: VariantConfig) -> dict[str, Tens
         ),
         "mlp.experts.down_proj": torch.stack([ours[f"ffn.experts.{e}.w2.weight"] for e in experts]),
     }
-    if config.num_shared_experts:
+    if config.moe.num_shared_experts:
         for ours_name, hf_name in _SWIGLU.items():
             hf[f"mlp.shared_experts.{hf_name}.weight"] = ours[
                 f"ffn.shared_experts.{ours_name}.weight"
             ]
-    if config.router_scoring == "sigmoid":
+    if config.moe.router_scoring == "sigmoid":
         hf["mlp.gate.e_score_correction_bias"] = ours["ffn.score_correction_bias"]
     return hf
 
 
 def _moe_from_hf(hf: dict[str, Tensor], config: VariantConfig) -> dict[str, Tensor]:
     ours = {"ffn.router.weight": hf["mlp.gate.weight"]}
-    for e in range(config.num_experts):
+    for e in range(config.moe.num_experts):
         gate, up = hf["mlp.experts.gate_up_proj"][e].chunk(2, dim=0)
         ours[f"ffn.experts.{e}.w1.weight"] = gate
         ours[f"ffn.experts.{e}.w3.weight"] = up
         ours[f"ffn.experts.{e}.w2.weight"] = hf["mlp.experts.down_proj"][e]
-    if config.num_shared_experts:
+    if config.moe.num_shared_experts:
         for ours_name, hf_name in _SWIGLU.items():
             ours[f"ffn.shared_experts.{ours_name}.weight"] = hf[
                 f"mlp.shared_experts.{hf_name}.weight"
             ]
-    if config.router_scoring == "sigmoid":
+    if config.moe.router_scoring == "sigmoid":
         ours["ffn.score_correction_bias"] = hf["mlp.gate.e_score_correction_bias"]
     return ours
 
@@ -226,7 +226,7 @@ _SWIGLU = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}  # ours -> HF
 
 
 def _mla_to_hf(ours: dict[str, Tensor], config: VariantConfig) -> dict[str, Tensor]:
-    if config.q_lora_rank is None:
+    if config.mla.q_lora_rank is None:
         hf = {"self_attn.q_proj.weight": ours["attn.q_proj.weight"]}
     else:
         hf = {
@@ -238,7 +238,7 @@ def _mla_to_hf(ours: dict[str, Tensor], config: VariantConfig) -> dict[str, Tens
         (ours["attn.kv_down_proj.weight"], ours["attn.k_rope_proj.weight"])
     )
     hf["self_attn.kv_a_layernorm.weight"] = ours["attn.kv_norm.weight"]
-    if config.index_topk is not None:
+    if config.sparse is not None:
         hf |= {
             f"self_attn.indexer.{name}": _indexer_rows(
                 ours[f"attn.indexer.{name}"], config, rotated
@@ -258,7 +258,7 @@ def _mla_to_hf(ours: dict[str, Tensor], config: VariantConfig) -> dict[str, Tens
 
 
 def _mla_from_hf(hf: dict[str, Tensor], config: VariantConfig) -> dict[str, Tensor]:
-    if config.q_lora_rank is None:
+    if config.mla.q_lora_rank is None:
         ours = {"attn.q_proj.weight": hf["self_attn.q_proj.weight"]}
     else:
         ours = {
@@ -267,12 +267,12 @@ def _mla_from_hf(hf: dict[str, Tensor], config: VariantConfig) -> dict[str, Tens
             "attn.q_up_proj.weight": hf["self_attn.q_b_proj.weight"],
         }
     latent, k_rope = hf["self_attn.kv_a_proj_with_mqa.weight"].split(
-        [config.kv_lora_rank, config.qk_rope_head_dim]
+        [config.mla.kv_lora_rank, config.mla.qk_rope_head_dim]
     )
     ours["attn.kv_down_proj.weight"] = latent
     ours["attn.k_rope_proj.weight"] = k_rope
     ours["attn.kv_norm.weight"] = hf["self_attn.kv_a_layernorm.weight"]
-    if config.index_topk is not None:
+    if config.sparse is not None:
         ours |= {
             f"attn.indexer.{name}": _indexer_rows(
                 hf[f"self_attn.indexer.{name}"], config, rotated, from_hf=True
@@ -306,7 +306,7 @@ def _indexer_rows(
     interleaved pairs (``from_hf``) or back."""
     if not rotated:
         return weight
-    width, rope = config.index_head_dim, config.qk_rope_head_dim
+    width, rope = config.sparse.index_head_dim, config.mla.qk_rope_head_dim
     heads = rearrange(weight, "(heads d) ... -> heads d ...", d=width)
     turned, rest = heads.split([rope, width - rope], dim=1)
     reorder = half_to_interleaved if from_hf else interleaved_to_half
@@ -388,46 +388,47 @@ def _check_family(config: VariantConfig, family: str) -> None:
 
 
 def _describes(config: VariantConfig, family: str) -> bool:
+    # A section that is off reads as its defaults: plain attention, softmax routing.
+    mha, moe = config.mha or AttentionConfig(), config.moe or MoEConfig()
+    mla_q_lora = config.mla is not None and config.mla.q_lora_rank is not None
+    sigmoid_moe = (
+        config.ffn == "swiglu" or config.moe is not None and moe.router_scoring == "sigmoid"
+    )
     expected = {
         "gpt2": config.position_encoding == "learned"
         and config.norm == "layernorm"
         and config.ffn in ("gelu", "gelu_tanh")
         and config.bias,
-        "deepseek_v2": config.attention == "mla"
-        and config.index_topk is None
-        and (config.ffn == "swiglu" or config.ffn == "moe" and not config.normalize_topk)
-        and config.router_scoring == "softmax",
-        "deepseek_v3": config.attention == "mla"
-        and config.index_topk is None
-        and (config.ffn == "swiglu" or config.ffn == "moe" and config.router_scoring == "sigmoid"),
-        "deepseek_v32": config.attention == "mla"
-        and config.index_topk is not None
-        and config.q_lora_rank is not None
-        and (config.ffn == "swiglu" or config.ffn == "moe" and config.router_scoring == "sigmoid"),
-        "llama": config.attention == "mha" and config.ffn == "swiglu" and not config.qk_norm,
-        "qwen2": config.attention == "mha" and config.ffn == "swiglu" and not config.qk_norm,
-        "qwen3": config.attention == "mha" and config.ffn == "swiglu" and config.qk_norm,
-        "qwen3_moe": config.ffn == "moe" and config.qk_norm,
-        "mixtral": config.ffn == "moe" and not config.qk_norm and config.normalize_topk,
+        "deepseek_v2": config.mla is not None
+        and config.sparse is None
+        and (config.ffn == "swiglu" or config.moe is not None and not moe.normalize_topk)
+        and moe.router_scoring == "softmax",
+        "deepseek_v3": config.mla is not None and config.sparse is None and sigmoid_moe,
+        "deepseek_v32": config.sparse is not None and mla_q_lora and sigmoid_moe,
+        "llama": config.mha is not None and config.ffn == "swiglu" and not mha.qk_norm,
+        "qwen2": config.mha is not None and config.ffn == "swiglu" and not mha.qk_norm,
+        "qwen3": config.mha is not None and config.ffn == "swiglu" and mha.qk_norm,
+        "qwen3_moe": config.moe is not None and mha.qk_norm,
+        "mixtral": config.moe is not None and not mha.qk_norm and moe.normalize_topk,
     }[family]
     # HF's RMSNorm + RoPE families have no biases and no per-expert capacity.
     llama_like = (
         config.position_encoding == "rope"
         and config.norm == "rmsnorm"
         and not config.bias
-        and config.qkv_bias == (family == "qwen2")
-        and config.capacity_factor is None
+        and mha.qkv_bias == (family == "qwen2")
+        and moe.capacity_factor is None
     )
-    if family not in MLA_FAMILIES and config.attention != "mha":
+    if family not in MLA_FAMILIES and config.mha is None:
         return False
     deepseek_routing = (
-        config.num_shared_experts
-        or config.routed_scaling
-        or config.expert_groups
-        or config.router_scoring != "softmax"
+        moe.num_shared_experts
+        or moe.routed_scaling
+        or moe.expert_groups
+        or moe.router_scoring != "softmax"
     )
     if family not in MLA_FAMILIES and (
-        deepseek_routing or config.dense_layers and family != "qwen3_moe"
+        deepseek_routing or moe.dense_layers and family != "qwen3_moe"
     ):
         return False
     return expected and config.norm_placement == "pre" and (family == "gpt2" or llama_like)

@@ -16,7 +16,11 @@ from torch import Tensor
 
 from cs336_basics.generation import decoding_window, sample_next_token
 from cs336_basics.model import TransformerLM
-from cs336_basics.variants.decode_steps import CompileOption, decode_steps, static_cache_length
+from cs336_basics.variants.decoding.decode_steps import (
+    CompileOption,
+    decode_steps,
+    static_cache_length,
+)
 
 
 @torch.no_grad()

@@ -23,8 +23,8 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from cs336_basics.model import TransformerLM
-from cs336_basics.variants.kv_cache import caching_layers, kv_caches
-from cs336_basics.variants.static_kv_cache import StaticKVCache
+from cs336_basics.variants.decoding.kv_cache import caching_layers, kv_caches
+from cs336_basics.variants.decoding.static_kv_cache import StaticKVCache
 
 NextLogits = Callable[[list[list[int]]], Float[Tensor, "batch vocab"]]
 # True: torch.compile's default backend (inductor) with CUDA graphs; a string or callable: that
