@@ -31,9 +31,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from course.grading.grade import CASE_FILES, RUBRIC, Course, grade
+from course.grading.grade import CASE_FILES, Course, grade
 from course.grading.unpack import ArchiveLimits
-from course.paths import REPO_ROOT
+from course.paths import REPO_ROOT, RUBRIC
 
 OPT = "/opt/cs336"
 BUNDLED = (

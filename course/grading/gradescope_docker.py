@@ -41,10 +41,9 @@ import zipfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from course.grading.grade import RUBRIC
 from course.grading.gradescope import build
 from course.grading.settings import load_settings
-from course.paths import HIDDEN, REPO_ROOT
+from course.paths import HIDDEN, REPO_ROOT, RUBRIC
 
 IMAGE = "cs336-gradescope-base:bookworm"
 ROOTFS = Path("/var/tmp/cs336-rootfs")

@@ -111,7 +111,7 @@ def test_bundle_grades_a_submission_folder_on_its_own(bundle: Path, tmp_path: Pa
     source = tmp_path / "source"
     with zipfile.ZipFile(bundle) as archive:
         archive.extractall(source)
-    (source / "course" / "rubric.toml").write_text('[[component]]\nname = "silu"\npoints = 3\n')
+    (source / "course" / "grading" / "rubric.toml").write_text('[[component]]\nname = "silu"\npoints = 3\n')
     submission = tmp_path / "submission"
     shutil.copytree(REPO_ROOT / "cs336_basics", submission / "cs336_basics")
     (submission / "tests").mkdir()
