@@ -74,7 +74,7 @@ regrade:
 	uv run python -m course.grading regrade $(ZIPS) --previous $(GRADED) --out $(GRADED)-regrade
 
 # SIMILARITY_ARGS: e.g. --public known-solutions/ (a folder of public solutions collected).
-similarity:
+similarity: handout
 	uv run python -m course.grading similarity $(ZIPS) --out similarity $(SIMILARITY_ARGS)
 
 # Mutation testing (course/mutation/run_catalogue.py, course/mutation/generated.py): the catalogue of common bugs,

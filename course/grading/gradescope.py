@@ -34,6 +34,7 @@ from pathlib import Path
 from course.grading.grade import CASE_FILES, Course, grade
 from course.grading.unpack import ArchiveLimits
 from course.paths import REPO_ROOT, RUBRIC
+from course.python_pin import grader_python
 
 OPT = "/opt/cs336"
 BUNDLED = (
@@ -103,8 +104,6 @@ def bundle_files(root: Path = REPO_ROOT) -> list[Path]:
 
 def setup_script(root: Path = REPO_ROOT) -> str:
     """``setup.sh`` for the checkout at ``root``: it installs the handout's Python minor."""
-    from course.handout.build import grader_python  # in the checkout that builds, not in the bundle
-
     return SETUP_SH.format(opt=OPT, python=grader_python(root))
 
 

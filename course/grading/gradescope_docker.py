@@ -44,6 +44,7 @@ from pathlib import Path
 from course.grading.gradescope import build
 from course.grading.settings import load_settings
 from course.paths import HIDDEN, REPO_ROOT, RUBRIC
+from course.python_pin import grader_python
 
 IMAGE = "cs336-gradescope-base:bookworm"
 ROOTFS = Path("/var/tmp/cs336-rootfs")
@@ -268,8 +269,6 @@ def lent_python() -> list[str]:
     """The host's interpreter for setup.sh, where it is the grader's Python minor: this check
     cannot download one as Gradescope's setup does. Mounted at its own path (pyenv's finds its
     libpython there) and named by CS336_GRADER_PYTHON; none where the minor differs."""
-    from course.handout.build import grader_python
-
     if f"{sys.version_info.major}.{sys.version_info.minor}" != grader_python():
         return []
     prefix = Path(sys.base_prefix)

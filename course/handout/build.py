@@ -45,6 +45,7 @@ from course.cases.checksums import write_manifest
 from course.handout.skeleton import STUB, SkeletonError, make_skeleton
 from course.paths import HANDOUT, HANDOUT_MANIFEST, REPO_ROOT, relative
 from course.paths import RUBRIC as RUBRIC_PATH
+from course.python_pin import grader_python
 
 MANIFEST_FILE = relative(HANDOUT_MANIFEST)
 RUBRIC = relative(RUBRIC_PATH)
@@ -354,20 +355,6 @@ def shipped_files(root: Path = REPO_ROOT, kind: str = "base") -> list[Path]:
 
 def project_version(root: Path = REPO_ROOT) -> str:
     return tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
-
-
-def grader_python(root: Path = REPO_ROOT) -> str:
-    """The Python minor version the handout pins (its ``.python-version``) and the grader runs:
-    the floor of ``requires-python``, so the lock and the pin agree."""
-    path = root / "pyproject.toml"
-    spec = tomllib.loads(path.read_text(encoding="utf-8"))["project"].get("requires-python", "")
-    floor = re.fullmatch(r">=\s*(3\.\d+)", spec.strip())
-    if floor is None:
-        raise ValueError(
-            f"{path}: requires-python is {spec!r}; the handout pins its floor, so it must read "
-            "'>=3.N' (e.g. '>=3.12')"
-        )
-    return floor.group(1)
 
 
 def git_stamp(root: Path = REPO_ROOT) -> tuple[str, str]:

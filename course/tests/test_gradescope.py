@@ -16,8 +16,8 @@ import pytest
 from course.grading.gradescope import build, harden, pack_folder
 from course.grading.sandbox import SandboxUnavailable, isolation
 from course.grading.unpack import UnsafeArchive, unpack_submission
-from course.handout.build import grader_python
 from course.paths import REPO_ROOT
+from course.python_pin import grader_python
 
 pytestmark = pytest.mark.slow  # subprocesses: run by `make test-all` and CI, not by plain `pytest`
 
@@ -111,7 +111,9 @@ def test_bundle_grades_a_submission_folder_on_its_own(bundle: Path, tmp_path: Pa
     source = tmp_path / "source"
     with zipfile.ZipFile(bundle) as archive:
         archive.extractall(source)
-    (source / "course" / "grading" / "rubric.toml").write_text('[[component]]\nname = "silu"\npoints = 3\n')
+    (source / "course" / "grading" / "rubric.toml").write_text(
+        '[[component]]\nname = "silu"\npoints = 3\n'
+    )
     submission = tmp_path / "submission"
     shutil.copytree(REPO_ROOT / "cs336_basics", submission / "cs336_basics")
     (submission / "tests").mkdir()
