@@ -74,7 +74,7 @@ regrade:
 	uv run python -m course.grading regrade $(ZIPS) --previous $(GRADED) --out $(GRADED)-regrade
 
 # SIMILARITY_ARGS: e.g. --public known-solutions/ (a folder of public solutions collected).
-similarity:
+similarity: handout
 	uv run python -m course.grading similarity $(ZIPS) --out similarity $(SIMILARITY_ARGS)
 
 # Mutation testing (course/mutation/run_catalogue.py, course/mutation/generated.py): the catalogue of common bugs,
@@ -121,11 +121,10 @@ gradescope-docker:
 # and CI run a smoke subset). The container level runs where namespaces work too: the grader is
 # started the way a default Docker container starts it (course/grading/confine.py no-namespaces).
 grader-attacks:
-	CS336_GRADER_ATTACKS=all CS336_REQUIRE_SANDBOX=1 CS336_ISOLATION=namespaces uv run pytest -q -p no:cacheprovider -m "" course/tests/test_grader_hostile.py
-	$(MAKE) grader-attacks-container CS336_GRADER_ATTACKS=all
+	uv run python -m course.grading attacks
 
 grader-attacks-container:
-	CS336_GRADER_ATTACKS=$(CS336_GRADER_ATTACKS) CS336_REQUIRE_SANDBOX=1 CS336_ISOLATION=container uv run python -m course.grading confine no-namespaces -- .venv/bin/python -m pytest -q -p no:cacheprovider -m "" course/tests/test_grader_hostile.py course/tests/test_grader.py
+	uv run python -m course.grading attacks --level container --attacks $(or $(CS336_GRADER_ATTACKS),smoke)
 
 # --- Benchmarks (benchmarks/, see docs/benchmarks.md) ---
 # Ours beside peer libraries, as ratios; prints a table and writes benchmarks/results/bench-<time>.json.

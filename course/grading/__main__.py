@@ -18,6 +18,10 @@ COMMANDS = {
         "course.grading.gradescope_docker",
         "run the Gradescope bundle in a default Docker container",
     ),
+    "attacks": (
+        "course.grading.attacks",
+        "every hostile submission against the sandbox, at both isolation levels",
+    ),
     "confine": ("course.grading.confine", "run a command confined as container mode confines it"),
 }
 

@@ -2,7 +2,7 @@
 
 Both are unprivileged (they need only ``no_new_privs``) and work where no namespace can be made,
 as in a Docker container with the default security profile. The sandbox's launcher applies them
-before any student code runs (``course/grading/sandbox.py``); ``python -m course.grading.confine no-namespaces
+before any student code runs (``course/grading/sandbox/``); ``python -m course.grading.confine no-namespaces
 -- CMD`` runs ``CMD`` the way such a container would (namespaces refused, Docker's default
 capabilities), which is how CI tests the grader's container mode on a machine that has
 namespaces.

@@ -6,7 +6,7 @@ grader
 1. unpacks it strictly (``course/grading/unpack.py``): links, special files, odd or colliding names,
    deep folders, bad CRCs, unsupported compression and bombs refuse the whole zip; only
    ``cs336_basics/`` and ``tests/adapters.py`` are kept;
-2. runs the fixed driver (``course/grading/driver.py``) in fresh sandboxes (``course/grading/sandbox.py``, at
+2. runs the fixed driver (``course/grading/driver.py``) in fresh sandboxes (``course/grading/sandbox/``, at
    the best isolation level the machine offers: namespaces, else container mode): first one,
    alone on the machine, for the public cases of every component, then (if the student's
    adapters imported in time there) one per component for its hidden cases, each with

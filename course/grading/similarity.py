@@ -12,8 +12,9 @@ component's cases, then every top-level function and class of ``cs336_basics`` t
 name, transitively); the adapters' own wiring is left out. That code is tokenized and
 fingerprinted by ``copydetect`` (token k-grams, winnowed, as MOSS does): identifiers, strings,
 comments and layout do not count, and fingerprints do not depend on the order of functions.
-Fingerprints of the handout's starter code (skeletons and support code) are removed first, so
-the starter code alone matches nothing. A pair is flagged when, for some component with at
+Fingerprints of the handout's starter code (skeletons and support code, read from the built
+handout: ``make handout``'s ``dist/handout``, or ``--starter``) are removed first, so the
+starter code alone matches nothing. A pair is flagged when, for some component with at
 least ``MIN_TOKENS`` fingerprinted tokens on both sides, the matched share of either side is
 at least the threshold.
 """
@@ -37,6 +38,7 @@ from copydetect.utils import highlight_overlap
 
 from course.grading.export import write_csv
 from course.grading.unpack import UnsafeArchive, unpack_submission
+from course.paths import BUILT_HANDOUT, relative
 from tests.cases.wire import atomic_write
 
 NOISE = 25  # copydetect's default noise threshold: matches shorter than 25 tokens never count
@@ -163,22 +165,6 @@ def component_code(sources: dict[str, str], wanted: dict[str, set[str]]) -> dict
         everything |= reached
     code[ALL] = "\n\n".join(segment for _, _, segment in sorted(everything))
     return code
-
-
-def starter_sources() -> dict[str, str]:
-    """The handout's starter code (skeletons and support code), rendered as `make handout`
-    would, without building the handout."""
-    from course.handout.build import plan, render
-    from course.paths import REPO_ROOT
-
-    sources = {}
-    for rel, treatment in plan(REPO_ROOT, "base").items():
-        rel_text = rel.as_posix()
-        if rel.suffix == ".py" and (
-            rel_text.startswith("cs336_basics/") or rel_text == "tests/adapters.py"
-        ):
-            sources[rel_text] = render(REPO_ROOT, rel, treatment, "base")[0].decode()
-    return sources
 
 
 def fingerprint(label: str, code: str, boilerplate: list[int]) -> CodeFingerprint:
@@ -324,10 +310,16 @@ def check(
     submissions: Path,
     public: Path | None,
     out: Path,
-    starter: Path | None = None,
+    starter: Path = BUILT_HANDOUT,
     threshold: float = THRESHOLD,
 ) -> list[Match]:
-    """The whole command: read, compare, write both reports; return the matches."""
+    """The whole command: read, compare, write both reports; return the matches. ``starter``
+    is a handout folder (default: the one `make handout` builds), whose code matches nothing."""
+    if not (starter / "tests" / "adapters.py").is_file():
+        raise ValueError(
+            f"no handout at {starter} (its tests/adapters.py is missing): build it with "
+            "`make handout`, or name one with --starter"
+        )
     wanted = component_adapters()
     found = load_submissions(submissions, False, wanted)
     if public is not None:
@@ -337,7 +329,7 @@ def check(
     names = [s.name for s in found]
     if len(set(names)) != len(names):
         raise ValueError(f"submission names repeat (a zip and a folder alike?): {sorted(names)}")
-    boilerplate = boilerplate_hashes(read_sources(starter) if starter else starter_sources())
+    boilerplate = boilerplate_hashes(read_sources(starter))
     matches = compare(found, boilerplate, threshold)
     out.mkdir(parents=True, exist_ok=True)
     write_csv_report(matches, out / "similarity.csv")
@@ -351,11 +343,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--public", type=Path, help="known public solutions (zips or folders)")
     parser.add_argument("--out", type=Path, default=Path("similarity"))
     parser.add_argument(
-        "--starter", type=Path, help="the handout's folder (default: rendered from this checkout)"
+        "--starter",
+        type=Path,
+        default=BUILT_HANDOUT,
+        help=f"the handout's folder (default: {relative(BUILT_HANDOUT)}, `make handout`'s)",
     )
     parser.add_argument("--threshold", type=float, default=THRESHOLD)
     args = parser.parse_args(argv)
-    for folder in (args.submissions, args.public, args.starter):
+    for folder in (args.submissions, args.public):
         if folder is not None and not folder.is_dir():
             parser.error(f"not a folder: {folder}")
     try:

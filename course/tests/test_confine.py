@@ -7,6 +7,7 @@ AF_UNIX socket pairs), and prints what happened.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from course.grading import confine
+from course.grading.sandbox.launch import PROGRAMS, launcher_argv
 from course.paths import REPO_ROOT
 
 TRIES = """
@@ -183,3 +185,36 @@ def test_the_container_emulation_refuses_every_namespace_and_drops_capabilities(
     if os.geteuid() == 0:
         allowed = sum(1 << c for c in confine.DOCKER_CAPABILITIES)
         assert int(results["CapEff"], 16) & ~allowed == 0
+
+
+def test_the_sandbox_programs_import_the_standard_library_only() -> None:
+    """They run with ``python -S`` (no site-packages) before anything else in their process:
+    an import from elsewhere would fail there, or run code nobody checked."""
+    programs = sorted(PROGRAMS.glob("*.py"))
+    assert {p.stem for p in programs} == {"launcher", "prepare", "probe"}
+    for path in programs:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                assert name.split(".")[0] in sys.stdlib_module_names, (path.name, name)
+
+
+def test_the_launcher_is_confine_s_definitions_then_the_launcher_program() -> None:
+    python, flag, dash_c, text, spec = launcher_argv("/opt/python/bin/python3", {"argv": []})
+    assert (python, flag, dash_c, json.loads(spec)) == (
+        "/opt/python/bin/python3",
+        "-S",
+        "-c",
+        {"argv": []},
+    )
+    compile(text, "launcher", "exec")
+    # confine.py's command line stays out: -c code runs as __main__.
+    assert '__name__ == "__main__"' not in text
+    assert text.index("def confine_syscalls(") < text.rindex("confine_syscalls()")
+    assert text.index("def restrict_paths(") < text.rindex("restrict_paths(**")
+    assert text.endswith((PROGRAMS / "launcher.py").read_text(encoding="utf-8"))

@@ -24,14 +24,14 @@ from course.grading.export import (
     read_grades,
     write_csv,
 )
-from course.grading.grade import RUBRIC, ComponentResult
+from course.grading.grade import ComponentResult
 from course.grading.leaderboard import LeaderboardSettings, ReportedField, reported_entries
 from course.grading.policy import decide, load_policy, read_metadata
 from course.grading.regrade import regrade
 from course.grading.report import finish
 from course.grading.settings import load_settings
 from course.grading.visibility import load_visibility
-from course.paths import REPO_ROOT
+from course.paths import REPO_ROOT, RUBRIC
 from course.tests.test_grader_hostile import _sandbox_or_skip
 
 # --- Gradescope's documented results.json format ------------------------------------------------

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from course.grading.attacks import runs
 from course.grading.grade import Budget, grade, grade_batch, write_json
 from course.grading.sandbox import (
     CONTAINER,
@@ -732,3 +733,20 @@ def test_the_budget_keeps_a_floor_for_every_sandbox_not_started() -> None:
         bounds.append(share.wall_s)
         budget.settle(share, 1.0)
     assert bounds == [15, 29, 43]
+
+
+def test_the_attacks_command_runs_both_levels_container_mode_confined() -> None:
+    (namespaces_env, namespaces_cmd), (container_env, container_cmd) = runs("both", "smoke")
+    assert namespaces_env == {
+        "CS336_GRADER_ATTACKS": "smoke",
+        "CS336_REQUIRE_SANDBOX": "1",
+        "CS336_ISOLATION": "namespaces",
+    }
+    assert container_env == {**namespaces_env, "CS336_ISOLATION": "container"}
+    # Container mode as a default Docker container would start the grader, where namespaces work.
+    assert container_cmd[1:6] == ["-m", "course.grading", "confine", "no-namespaces", "--"]
+    for command in (namespaces_cmd, container_cmd):
+        tests = [arg for arg in command if arg.endswith(".py")]
+        assert "course/tests/test_grader_hostile.py" in tests
+        assert all((REPO_ROOT / test).is_file() for test in tests)
+    assert [env["CS336_ISOLATION"] for env, _ in runs("container", "all")] == ["container"]

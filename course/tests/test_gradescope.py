@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from course.grading.gradescope import build, harden, pack_folder
+from course.grading.grade import CASE_FILES
+from course.grading.gradescope import build, bundle_files, harden, pack_folder
 from course.grading.sandbox import SandboxUnavailable, isolation
 from course.grading.unpack import UnsafeArchive, unpack_submission
 from course.paths import REPO_ROOT
@@ -53,8 +55,66 @@ def test_bundle_holds_the_grader_but_not_the_solution(bundle: Path) -> None:
         "course.grading.gradescope harden" in setup and "course.grading.gradescope check" in setup
     )
     assert "course/grading/confine.py" in infos  # container mode's seccomp and Landlock
+    for part in ("course/handout/", "course/mutation/", "course/tests/", "cs336_basics/"):
+        assert not any(name.startswith(part) for name in infos), part
     assert {"course/grading/__init__.py", "course/grading/policy.py"} <= set(infos)  # as a whole
     assert "/autograder/results/results.json" in run
+
+
+def test_a_new_grading_file_and_a_new_shared_module_land_in_the_bundle(tmp_path: Path) -> None:
+    root = tmp_path / "checkout"
+    for rel in ("pyproject.toml", "uv.lock", "fixtures", "course/cases/hidden", *CASE_FILES):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).symlink_to(REPO_ROOT / rel)
+    ignored = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(REPO_ROOT / "course" / "grading", root / "course" / "grading", ignore=ignored)
+    for rel in ("course/__init__.py", "course/paths.py"):
+        shutil.copyfile(REPO_ROOT / rel, root / rel)
+    (root / "course" / "grading" / "new_rule.py").write_text("RULE = 1\n")
+    (root / "course" / "grading" / "sandbox" / "programs" / "new.sh").write_text("exit 0\n")
+    (root / "course" / "shared_helper.py").write_text("HELP = 1\n")
+    (root / "course" / "handout").mkdir()
+    (root / "course" / "handout" / "build.py").write_text("BUILD = 1\n")
+    files = {rel.as_posix() for rel in bundle_files(root)}
+    for wanted in (
+        "course/grading/new_rule.py",
+        "course/grading/sandbox/programs/new.sh",
+        "course/shared_helper.py",
+        "course/paths.py",
+    ):
+        assert wanted in files
+    assert "course/handout/build.py" not in files
+
+
+def test_every_course_module_the_grader_imports_is_in_the_bundle(bundle: Path) -> None:
+    """Read from the bundle's own files, imports inside functions included: a grading module
+    that needs a module the bundle lacks would fail on Gradescope only."""
+    with zipfile.ZipFile(bundle) as archive:
+        names = set(archive.namelist())
+        sources = {
+            name: archive.read(name)
+            for name in names
+            if name.startswith("course/grading/") and name.endswith(".py")
+        }
+    imported = set()
+    for name, source in sources.items():
+        for node in ast.walk(ast.parse(source, name)):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module)
+            elif isinstance(node, ast.Import):
+                imported |= {alias.name for alias in node.names}
+    ours = {module for module in imported if module.split(".")[0] in ("course", "tests")}
+    assert {"course.paths", "course.grading.sandbox.job", "tests.cases.wire"} <= ours
+    missing = [
+        module
+        for module in sorted(ours)
+        if not {f"{module.replace('.', '/')}.py", f"{module.replace('.', '/')}/__init__.py"} & names
+    ]
+    assert not missing
+    for program in ("launcher", "prepare", "probe"):
+        assert f"course/grading/sandbox/programs/{program}.py" in names
+    for program in ("setup.sh", "run_autograder", "docker_run.sh", "hostile_adapters.py"):
+        assert f"course/grading/programs/{program}" in names
 
 
 def test_harden_leaves_the_grader_files_and_blocked_packages_to_root(tmp_path: Path) -> None:
@@ -111,7 +171,9 @@ def test_bundle_grades_a_submission_folder_on_its_own(bundle: Path, tmp_path: Pa
     source = tmp_path / "source"
     with zipfile.ZipFile(bundle) as archive:
         archive.extractall(source)
-    (source / "course" / "rubric.toml").write_text('[[component]]\nname = "silu"\npoints = 3\n')
+    (source / "course" / "grading" / "rubric.toml").write_text(
+        '[[component]]\nname = "silu"\npoints = 3\n'
+    )
     submission = tmp_path / "submission"
     shutil.copytree(REPO_ROOT / "cs336_basics", submission / "cs336_basics")
     (submission / "tests").mkdir()

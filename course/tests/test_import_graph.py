@@ -20,6 +20,7 @@ from course.layers import (
 def test_the_project_has_one_way_layers_and_no_cycles():
     graph = import_graph()
     assert layer_violations(graph) == []
+    assert part_violations(graph) == []
     assert cycles(graph) == []
     uses = outside_dependencies(graph)
     assert uses["core"] == set()

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from course.grading.similarity import ALL, Match, check, component_adapters, starter_sources
+from course.grading.similarity import ALL, Match, check, component_adapters
+from course.handout.build import plan, render
 from course.paths import REPO_ROOT
 from course.paths import SOLUTIONS as SOLUTIONS_DIR
 from course.tests.disguise import disguise_tree
@@ -51,12 +52,27 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Match], Path]:
         disguise_tree(SOLUTIONS_DIR / name, staging / f"copy_{name}")
         zip_folder(staging / f"copy_{name}", students / f"copy_{name}.zip")  # as uploaded
     copy_code(REPO_ROOT, students / "reference", REPO_ROOT / "cs336_basics")
-    for rel, text in starter_sources().items():
-        (students / "starter" / rel).parent.mkdir(parents=True, exist_ok=True)
-        (students / "starter" / rel).write_text(text)
+    write_starter_code(students / "starter")
     (students / "broken.zip").write_bytes(b"PK\x03\x04 not a zip")  # refused, skipped
     out = root / "report"
-    return check(students, None, out), out
+    return check(students, None, out, starter=students / "starter"), out
+
+
+def write_starter_code(folder: Path) -> None:
+    """The handout's starter code (skeletons, support code, adapters) as `make handout` renders
+    it, without building the whole handout."""
+    for rel, treatment in plan(REPO_ROOT, "base").items():
+        in_code = (
+            rel.as_posix().startswith("cs336_basics/") or rel.as_posix() == "tests/adapters.py"
+        )
+        if rel.suffix == ".py" and in_code:
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / rel).write_bytes(render(REPO_ROOT, rel, treatment, "base")[0])
+
+
+def test_without_a_built_handout_the_check_says_how_to_get_one(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="make handout"):
+        check(tmp_path, None, tmp_path / "out", starter=tmp_path / "no-handout")
 
 
 def flagged_pairs(matches: list[Match]) -> set[frozenset[str]]:
