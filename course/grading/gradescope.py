@@ -41,6 +41,8 @@ BUNDLED = (
     "uv.lock",
     "course/__init__.py",
     "course/paths.py",
+    "course/workspace.py",
+    "course/pytest_outcomes.py",
     "course/grading",
     "course/cases/hidden",
     "fixtures",
