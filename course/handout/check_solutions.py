@@ -1,9 +1,9 @@
 """Run the shipped test suite against the independent solutions in ``course/handout/solutions/``.
 
-``python -m course.handout check-solutions`` (``make check-solutions``) stages, for each solution, a
-temporary workspace (``course/workspace.py``) holding this repository's shipped tests and fixtures with the solution's
-``cs336_basics/`` and ``tests/adapters.py`` in place of ours (exactly what a student's zip
-holds), and runs pytest there with an interpreter that cannot see the reference package:
+``python -m course.handout check-solutions`` (``make check-solutions``) stages, for each
+solution, a temporary workspace (``course/workspace.py``) holding this repository's shipped tests
+and fixtures with the solution's ``cs336_basics/`` and ``tests/adapters.py`` in place of ours
+(exactly what a student's zip holds), and runs pytest there with an interpreter that cannot see the reference package:
 ``python -S`` skips the ``.pth`` files (among them the editable install of the reference) and
 ``PYTHONPATH`` lists the temporary tree, then the environment's site-packages.
 

@@ -106,6 +106,8 @@ def run_bugs(options: argparse.ArgumentParser, source: str, args: argparse.Names
         if ungraded:
             print(f"left out (no rubric component to grade): {', '.join(ungraded)}")
         bugs = [b for b in bugs if b.component in graded]
+        if not bugs:
+            options.error(f"no bug of the {source} asked for has a graded component")
         print(f"grading {len(bugs)} bugs of the {source} through the cases, {jobs} at a time")
         results = judge_grader.grade_all(bugs, jobs, args.timeout)
         print(judge_grader.report(results))

@@ -19,6 +19,10 @@ from course.mutation.run import main
         (["--source", "blind", "no_such_bug"], "no such bug(s) in the blind: ['no_such_bug']"),
         (["--source", "generated", "nowhere.py"], "not modules with known tests"),
         (["--jobs", "0"], "--jobs must be at least 1"),
+        (
+            ["--source", "blind", "--judge", "grader", "blind_temperature_multiplies"],
+            "no bug of the blind asked for has a graded component",
+        ),
     ],
 )
 def test_meaningless_combinations_are_refused_by_name(argv, complaint, capsys):
