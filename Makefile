@@ -20,7 +20,7 @@ hidden-cases:
 
 # Every catalogued bug must lose points in grading (driver + judge on public and hidden cases).
 case-mutants:
-	uv run python -m course.mutation grader
+	uv run python -m course.mutation --source catalogue --judge grader
 
 # Correct implementations in other arithmetic orders (course/cases/fairness) must pass every numeric
 # graded case, public and hidden, on 1 and all threads and torch's scalar code path (and through
@@ -77,15 +77,14 @@ regrade:
 similarity: handout
 	uv run python -m course.grading similarity $(ZIPS) --out similarity $(SIMILARITY_ARGS)
 
-# Mutation testing (course/mutation/run_catalogue.py, course/mutation/generated.py): the catalogue of common bugs,
-# then mutants generated from the reference's syntax tree (the graded modules' solution regions and
-# the compiled tokenizer's function bodies), on every core. mutants-smoke: CI-sized.
+# Mutation testing (course/mutation/run.py: source x judge): the catalogue of common bugs, then
+# mutants generated from the reference's syntax tree (the graded modules' solution regions and
+# the compiled tokenizer's function bodies, on every core), judged by the tests. mutants-smoke: CI-sized.
 mutants:
-	uv run python -m course.mutation catalogue
-	uv run python -m course.mutation generated
+	uv run python -m course.mutation --source catalogue --source generated
 
 mutants-smoke:
-	uv run python -m course.mutation generated --smoke --jobs 2
+	uv run python -m course.mutation --source generated --smoke --jobs 2
 
 # The property tests with many random examples (the default profile is quick and derandomized).
 test-thorough:

@@ -89,11 +89,11 @@ def time_suite(name: str, command: list[str], cwd: Path, env: dict[str, str]) ->
 def handout_suite() -> SuiteTime:
     """The shipped tests and fixtures with the reference's ``cs336_basics`` and adapters, run
     by an interpreter that sees that tree and the environment's packages only."""
-    from course.handout.check_solutions import build_tree, isolated_env
+    from course.handout.check_solutions import isolated_env, stage_solution
 
     with tempfile.TemporaryDirectory(prefix="bench-handout-") as scratch:
         root = Path(scratch)
-        build_tree(REPO_ROOT, root, set())
+        stage_solution(REPO_ROOT, root, set())
         command = [sys.executable, "-S", "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider"]
         return time_suite("handout + reference solution", command, root, isolated_env(root))
 

@@ -1,12 +1,13 @@
 """A pytest plugin that streams per-test outcomes to a JSON-lines file.
 
-Used by the handout verifier and the grader: ``python -m pytest -p pytest_outcomes`` with
-``CS336_OUTCOMES=<path>`` in the environment. Each line is flushed at once, so when the
+Used by every pytest run in a workspace (``course/workspace.py``: mutation testing, the check of
+the independent solutions, the handout's verification): ``python -m pytest -p pytest_outcomes``
+with ``CS336_OUTCOMES=<path>`` in the environment. Each line is flushed at once, so when the
 interpreter is killed (a hang, a segfault, the memory limit) the file still says which tests
 finished and which one was running. With ``CS336_NO_NETWORK=1`` every socket connection fails,
 a fallback for machines where the grader cannot run tests in a network namespace.
 
-Only the standard library and pytest: the grader copies this file next to the submission.
+Only the standard library and pytest: a workspace copies this file next to the code under test.
 """
 
 from __future__ import annotations

@@ -69,6 +69,7 @@ from course.grading.sandbox import (
 )
 from course.grading.unpack import UnsafeArchive, unpack_submission
 from course.paths import DRIVER, HIDDEN, REPO_ROOT, RUBRIC, relative
+from course.workspace import stage
 
 OUTPUT_LIMIT = 6000
 IMPORT_NOT_ENDED = "not run: your tests/adapters.py did not finish importing in time (see the top)"
@@ -159,13 +160,7 @@ def stage_grader_files(course: Course, names: list[str], hidden: bool, dest: Pat
     """Copy what the driver reads (the driver, the case files, the inputs of ``names``' hidden
     or public cases, never both) into ``dest``, world-readable whatever the modes of the
     originals: the sandbox's uid reads it."""
-    for rel in (str(relative(DRIVER)), *CASE_FILES):
-        source, target = course.root / rel, dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
-        elif source.is_file():
-            shutil.copyfile(source, target)
+    stage(dest, (relative(DRIVER), *CASE_FILES), source=course.root)
     for name in names:
         (dest / "inputs" / name).mkdir(parents=True)
         for path in sorted((course.inputs / name).glob("*")):

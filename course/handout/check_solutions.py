@@ -1,9 +1,9 @@
 """Run the shipped test suite against the independent solutions in ``course/handout/solutions/``.
 
-``python -m course.handout.check_solutions`` (``make check-solutions``) builds, for each solution, a
-temporary tree holding this repository's shipped tests and fixtures with the solution's
-``cs336_basics/`` and ``tests/adapters.py`` in place of ours (exactly what a student's zip
-holds), and runs pytest there with an interpreter that cannot see the reference package:
+``python -m course.handout check-solutions`` (``make check-solutions``) stages, for each
+solution, a temporary workspace (``course/workspace.py``) holding this repository's shipped tests
+and fixtures with the solution's ``cs336_basics/`` and ``tests/adapters.py`` in place of ours
+(exactly what a student's zip holds), and runs pytest there with an interpreter that cannot see the reference package:
 ``python -S`` skips the ``.pth`` files (among them the editable install of the reference) and
 ``PYTHONPATH`` lists the temporary tree, then the environment's site-packages.
 
@@ -16,10 +16,11 @@ without annotations; its own module names, exceptions and vocabulary ids; the co
 layout and habits), so a pass shows that the suite grades the assignment's contract and not our
 implementation's choices.
 
-A *variant* (``course/handout/solutions/<name>/variant.toml``) is another solution with choices the
-handout leaves open made the other way: ``base`` names the solution it starts from, and each
-``[[edit]]`` replaces the one occurrence of ``before`` in ``path`` by ``after`` (``why`` says
-which choice it makes), so the suite is checked on that choice too.
+An *alternative* (``course/handout/solutions/<name>/alternative.toml``) is another solution with
+choices the handout leaves open made the other way: ``base`` names the solution it starts from,
+and each ``[[edit]]`` replaces the one occurrence of ``before`` in ``path`` by ``after`` (``why``
+says which choice it makes; the same edits as the mutation catalogue's bugs,
+``course.workspace.Edit``), so the suite is checked on that choice too.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import argparse
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,11 +38,14 @@ from pathlib import Path
 
 from course.handout.build import is_instructor_test
 from course.paths import REPO_ROOT, SOLUTIONS
+from course.workspace import Edit, PytestRun, apply_edits, edits_from_toml, run_pytest, stage
 
 # Solutions that wire only the assignment's adapters: required to pass the graded cases alone.
 GRADED_ONLY = {"upstream_style"}
 # Shipped only in the extension handout, with adapters the base assignment does not ask for.
 EXTENSION_TESTS = "variants"
+# The file that makes a folder of solutions/ an alternative of another solution.
+ALTERNATIVE = "alternative.toml"
 
 
 @dataclass
@@ -70,46 +73,38 @@ def shipped_test_files(ignore: set[str]) -> list[Path]:
     return files
 
 
-def build_tree(solution: Path, root: Path, ignore: set[str]) -> None:
-    for relative in shipped_test_files(ignore):
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(REPO_ROOT / relative, root / relative)
-    shutil.copytree(REPO_ROOT / "fixtures", root / "fixtures")
-    shutil.copyfile(REPO_ROOT / "pyproject.toml", root / "pyproject.toml")
-    variant = solution / "variant.toml"
-    source = SOLUTIONS / read_variant(variant)["base"] if variant.is_file() else solution
-    shutil.copytree(source / "cs336_basics", root / "cs336_basics")
-    shutil.copyfile(source / "tests" / "adapters.py", root / "tests" / "adapters.py")
-    if variant.is_file():
-        apply_variant(read_variant(variant), root)
+def stage_solution(solution: Path, root: Path, ignore: set[str]) -> None:
+    """At ``root``, what a student's zip of ``solution`` makes of the handout: the shipped tests,
+    fixtures and project file with the solution's package and adapters (an alternative's: its
+    base's, with its edits made)."""
+    stage(root, [*shipped_test_files(ignore), "fixtures", "pyproject.toml"])
+    alternative = solution / ALTERNATIVE
+    base, edits = read_alternative(alternative) if alternative.is_file() else (solution, [])
+    stage(root, ["cs336_basics", "tests/adapters.py"], source=base)
+    apply_edits(root, edits)
 
 
-def read_variant(path: Path) -> dict:
+def read_alternative(path: Path) -> tuple[Path, list[Edit]]:
+    """The solution an alternative starts from and its edits."""
     with path.open("rb") as file:
-        variant = tomllib.load(file)
-    if not (SOLUTIONS / str(variant.get("base")) / "cs336_basics").is_dir():
-        raise ValueError(f"{path}: base {variant.get('base')!r} is not a solution")
-    return variant
+        alternative = tomllib.load(file)
+    unknown = sorted(set(alternative) - {"base", "edit"})
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {unknown} (an alternative has base and [[edit]])")
+    base = SOLUTIONS / str(alternative.get("base"))
+    if not (base / "cs336_basics").is_dir():
+        raise ValueError(f"{path}: base {alternative.get('base')!r} is not a solution")
+    return base, edits_from_toml(alternative.get("edit", []), str(path))
 
 
-def apply_variant(variant: dict, root: Path) -> None:
-    """Make each edit of a variant in the tree at ``root``; its ``before`` must occur once."""
-    for edit in variant.get("edit", []):
-        file = root / edit["path"]
-        text = file.read_text(encoding="utf-8")
-        if text.count(edit["before"]) != 1:
-            raise ValueError(
-                f"variant edit ({edit['why']}): {edit['before']!r} occurs "
-                f"{text.count(edit['before'])} times in {edit['path']}, expected once"
-            )
-        file.write_text(text.replace(edit["before"], edit["after"]), encoding="utf-8")
+def site_packages() -> Path:
+    # Where torch is installed is this environment's site-packages (also when this script
+    # itself runs under ``python -S``, where sysconfig would name the base interpreter's).
+    return Path(importlib.util.find_spec("torch").origin).parents[1]
 
 
 def isolated_env(root: Path) -> dict[str, str]:
-    # Where torch is installed is this environment's site-packages (also when this script
-    # itself runs under ``python -S``, where sysconfig would name the base interpreter's).
-    site_packages = Path(importlib.util.find_spec("torch").origin).parents[1]
-    return {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{site_packages}"}
+    return {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{site_packages()}"}
 
 
 def check_isolation(root: Path) -> None:
@@ -133,14 +128,15 @@ def check_isolation(root: Path) -> None:
         )
 
 
-def run_pytest(root: Path, marker: str, extra: list[str]) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-S", "-m", "pytest", "tests", "-q", "-rf", "-p", "no:cacheprovider"]
-    return subprocess.run(
-        [*command, "-m", marker, *extra],
-        cwd=root,
-        env=isolated_env(root),
-        capture_output=True,
-        text=True,
+def run_suite(root: Path, marker: str, extra: list[str], label: str) -> PytestRun:
+    """The shipped tests of ``marker`` in ``root``, under ``python -S`` (``check_isolation``)."""
+    return run_pytest(
+        root,
+        ["tests", "-rf", "-m", marker, *extra],
+        label,
+        python_flags=("-S",),
+        path=(site_packages(),),
+        capture=True,
     )
 
 
@@ -159,23 +155,19 @@ def last_line(output: str) -> str:
 def check(solution: Path, ignore: set[str], extra: list[str]) -> Outcome:
     with tempfile.TemporaryDirectory(prefix=f"check-{solution.name}-") as tmp:
         root = Path(tmp)
-        build_tree(solution, root, ignore)
+        stage_solution(solution, root, ignore)
         check_isolation(root)
         required = "not advice" if solution.name in GRADED_ONLY else "not robustness"
-        graded = run_pytest(root, required, extra)
-        robustness = run_pytest(root, f"not ({required})", extra)
+        graded = run_suite(root, required, extra, "graded")
+        robustness = run_suite(root, f"not ({required})", extra, "robustness")
     if graded.returncode != 0:
-        print(graded.stdout[-6000:], graded.stderr[-2000:], sep="\n")
-    failures = [
-        line.removeprefix("FAILED ").split(" - ")[0]
-        for line in robustness.stdout.splitlines()
-        if line.startswith("FAILED ")
-    ]
+        print(graded.output[-8000:])
+    failures = [n for n, r in robustness.outcomes.items() if r["outcome"] == "failed"]
     return Outcome(
         solution.name,
         graded.returncode == 0,
-        last_line(graded.stdout),
-        last_line(robustness.stdout),
+        last_line(graded.output),
+        last_line(robustness.output),
         failures,
     )
 

@@ -31,7 +31,6 @@ import argparse
 import ast
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -52,10 +51,8 @@ from course.handout.build import (
     select,
 )
 from course.handout.solution_clones import find_clones, solution_fragments
-from course.paths import PYTEST_OUTCOMES
-from course.pytest_outcomes import summarize
+from course.workspace import run_pytest
 
-PLUGIN = PYTEST_OUTCOMES
 IMPORT_CHECK = """
 import importlib, pkgutil, sys
 from pathlib import Path
@@ -85,36 +82,9 @@ INSTRUCTOR_VOCABULARY = {
 
 def run_suite(cwd: Path, test_files: list[str], scratch: Path, label: str) -> dict[str, dict]:
     """Run ``test_files`` under pytest in ``cwd``; return per-test outcomes."""
-    plugin_dir = scratch / "plugin"
-    plugin_dir.mkdir(exist_ok=True)
-    shutil.copyfile(PLUGIN, plugin_dir / PLUGIN.name)
-    outcomes = scratch / f"{label}.jsonl"
-    env = {
-        **_base_env(),
-        "PYTHONPATH": f"{plugin_dir}:{cwd}",
-        "CS336_OUTCOMES": str(outcomes),
-    }
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "pytest_outcomes",
-            "-p",
-            "no:cacheprovider",
-            # One file that fails to import must not hide the outcomes of all the others.
-            "--continue-on-collection-errors",
-            f"--basetemp={scratch / (label + '-tmp')}",
-            *test_files,
-        ],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    return summarize(outcomes)
+    # One file that fails to import must not hide the outcomes of all the others.
+    arguments = ["--continue-on-collection-errors", *test_files]
+    return run_pytest(cwd, arguments, label, scratch=scratch).outcomes
 
 
 def _base_env() -> dict[str, str]:

@@ -3,16 +3,11 @@
 from course.subcommands import run_part
 
 COMMANDS = {
-    "catalogue": (
-        "course.mutation.run_catalogue",
-        "the catalogue of bugs (--set blind: written blind)",
+    "run": (
+        "course.mutation.run",
+        "--source catalogue|blind|generated --judge tests|grader: the one runner",
     ),
-    "generated": (
-        "course.mutation.generated",
-        "mutants generated from the reference's syntax tree",
-    ),
-    "grader": ("course.mutation.case_mutants", "every catalogued bug loses points in grading"),
 }
 
 if __name__ == "__main__":
-    run_part("mutation", COMMANDS, default="catalogue")
+    run_part("mutation", COMMANDS, default="run")

@@ -1,10 +1,11 @@
 """The catalogue of common bugs: realistic student mistakes, written as edits of the reference.
 
 Each ``Bug`` names the rubric component it breaks, one or more exact ``(before, after)`` source
-edits (each ``before`` occurs exactly once in its file), and a plain hint a student could act on.
-``make mutants`` (``course/mutation/run_catalogue.py``) applies each bug to a copy of the repository and runs
-the component's tests: every bug must make at least one test fail. The hint strings double as
-the messages the suite's diagnostics use for the same mistakes.
+edits (each ``before`` occurs exactly once in its file; made by ``course.workspace.apply_edits``,
+as the alternative solutions' edits are), and a plain hint a student could act on. ``make
+mutants`` (``python -m course.mutation --source catalogue``) applies each bug to a copy of the
+repository and runs the component's tests: every bug must make at least one test fail. The
+hint strings double as the messages the suite's diagnostics use for the same mistakes.
 """
 
 from __future__ import annotations
@@ -12,29 +13,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from course.workspace import Edit, apply_edits
+
 
 @dataclass(frozen=True)
 class Bug:
     name: str
     component: str
     path: str
-    edits: tuple[tuple[str, str], ...]
+    # Exact (before, after) replacements in ``path``, in order (``edits`` as the workspace's edits).
+    replacements: tuple[tuple[str, str], ...]
     hint: str
     # The pytest -k expression of the tests to run; empty: the rubric component's own.
     select: str = ""
 
+    @property
+    def edits(self) -> tuple[Edit, ...]:
+        return tuple(
+            Edit(self.path, before, after, f"bug {self.name}")
+            for before, after in self.replacements
+        )
+
     def apply(self, root: Path) -> None:
         """Rewrite ``root / path`` with the bug; raise if an edit no longer fits the source."""
-        file = root / self.path
-        text = file.read_text(encoding="utf-8")
-        for before, after in self.edits:
-            count = text.count(before)
-            if count != 1:
-                raise ValueError(
-                    f"bug {self.name}: {before!r} occurs {count} times in {self.path}, expected once"
-                )
-            text = text.replace(before, after)
-        file.write_text(text, encoding="utf-8")
+        apply_edits(root, self.edits)
 
 
 def bug(

@@ -1,11 +1,12 @@
-"""Mutation testing with mutants generated from the reference's syntax tree (``make mutants``).
+"""The shipped tests as the judge of mutants generated from the reference's syntax tree.
 
 Every mutant of ``course/mutation/ast_mutants.py`` is written into a private copy of the repository and
 the tests of its module (the rubric components it implements) run against it; the mutant is
 *killed* when a test fails, errors or hangs. Mutants that cannot be killed because they do not
 change behaviour are listed with the reason in ``course/mutation/equivalent_mutants.toml``; the report
 gives, per module, the kill rate among the others and lists every survivor. Exits 1 when a
-survivor is not listed as equivalent (or a listed one is killed, or no longer generated).
+survivor is not listed as equivalent (or a listed one is killed, or no longer generated). Run
+through ``python -m course.mutation --source generated`` (``make mutants``, ``make mutants-smoke``).
 
 Speed: the parent imports torch, pytest and the test dependencies once, then forks one child
 per mutant (``--jobs`` at a time, one repository copy each), so a mutant costs its tests, not
@@ -14,7 +15,6 @@ an interpreter start; ``-x`` stops a mutant's run at its first failing test.
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from course.mutation.ast_mutants import Mutant, generate
 from course.mutation.catalogue import DECODING_TESTS
-from course.mutation.run_catalogue import (
+from course.mutation.judge_tests import (
     SELECT,
     collected_nodeids,
     hint_lines,
@@ -35,6 +35,7 @@ from course.mutation.run_catalogue import (
 )
 from course.paths import HANDOUT_MANIFEST, REPO_ROOT
 from course.pytest_outcomes import summarize
+from course.workspace import SCRATCH, outcomes_file, pytest_arguments, pytest_environment
 
 EQUIVALENTS = Path(__file__).with_name("equivalent_mutants.toml")
 MANIFEST = HANDOUT_MANIFEST
@@ -106,6 +107,8 @@ ORACLE_IMPORTS = (
     ),
     *sorted({path for paths in ORACLE_TESTS.values() for path in paths}),
 )
+# The one outcomes file of a copy: its runs follow one another.
+OUTCOMES_LABEL = "outcomes"
 # A CI-sized sample: small modules whose tests run in seconds.
 SMOKE_MODULES = ["gradient_clipping.py", "data.py", "schedule.py"]
 
@@ -166,28 +169,26 @@ def run_child(copy: Path, mutant: Mutant | None, path: str, select: str, files: 
         import torch
 
         torch.set_num_threads(1)
-        basetemp = copy / ".mutants" / "tmp"
-        # The failing test's message, for the hinted share (course/pytest_outcomes.py).
-        sys.path.insert(0, str(copy / ".mutants"))
-        os.environ["CS336_OUTCOMES"] = str(outcomes_file(copy))
-        code = pytest.main(
-            [
-                *("-x", "-q", "-p", "no:cacheprovider", "-p", "pytest_outcomes"),
-                *("-k", select, f"--basetemp={basetemp}", *files),
-            ]
-        )
+        # The failing test's message, for the hinted share (course/pytest_outcomes.py). Only
+        # the outcomes file and the plugin's folder are taken: the child imports the copy
+        # through sys.path already, and the tests' own subprocesses see what they always saw.
+        environment = pytest_environment(copy, scratch(copy), OUTCOMES_LABEL)
+        os.environ["CS336_OUTCOMES"] = environment["CS336_OUTCOMES"]
+        sys.path.insert(0, environment["PYTHONPATH"].split(os.pathsep)[0])
+        arguments = ["-x", "-k", select, *files]
+        code = pytest.main(pytest_arguments(scratch(copy), OUTCOMES_LABEL, arguments))
         os._exit(int(code))
     except BaseException:
         os._exit(99)
 
 
-def outcomes_file(copy: Path) -> Path:
-    return copy / ".mutants" / "outcomes.jsonl"
+def scratch(copy: Path) -> Path:
+    return copy / SCRATCH
 
 
 def printed_a_hint(copy: Path) -> bool:
     """Whether a failing test of the last run in ``copy`` printed a hint or diagnosis line."""
-    results = summarize(outcomes_file(copy)).values()
+    results = summarize(outcomes_file(scratch(copy), OUTCOMES_LABEL)).values()
     return any(hint_lines(r["message"]) for r in results if r["outcome"] in ("failed", "error"))
 
 
@@ -202,7 +203,7 @@ class Pool:
     def start(self, job: object, mutant: Mutant | None, path: str, select: str, files, timeout):
         copy = self.free.pop()
         original = (copy / path).read_text(encoding="utf-8")
-        outcomes_file(copy).unlink(missing_ok=True)
+        outcomes_file(scratch(copy), OUTCOMES_LABEL).unlink(missing_ok=True)
         pid = os.fork()
         if pid == 0:
             run_child(copy, mutant, path, select, files)
@@ -367,38 +368,3 @@ def report(
         lines += ["listed as equivalent but no longer generated (update equivalent_mutants.toml):"]
         lines += [f"  {path} {key}" for path, key in stale]
     return "\n".join(lines), not (survivors or surprising or stale)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "modules",
-        nargs="*",
-        help="modules, e.g. rope.py (default: the graded ones and the compiled tokenizer)",
-    )
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--smoke", action="store_true", help=f"only {', '.join(SMOKE_MODULES)}")
-    parser.add_argument(
-        "--match", action="append", default=[], help="only mutants whose key contains this"
-    )
-    parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
-    args = parser.parse_args(argv)
-    default = graded_modules() + list(REFERENCE_MODULE_TESTS)
-    modules = SMOKE_MODULES if args.smoke else (args.modules or default)
-    unknown = sorted(set(modules) - set(MODULE_TESTS) - set(REFERENCE_MODULE_TESTS))
-    if unknown:
-        parser.error(f"not modules with known tests: {unknown}")
-    if args.list:
-        for module in modules:
-            mutants = generate(REPO_ROOT, f"cs336_basics/{module}")
-            chosen = [m for m in mutants if not args.match or any(p in m.key for p in args.match)]
-            print("\n".join(str(m) for m in chosen))
-        return 0
-    outcomes = run(modules, max(1, args.jobs), args.match)
-    text, clean = report(outcomes, load_equivalents(), complete=not args.match)
-    print(text)
-    return 0 if clean else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

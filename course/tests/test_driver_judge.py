@@ -399,9 +399,10 @@ def test_driver_soft_timeout_stops_a_hanging_case_and_goes_on(tmp_path):
 
 
 @pytest.mark.slow  # a driver subprocess: run by `make test-all` and CI, not by plain `pytest`
-def test_case_mutants_grades_a_catalogued_bug(tmp_path):
-    from course.mutation.case_mutants import CASE_FILES, grade_bug, stage
+def test_the_grader_judge_grades_a_catalogued_bug(tmp_path):
     from course.mutation.catalogue import BUGS
+    from course.mutation.judge_grader import CASE_FILES, grade_bug
+    from course.workspace import stage
 
     bug = next(b for b in BUGS if b.name == "linear_weight_not_transposed")
     result = grade_bug(bug, stage(tmp_path, CASE_FILES), timeout=120)

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import ast
 import importlib
-import shutil
 import sys
 
 import numpy as np
+import pytest
 import torch
 
-from course.handout.check_solutions import SOLUTIONS, apply_variant, read_variant
+from course.handout.check_solutions import ALTERNATIVE, SOLUTIONS, read_alternative
 from course.paths import REPO_ROOT
+from course.workspace import apply_edits, stage
 
 
 def test_single_module_is_one_module_without_annotations():
@@ -64,14 +65,13 @@ def test_upstream_style_lives_as_the_course_suggests():
     assert set(modules) - reference >= {"nn_utils", "optimizer", "utils"}
 
 
-def test_open_choices_variant_makes_the_other_choices(tmp_path):
+def test_open_choices_alternative_makes_the_other_choices(tmp_path):
     # Its edits still fit its base, and the AdamW it builds is torch.optim.AdamW's own algorithm
     # (decay before the update, eps on the bias-corrected root) while evaluation draws windows
     # from NumPy's global generator (two calls differ).
-    variant = read_variant(SOLUTIONS / "open_choices" / "variant.toml")
-    shutil.copytree(SOLUTIONS / variant["base"] / "cs336_basics", tmp_path / "cs336_basics")
-    (tmp_path / "tests").mkdir()
-    apply_variant(variant, tmp_path)
+    base, edits = read_alternative(SOLUTIONS / "open_choices" / ALTERNATIVE)
+    stage(tmp_path, ["cs336_basics"], source=base)
+    apply_edits(tmp_path, edits)
     saved = {k: v for k, v in sys.modules.items() if k.split(".")[0] == "cs336_basics"}
     for name in saved:
         del sys.modules[name]
@@ -101,3 +101,13 @@ def test_open_choices_variant_makes_the_other_choices(tmp_path):
         for name in [k for k in sys.modules if k.split(".")[0] == "cs336_basics"]:
             del sys.modules[name]
         sys.modules.update(saved)
+
+
+def test_an_alternative_with_an_unknown_base_or_key_is_refused(tmp_path):
+    alternative = tmp_path / ALTERNATIVE
+    alternative.write_text('base = "no_such_solution"\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="base 'no_such_solution' is not a solution"):
+        read_alternative(alternative)
+    alternative.write_text('base = "own_names"\nedits = []\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"unknown keys \['edits'\]"):
+        read_alternative(alternative)

@@ -1,29 +1,24 @@
-"""Mutation testing with the catalogue of common bugs: ``python -m course.mutation.run_catalogue`` (``make mutants``).
+"""The shipped tests as the judge of hand-written bugs (the catalogue, the blind set).
 
-For each bug in ``course/mutation/catalogue.py`` the reference is copied, the bug applied, and the tests of
-the bug's rubric component (its ``-k`` expression) run in a subprocess. A bug is *caught* when at
-least one test that passes on the unmutated copy fails (or the run hangs or crashes). The
-report lists, per bug, the tests that caught it and whether a failure printed a hint that names
-the bug (a ``hint:``/``diagnosis:`` line matching its ``EXPECTED_HINTS`` pattern: "right"), a hint
-that does not ("other"), or none; the last lines are the kill rate and the hinted share.
-Exits 1 unless every bug is caught.
+For each bug (``course/mutation/catalogue.py``, ``course/mutation/blind.py``) a workspace copy of
+the reference gets the bug, and the tests of the bug's rubric component (its ``-k`` expression)
+run in a subprocess. A bug is *caught* when at least one test that passes on the unmutated copy
+fails (or the run hangs or crashes). The report lists, per bug, the tests that caught it and
+whether a failure printed a hint that names the bug (a ``hint:``/``diagnosis:`` line matching its
+``EXPECTED_HINTS`` pattern: "right"), a hint that does not ("other"), or none; the last lines
+are the kill rate and the hinted share.
 
-``--set blind`` runs the mistakes written blind (``course/mutation/blind.py``), which have no
-expected patterns: the report then says whether a hint or diagnosis printed and lists, per bug,
-its description and the first hint lines, to judge whether they name the wrong stage or property
-(``--log FILE`` keeps every bug's hints and first failure message as JSON lines).
+The blind set has no expected patterns: its report says whether a hint or diagnosis printed and
+lists, per bug, its description and the first hint lines, to judge whether they name the wrong
+stage or property (``write_log`` keeps every bug's hints and first failure message as JSON
+lines). Run through ``python -m course.mutation --source catalogue|blind --judge tests``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import queue
 import re
-import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -32,11 +27,10 @@ from functools import cache
 from pathlib import Path
 
 from course.handout.build import is_instructor_test, source_files
-from course.mutation.catalogue import BUGS, EXPECTED_HINTS, Bug
-from course.paths import PYTEST_OUTCOMES, REPO_ROOT
-from course.pytest_outcomes import summarize
+from course.mutation.catalogue import EXPECTED_HINTS, Bug
+from course.paths import REPO_ROOT
+from course.workspace import edited, run_pytest, stage
 
-PLUGIN = PYTEST_OUTCOMES
 ADAPTERS = "tests/adapters.py"
 # The pytest -k expression that picks each rubric component's tests.
 SELECT = {
@@ -90,45 +84,20 @@ def keyword_match(expression: str, nodeid: str) -> bool:
 
 
 @cache
-def collected_nodeids(instructor_root: Path, plugin_autoload: bool = True) -> tuple[str, ...]:
+def collected_nodeids(instructor_root: Path) -> tuple[str, ...]:
     """Every test id of the instructor's suite (collected once, from the reference code)."""
-    with tempfile.TemporaryDirectory(prefix="cs336-collect-") as tmp:
-        shutil.copyfile(PLUGIN, Path(tmp) / PLUGIN.name)
-        outcomes = Path(tmp) / "collected.jsonl"
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        env.update(
-            PYTHONPATH=f"{tmp}:{instructor_root}",
-            CS336_OUTCOMES=str(outcomes),
-            PYTHONDONTWRITEBYTECODE="1",
+    files = sorted(
+        {
+            rel.as_posix()
+            for rel in pristine_files(instructor_root)
+            if rel.parts[0] == "tests" and rel.name.startswith("test_") and rel.suffix == ".py"
+        }
+    )
+    with tempfile.TemporaryDirectory(prefix="cs336-collect-") as scratch:
+        run = run_pytest(
+            instructor_root, ["--collect-only", *files], "collected", scratch=Path(scratch)
         )
-        if not plugin_autoload:
-            env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-        files = sorted(
-            {
-                rel.as_posix()
-                for rel in pristine_files(instructor_root)
-                if rel.parts[0] == "tests" and rel.name.startswith("test_") and rel.suffix == ".py"
-            }
-        )
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-q",
-                "--collect-only",
-                "-p",
-                "pytest_outcomes",
-                "-p",
-                "no:cacheprovider",
-                *files,
-            ],
-            cwd=instructor_root,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        return tuple(summarize(outcomes))
+    return tuple(run.outcomes)
 
 
 def test_files_for(select: str, nodeids: tuple[str, ...]) -> list[str]:
@@ -170,77 +139,26 @@ class MutantResult:
 def make_copy(root: Path, destination: Path, extra: tuple[str, ...] = ()) -> Path:
     """A workspace: the package, the adapters, the shipped tests and fixtures, and ``extra``
     (more files, relative to ``root``)."""
-    package = [p for p in (root / "cs336_basics").rglob("*") if p.is_file()]
-    code = [p.relative_to(root) for p in package if "__pycache__" not in p.parts] + [
-        Path("tests/adapters.py"),
-        *map(Path, extra),
-    ]
-    for rel in pristine_files(root) + code:
-        target = destination / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(root / rel, target)
-    (destination / ".mutants").mkdir(exist_ok=True)
-    shutil.copyfile(PLUGIN, destination / ".mutants" / PLUGIN.name)
-    return destination
+    return stage(destination, [*pristine_files(root), "cs336_basics", ADAPTERS, *extra], root)
 
 
 def run_tests(
     copy: Path, select: str, timeout: float, label: str, files: list[str]
 ) -> tuple[dict[str, dict], str]:
     """Run the tests matching ``select`` in ``copy``; return outcomes and a note on how it ended."""
-    outcomes = copy / ".mutants" / f"{label}.jsonl"
-    outcomes.unlink(missing_ok=True)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(
-        PYTHONPATH=f"{copy / '.mutants'}:{copy}",
-        PYTHONDONTWRITEBYTECODE="1",
-        CS336_OUTCOMES=str(outcomes),
-    )
-    try:
-        process = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-q",
-                "-p",
-                "pytest_outcomes",
-                "-p",
-                "no:cacheprovider",
-                "-k",
-                select,
-                f"--basetemp={copy / '.mutants' / 'tmp'}",
-                *files,
-            ],
-            cwd=copy,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=timeout,
-        )
-        note = (
-            f"caught (process died with signal {-process.returncode})"
-            if process.returncode < 0
-            else ""
-        )
-    except subprocess.TimeoutExpired:
-        note = f"caught (tests hung past {timeout:g} s)"
-    return summarize(outcomes), note
+    run = run_pytest(copy, ["-k", select, *files], label, timeout=timeout)
+    return run.outcomes, f"caught ({run.note})" if run.note else ""
 
 
 def mutate_and_test(
     bug: Bug, copy: Path, select: str, files: list[str], baseline: dict[str, dict], timeout: float
 ) -> MutantResult:
     started = time.monotonic()
-    original = (copy / bug.path).read_text(encoding="utf-8")
     try:
-        bug.apply(copy)
+        with edited(copy, bug.edits):
+            outcomes, note = run_tests(copy, select, timeout, bug.name, files)
     except ValueError as error:
         return MutantResult(bug, note=f"STALE: {error}")
-    try:
-        outcomes, note = run_tests(copy, select, timeout, bug.name, files)
-    finally:
-        (copy / bug.path).write_text(original, encoding="utf-8")
     caught_by = sorted(
         nodeid
         for nodeid, result in outcomes.items()
@@ -263,7 +181,7 @@ def run_all(
     components = dict(SELECT) | {b.component: b.select for b in bugs if b.select}
     unknown = sorted({b.component for b in bugs} - set(components))
     if unknown:
-        raise ValueError(f"bugs name components missing from mutants.SELECT: {unknown}")
+        raise ValueError(f"bugs name components missing from judge_tests.SELECT: {unknown}")
     with tempfile.TemporaryDirectory(prefix="cs336-mutants-") as tmp:
         copies: queue.Queue[Path] = queue.Queue()
         for worker in range(max(1, jobs)):
@@ -301,15 +219,6 @@ def run_all(
 
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             return list(pool.map(one, bugs)), broken
-
-
-def set_of(name: str) -> list[Bug]:
-    """The bugs of a named set: the catalogue, or the mistakes written blind."""
-    if name == "blind":
-        from course.mutation.blind import BLIND
-
-        return BLIND
-    return BUGS
 
 
 def blind_report(results: list[MutantResult]) -> str:
@@ -377,32 +286,3 @@ def report(results: list[MutantResult], broken: list[str]) -> str:
         "hint that names the bug (course/mutation/catalogue.py EXPECTED_HINTS)"
     )
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", help="only these bugs (default: the whole catalogue)")
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--timeout", type=float, default=300, help="seconds per mutant run")
-    parser.add_argument(
-        "--set",
-        choices=("catalogue", "blind"),
-        default="catalogue",
-        help="the catalogue (course/mutation/catalogue.py) or the mistakes written blind (course/mutation/blind.py)",
-    )
-    parser.add_argument("--log", type=Path, help="write each bug's hints and message (JSON lines)")
-    args = parser.parse_args(argv)
-    bugs = [b for b in set_of(args.set) if not args.names or b.name in args.names]
-    missing = set(args.names) - {b.name for b in bugs}
-    if missing:
-        parser.error(f"no such bug(s): {sorted(missing)}")
-    print(f"mutation testing {len(bugs)} bugs of the {args.set}, {args.jobs} at a time")
-    results, broken = run_all(bugs, args.jobs, args.timeout)
-    if args.log:
-        write_log(results, args.log)
-    print(report(results, broken) if args.set == "catalogue" else blind_report(results))
-    return 0 if all(r.caught for r in results) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,159 @@
+"""Mutation testing: does the suite catch mistakes, and name them? One runner, source x judge.
+
+``python -m course.mutation [--source SOURCE ...] [--judge tests|grader] [names] [options]``
+
+Sources of mistakes: ``catalogue`` (realistic bugs with the hints that should name them,
+``course/mutation/catalogue.py``), ``blind`` (mistakes written without reading the diagnoses,
+``course/mutation/blind.py``), ``generated`` (mechanical edits of the reference's syntax tree,
+``course/mutation/ast_mutants.py``). Judges: ``tests`` (the shipped tests of the mistake's
+component: caught when a test that passes on the reference fails; ``judge_tests.py``,
+``generated.py``) and ``grader`` (the grading driver and judge on the public and hidden cases:
+caught when the component loses points; ``judge_grader.py``). The generated mutants are judged
+by the tests only. Exits 1 unless every mistake is caught (for generated mutants: unless every
+survivor is listed as equivalent).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from course.grading.judge import load_rubric
+from course.mutation import generated, judge_grader, judge_tests
+from course.mutation.ast_mutants import generate
+from course.mutation.blind import BLIND
+from course.mutation.catalogue import BUGS, Bug
+from course.paths import REPO_ROOT
+
+SOURCES = {"catalogue": BUGS, "blind": BLIND, "generated": None}
+JUDGES = ("tests", "grader")
+# Bugs are run a few at a time (each run imports torch); forked generated mutants on every core.
+BUG_JOBS = 2
+
+
+def parser() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(
+        prog="python -m course.mutation", description=__doc__.splitlines()[0]
+    )
+    options.add_argument(
+        "names",
+        nargs="*",
+        help="only these bugs (catalogue, blind) or modules, e.g. rope.py (generated)",
+    )
+    options.add_argument(
+        "--source",
+        action="append",
+        choices=SOURCES,
+        help="repeat for several, run in turn (default: catalogue)",
+    )
+    options.add_argument("--judge", choices=JUDGES, default="tests", help="default: tests")
+    options.add_argument(
+        "--jobs", type=int, help=f"runs at a time (bugs: {BUG_JOBS}; generated: every core)"
+    )
+    options.add_argument("--timeout", type=float, default=300, help="seconds per bug")
+    options.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"generated: only {', '.join(generated.SMOKE_MODULES)} (the CI-sized run)",
+    )
+    options.add_argument(
+        "--match", action="append", default=[], help="generated: only mutants whose key has this"
+    )
+    options.add_argument("--list", action="store_true", help="generated: print the mutants only")
+    options.add_argument(
+        "--log", type=Path, help="bugs judged by the tests: each bug's hints and message (JSONL)"
+    )
+    return options
+
+
+def check_combination(options: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse options that mean nothing for the sources and judge asked for."""
+    bugs_only = [flag for flag, given in (("--log", args.log),) if given]
+    generated_only = [
+        flag
+        for flag, given in (("--smoke", args.smoke), ("--match", args.match), ("--list", args.list))
+        if given
+    ]
+    if "generated" in args.source and args.judge == "grader":
+        options.error("generated mutants are judged by the tests only (--judge tests)")
+    if generated_only and args.source != ["generated"]:
+        options.error(f"{', '.join(generated_only)}: for --source generated alone")
+    if bugs_only and (args.judge != "tests" or "generated" in args.source):
+        options.error(f"{', '.join(bugs_only)}: for bugs (catalogue, blind) judged by the tests")
+    if args.names and len(args.source) > 1:
+        options.error("names select within one source: give one --source with them")
+    if args.jobs is not None and args.jobs < 1:
+        options.error("--jobs must be at least 1")
+
+
+def chosen_bugs(options: argparse.ArgumentParser, source: str, names: list[str]) -> list[Bug]:
+    bugs = [b for b in SOURCES[source] if not names or b.name in names]
+    missing = sorted(set(names) - {b.name for b in bugs})
+    if missing:
+        options.error(f"no such bug(s) in the {source}: {missing}")
+    return bugs
+
+
+def run_bugs(options: argparse.ArgumentParser, source: str, args: argparse.Namespace) -> bool:
+    """Judge the bugs of ``source``; print the report; return whether every one was caught."""
+    bugs = chosen_bugs(options, source, args.names)
+    jobs = args.jobs or BUG_JOBS
+    if args.judge == "grader":
+        graded = {component.name for component in load_rubric().components}
+        ungraded = [b.name for b in bugs if b.component not in graded]
+        if ungraded:
+            print(f"left out (no rubric component to grade): {', '.join(ungraded)}")
+        bugs = [b for b in bugs if b.component in graded]
+        if not bugs:
+            options.error(f"no bug of the {source} asked for has a graded component")
+        print(f"grading {len(bugs)} bugs of the {source} through the cases, {jobs} at a time")
+        results = judge_grader.grade_all(bugs, jobs, args.timeout)
+        print(judge_grader.report(results))
+        return all(r.lost > 0 for r in results)
+    print(f"mutation testing {len(bugs)} bugs of the {source}, {jobs} at a time")
+    results, broken = judge_tests.run_all(bugs, jobs, args.timeout)
+    if args.log:
+        judge_tests.write_log(results, args.log)
+    blind = source == "blind"
+    print(judge_tests.blind_report(results) if blind else judge_tests.report(results, broken))
+    return all(r.caught for r in results)
+
+
+def run_generated(options: argparse.ArgumentParser, args: argparse.Namespace) -> bool:
+    """Judge the generated mutants by the tests; print the report; return whether it is clean."""
+    default = generated.graded_modules() + list(generated.REFERENCE_MODULE_TESTS)
+    modules = generated.SMOKE_MODULES if args.smoke else (args.names or default)
+    known = set(generated.MODULE_TESTS) | set(generated.REFERENCE_MODULE_TESTS)
+    unknown = sorted(set(modules) - known)
+    if unknown:
+        options.error(f"not modules with known tests: {unknown}")
+    if args.list:
+        for module in modules:
+            mutants = generate(REPO_ROOT, f"cs336_basics/{module}")
+            chosen = [m for m in mutants if not args.match or any(p in m.key for p in args.match)]
+            print("\n".join(str(m) for m in chosen))
+        return True
+    outcomes = generated.run(modules, args.jobs or os.cpu_count() or 1, args.match)
+    text, clean = generated.report(outcomes, generated.load_equivalents(), complete=not args.match)
+    print(text)
+    return clean
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parser()
+    args = options.parse_args(argv)
+    args.source = list(dict.fromkeys(args.source or ["catalogue"]))
+    check_combination(options, args)
+    clean = True
+    for source in args.source:
+        if source == "generated":
+            clean &= run_generated(options, args)
+        else:
+            clean &= run_bugs(options, source, args)
+    return 0 if clean else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
