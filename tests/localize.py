@@ -20,7 +20,8 @@ each one right answers it must stay silent on.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from types import ModuleType
 
@@ -30,7 +31,15 @@ import torch
 from tests.cases.core import Bundle
 from tests.cases.shipped import Shipped
 from tests.common import FIXTURES_PATH
-from tests.measure import adamw_steps, clipping_norms, largest, schedule_phases
+from tests.measure import (
+    adamw_steps,
+    clipping_norms,
+    largest,
+    run_starts,
+    schedule_phases,
+    window_layout,
+    window_lines,
+)
 
 STAGES = FIXTURES_PATH / "stages.npz"
 # A stage is off when it differs from the reference's float64 output by more than this share of
@@ -649,4 +658,108 @@ OUTPUT_DIAGNOSES: dict[str, Callable[[Bundle, Bundle, Bundle], list[str]]] = {
     "cosine_schedule": schedule_phases,
     "gradient_clipping": clipping_norms,
     "adamw": adamw_steps,
+    "get_batch": window_layout,
 }
+
+
+# --- when the case's call raised ----------------------------------------------------------------
+
+
+@contextmanager
+def diagnosed_if_raised(diagnose: Callable[[], list[str]]) -> Iterator[None]:
+    """An exception raised inside gets ``diagnose``'s lines as a note (its traceback stays)."""
+    try:
+        yield
+    except Exception as error:
+        note = as_lines(diagnose).lstrip("\n")
+        if note:
+            error.add_note(note)
+        raise
+
+
+def get_batch_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """get_batch raised: its rows measured on a longer dataset of distinct ids, with the same
+    batch size and context length."""
+    size, length, batch = len(inputs["dataset"]), inputs["context_length"], inputs["batch_size"]
+    longer = torch.arange(100, 100 + size + 1000 * (length + 1))
+    try:
+        x, y = (
+            torch.as_tensor(t) for t in adapters.run_get_batch(longer.numpy(), batch, length, "cpu")
+        )
+    except Exception:  # noqa: BLE001  (it raises there too: nothing located)
+        return []
+    lines = window_lines(longer, x, y, length)
+    if not raises(lambda: adapters.run_get_batch(inputs["dataset"].numpy(), batch, length, "cpu")):
+        return []  # it does not raise on the case's own dataset (or only seldom): not located
+    if lines:
+        return [f"on a dataset of {len(longer)} tokens your get_batch runs, and there " + lines[0]]
+    if x.shape != (batch, length) or y.shape != x.shape or not run_starts(longer, x):
+        return []
+    return [
+        f"your get_batch raised on {size} tokens with context_length={length} (valid window "
+        f"starts 0 .. {size - length - 1}), but its windows are right on {len(longer)} tokens: "
+        "look at the ends of the start range (a window holds context_length + 1 tokens)"
+    ]
+
+
+def raises(call: Callable[[], object], tries: int = 3) -> bool:
+    """Whether ``call`` raises in one of ``tries`` calls (random code may raise only sometimes)."""
+    for _ in range(tries):
+        try:
+            call()
+        except Exception:  # noqa: BLE001  (student code: any exception)
+            return True
+    return False
+
+
+def schedule_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """The schedule raised: at which iteration, and the phases that differ (raising counts as
+    differing)."""
+    args = [inputs[k] for k in ("max", "min", "warmup", "cycle")]
+    lrs, raised = [], []
+    for it in inputs["its"]:
+        try:
+            lrs.append(float(adapters.run_get_lr_cosine_schedule(it, *args)))
+        except Exception as error:  # noqa: BLE001  (student code: any exception)
+            lrs.append(None)
+            raised.append(f"{type(error).__name__} at it={it}")
+    phases = schedule_phases(inputs, {"lrs": lrs}, expected)
+    if not raised or not phases:
+        return []
+    return [
+        f"your schedule raised {raised[0]} (warmup_iters={args[2]}, cosine_cycle_iters="
+        f"{args[3]}); {phases[0]}"
+    ]
+
+
+def clipping_raised(clip: Callable) -> list[str]:
+    """Clipping raised: does it run when no scaling is needed, and raise when it is?"""
+
+    def runs(values: list[float], max_norm: float) -> bool:
+        parameter = torch.nn.Parameter(torch.zeros(len(values)))
+        parameter.grad = torch.tensor(values)
+        return not raises(lambda: clip([parameter], max_norm), tries=1)
+
+    if not runs([0.3, 0.4], 1.0) or runs([3.0, 4.0], 1.0):
+        return []
+    return [
+        "your gradient clipping runs when the global norm is within max_l2_norm (0.5 of 1) and "
+        "raises when it exceeds it (5 of 1): the error is in the scaling step"
+    ]
+
+
+RAISED_DIAGNOSES: dict[str, Callable[[ModuleType, Bundle, Bundle], list[str]]] = {
+    "get_batch": get_batch_raised,
+    "cosine_schedule": schedule_raised,
+    "gradient_clipping": lambda adapters, inputs, expected: clipping_raised(
+        adapters.run_gradient_clipping
+    ),
+}
+
+
+def localize_raised(
+    component: str, adapters: ModuleType, inputs: Bundle, expected: Bundle
+) -> list[str]:
+    """Lines for a public case whose call raised (``[]`` when nothing was measured)."""
+    diagnose = RAISED_DIAGNOSES.get(component)
+    return diagnose(adapters, inputs, expected) if diagnose else []
