@@ -35,8 +35,11 @@ from tests.measure import (
     adamw_steps,
     clipping_norms,
     largest,
+    rmsnorm_axis,
+    rope_positions,
     run_starts,
     schedule_phases,
+    silu_trend,
     window_layout,
     window_lines,
 )
@@ -659,6 +662,9 @@ OUTPUT_DIAGNOSES: dict[str, Callable[[Bundle, Bundle, Bundle], list[str]]] = {
     "gradient_clipping": clipping_norms,
     "adamw": adamw_steps,
     "get_batch": window_layout,
+    "rope": rope_positions,
+    "rmsnorm": rmsnorm_axis,
+    "silu": silu_trend,
 }
 
 

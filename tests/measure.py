@@ -291,3 +291,72 @@ def window_layout(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str
     return window_lines(
         inputs["dataset"], outputs.get("x"), outputs.get("y"), inputs["context_length"]
     )
+
+
+def rope_positions(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
+    """The position each token was rotated for, read off the angle of every pair whose
+    frequency keeps positions up to ``max_seq_len`` within half a turn, against its token
+    position."""
+    x, out = inputs["x"].double(), outputs.get("out")
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+        return []
+    d = x.shape[-1]
+    frequencies = inputs["theta"] ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    # Below 0.01 rad per position a float32 angle's rounding is a sizeable share of a position.
+    usable = (frequencies * inputs["max_seq_len"] < math.pi) & (frequencies > 0.01)
+    before, after = x.reshape(*x.shape[:-1], -1, 2), out.double().reshape(*x.shape[:-1], -1, 2)
+    angle = torch.atan2(after[..., 1], after[..., 0]) - torch.atan2(before[..., 1], before[..., 0])
+    angle = torch.remainder(angle + math.pi, 2 * math.pi) - math.pi
+    estimates = (angle / frequencies).masked_fill(before.norm(dim=-1) < 0.05, math.nan)
+    estimates = estimates[..., usable]
+    used = estimates.nanmedian(-1).values
+    agreeing = ((estimates - used[..., None]).abs() <= 0.05).double().mean()
+    if not usable.any() or used.isnan().any() or agreeing < 0.9:
+        return []  # the pairs disagree: not one position per token, so nothing to read
+    wanted = inputs["positions"].double().expand(x.shape[:-1])
+    if (used - wanted).abs().max() <= 0.05:
+        return []
+    row = used.reshape(-1, used.shape[-1])[0].round().long().tolist()
+    named = ""
+    if torch.allclose(used, torch.arange(used.shape[-1], dtype=torch.float64), atol=0.05):
+        named = ": the index in the sequence, not token_positions"
+    elif torch.allclose(used, -wanted, atol=0.05):
+        named = ": the angle's sign is flipped (rotate by +position x frequency)"
+    return [
+        f"your RoPE rotated the first sequence's tokens for positions {row}, but its "
+        f"token_positions are {wanted.reshape(-1, used.shape[-1])[0].long().tolist()}{named}"
+    ]
+
+
+def rmsnorm_axis(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
+    """Over which axis ``out / weight`` has a root mean square of 1: RMSNorm makes it 1 over the
+    last axis (each position's features)."""
+    x, out, weight = inputs["x"], outputs.get("out"), inputs["weight"].double()
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape or (weight.abs() < 0.05).any():
+        return []
+    normalized = out.double() / weight
+    rms = [normalized.pow(2).mean(dim).sqrt() for dim in range(x.dim())]
+    if (rms[-1] - 1).abs().max() <= 5e-3:
+        return []
+    others = [dim for dim in range(x.dim() - 1) if (rms[dim] - 1).abs().max() <= 5e-3]
+    return [
+        f"out / weight must have a root mean square of 1 over the last axis (each position's "
+        f"d_model features); yours has {float(rms[-1].min()):.4g} to {float(rms[-1].max()):.4g}"
+        + (f", and 1 over axis {others[0]}: normalize over the last axis" if others else "")
+    ]
+
+
+def silu_trend(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
+    """``silu(x) / x`` is sigmoid(x): it rises from 0 (very negative x) to 1 (very positive x)."""
+    x, out = inputs["x"].double().flatten(), outputs.get("out")
+    if not isinstance(out, torch.Tensor) or out.numel() != x.numel():
+        return []
+    ratio = out.double().flatten() / x
+    low, high = int(x.argmin()), int(x.argmax())
+    if x[low] > -1 or x[high] < 1 or not ratio[low] > ratio[high] + 0.5:
+        return []
+    return [
+        f"silu(x) / x must rise with x (it is sigmoid(x)); yours falls from {float(ratio[low]):.3g} "
+        f"at x={float(x[low]):.3g} to {float(ratio[high]):.3g} at x={float(x[high]):.3g}: "
+        "sigmoid(x) = 1 / (1 + exp(-x))"
+    ]

@@ -1,6 +1,7 @@
-"""The diagnoses of get_batch's rows, of gradient clipping's factor, and of a public case whose
-call raised (tests/localize.py, tests/measure.py): silent on right answers and on evidence that
-does not hold, naming the property a wrong answer breaks."""
+"""The property diagnoses of get_batch's rows, gradient clipping's factor, RoPE's positions,
+RMSNorm's axis and SiLU's shape, and of a public case whose call raised (tests/localize.py,
+tests/measure.py): silent on right answers and on evidence that does not hold, naming the
+property a wrong answer breaks."""
 
 from __future__ import annotations
 
@@ -15,6 +16,12 @@ from tests.cases import CASES
 from tests.cases.public import public_expected, public_inputs
 
 DATA = torch.arange(10, 30)  # distinct ids
+
+
+def layer_case(component: str, name: str):
+    case = CASES[component, name]
+    inputs = public_inputs(case, SHIPPED)
+    return inputs, public_expected(case)
 
 
 def rows(starts: list[int], width: int, shift: int = 0) -> torch.Tensor:
@@ -51,12 +58,6 @@ def test_rows_that_are_not_runs_of_the_dataset_get_no_line():
     assert measure.window_lines(DATA, shuffled, shuffled + 1, 4) == []
 
 
-def get_batch_case():
-    case = CASES["get_batch", "one_window"]
-    inputs = public_inputs(case, SHIPPED)
-    return inputs, public_expected(case)
-
-
 def test_get_batch_raising_only_on_one_window_is_located():
     def no_zero_start(dataset, batch_size, context_length, device):
         starts = torch.randint(1, len(dataset) - context_length, (batch_size,))
@@ -65,7 +66,7 @@ def test_get_batch_raising_only_on_one_window_is_located():
         )
         return windows[:, :-1], windows[:, 1:]
 
-    inputs, expected = get_batch_case()
+    inputs, expected = layer_case("get_batch", "one_window")
     adapters = with_adapter("run_get_batch", no_zero_start)
     line = localize.get_batch_raised(adapters, inputs, expected)[0]
     assert "raised on 5 tokens with context_length=4 (valid window starts 0 .. 0)" in line
@@ -76,7 +77,7 @@ def test_get_batch_raising_with_wrong_rows_names_them_from_a_longer_dataset():
         x, y = reference.run_get_batch(dataset[:-1], batch_size, context_length + 1, device)
         return x, y
 
-    inputs, expected = get_batch_case()
+    inputs, expected = layer_case("get_batch", "one_window")
     adapters = with_adapter("run_get_batch", window_too_long)
     line = localize.get_batch_raised(adapters, inputs, expected)[0]
     assert "x rows are runs of 5 consecutive dataset tokens, not context_length=4" in line
@@ -87,7 +88,7 @@ def test_get_batch_probe_is_silent_without_evidence(fails):
     def always_raises(*args):
         raise RuntimeError("no")
 
-    inputs, expected = get_batch_case()
+    inputs, expected = layer_case("get_batch", "one_window")
     adapters = with_adapter("run_get_batch", always_raises) if fails == "always" else reference
     assert localize.get_batch_raised(adapters, inputs, expected) == []
 
@@ -152,3 +153,49 @@ def test_windows_from_numpy_rng_get_no_line():
     x = torch.as_tensor(np.stack([dataset[s : s + 7] for s in starts]))
     y = torch.as_tensor(np.stack([dataset[s + 1 : s + 8] for s in starts]))
     assert measure.window_lines(torch.as_tensor(dataset), x, y, 7) == []
+
+
+@pytest.mark.parametrize("name", ["basic", "heads"])
+def test_rope_names_the_positions_it_rotated_for(name):
+    inputs, expected = layer_case("rope", name)
+    x, d = inputs["x"], inputs["x"].shape[-1]
+    by_index = torch.arange(x.shape[-2]).expand(inputs["positions"].shape)
+    out = reference.run_rope(d, inputs["theta"], inputs["max_seq_len"], x, by_index)
+    line = measure.rope_positions(inputs, {"out": out}, expected)[0]
+    assert "positions [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]" in line
+    assert "the index in the sequence, not token_positions" in line
+    odd = torch.tensor([1.0, -1.0]).repeat(d // 2)  # conjugating rotates the other way
+    out = reference.run_rope(
+        d, inputs["theta"], inputs["max_seq_len"], x * odd, inputs["positions"]
+    )
+    assert "sign is flipped" in measure.rope_positions(inputs, {"out": out * odd}, expected)[0]
+
+
+def test_rope_without_one_position_per_token_gets_no_line():
+    inputs, expected = layer_case("rope", "basic")
+    x = inputs["x"]
+    halves = torch.cat([x[..., 32:], x[..., :32]], dim=-1)  # not a rotation of each pair
+    assert measure.rope_positions(inputs, {"out": halves}, expected) == []
+    assert measure.rope_positions(inputs, {"out": x[..., :-2]}, expected) == []
+
+
+def test_rmsnorm_names_the_axis_it_normalized_over():
+    inputs, expected = layer_case("rmsnorm", "basic")
+    x, weight = inputs["x"].double(), inputs["weight"].double()
+    over_batch = x / x.pow(2).mean(0, keepdim=True).add(1e-5).sqrt() * weight
+    line = measure.rmsnorm_axis(inputs, {"out": over_batch}, expected)[0]
+    assert "and 1 over axis 0: normalize over the last axis" in line
+    summed = x / x.pow(2).sum(-1, keepdim=True).sqrt() * weight
+    line = measure.rmsnorm_axis(inputs, {"out": summed}, expected)[0]
+    assert "yours has 0.125 to 0.125" in line and "axis 0" not in line
+    small_weight = inputs | {"weight": weight * 0.01}
+    assert measure.rmsnorm_axis(small_weight, {"out": summed}, expected) == []
+
+
+def test_silu_names_a_falling_ratio_only():
+    inputs, expected = layer_case("silu", "basic")
+    x = inputs["x"].double()
+    line = measure.silu_trend(inputs, {"out": x / (1 + torch.exp(x))}, expected)[0]
+    assert line.startswith("silu(x) / x must rise with x")
+    assert measure.silu_trend(inputs, {"out": torch.sigmoid(x)}, expected) == []
+    assert measure.silu_trend(inputs, {"out": x * torch.sigmoid(x) * 1.1}, expected) == []
