@@ -33,6 +33,7 @@ from tests.cases.shipped import Shipped
 from tests.common import FIXTURES_PATH
 from tests.measure import (
     adamw_steps,
+    bpe_vocab_structure,
     clipping_norms,
     largest,
     rmsnorm_axis,
@@ -665,6 +666,7 @@ OUTPUT_DIAGNOSES: dict[str, Callable[[Bundle, Bundle, Bundle], list[str]]] = {
     "rope": rope_positions,
     "rmsnorm": rmsnorm_axis,
     "silu": silu_trend,
+    "train_bpe": bpe_vocab_structure,
 }
 
 

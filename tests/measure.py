@@ -360,3 +360,29 @@ def silu_trend(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
         f"at x={float(x[low]):.3g} to {float(ratio[high]):.3g} at x={float(x[high]):.3g}: "
         "sigmoid(x) = 1 / (1 + exp(-x))"
     ]
+
+
+def bpe_vocab_structure(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
+    """A trained vocabulary is the 256 bytes, the special tokens and one token per merge, and
+    stops at ``vocab_size``: which of these the output breaks."""
+    vocab, merges = outputs.get("vocab"), outputs.get("merges")
+    if not isinstance(vocab, list) or not isinstance(merges, list):
+        return []
+    tokens = {bytes.fromhex(t) for t in vocab}
+    specials = [s.encode("utf-8") for s in inputs["special_tokens"]]
+    lines = []
+    missing_specials = [s.decode("utf-8") for s in specials if s not in tokens]
+    if missing_specials:
+        lines.append(f"your vocab lacks the special token(s) {missing_specials}: each gets an id")
+    missing_bytes = 256 - sum(bytes([b]) in tokens for b in range(256))
+    if missing_bytes:
+        lines.append(f"your vocab lacks {missing_bytes} of the 256 single bytes")
+    size, wanted = len(vocab), inputs["vocab_size"]
+    merged = wanted - 256 - len(specials)
+    # Only where the reference's vocabulary reaches vocab_size (a small corpus may run out).
+    if size != wanted and len(merges) != merged and len(expected.get("vocab", ())) == wanted:
+        lines.append(
+            f"your vocab has {size} entries from {len(merges)} merges; vocab_size={wanted} holds "
+            f"256 bytes + {len(specials)} special token(s) + {merged} merges"
+        )
+    return lines[:2]

@@ -13,6 +13,7 @@ from course.tests.test_localize import SHIPPED, public_run, with_adapter
 from tests import adapters as reference
 from tests import localize, measure
 from tests.cases import CASES
+from tests.cases.core import normalize
 from tests.cases.public import public_expected, public_inputs
 
 DATA = torch.arange(10, 30)  # distinct ids
@@ -199,3 +200,23 @@ def test_silu_names_a_falling_ratio_only():
     assert line.startswith("silu(x) / x must rise with x")
     assert measure.silu_trend(inputs, {"out": torch.sigmoid(x)}, expected) == []
     assert measure.silu_trend(inputs, {"out": x * torch.sigmoid(x) * 1.1}, expected) == []
+
+
+def test_bpe_vocab_structure_names_missing_specials_and_the_merge_count():
+    inputs, expected = layer_case("train_bpe", "handout_example")
+    outputs = normalize(CASES["train_bpe", "handout_example"].call(reference, inputs))
+    assert measure.bpe_vocab_structure(inputs, outputs, expected) == []
+    special = b"<|endoftext|>".hex()
+    without_special = outputs | {"vocab": [t for t in outputs["vocab"] if t != special]}
+    line = measure.bpe_vocab_structure(inputs, without_special, expected)[0]
+    assert "lacks the special token(s) ['<|endoftext|>']" in line
+    extra = outputs | {
+        "vocab": [*outputs["vocab"], "6e6e"],
+        "merges": [*outputs["merges"], ["6e", "6e"]],
+    }
+    line = measure.bpe_vocab_structure(inputs, extra, expected)[0]
+    assert (
+        "264 entries from 7 merges; vocab_size=263 holds 256 bytes + 1 special token(s) + 6" in line
+    )
+    ran_out = expected | {"vocab": dict(list(expected["vocab"].items())[:-1])}
+    assert measure.bpe_vocab_structure(inputs, extra, ran_out) == []
