@@ -341,11 +341,15 @@ def stages_then_probes(stages: list, checked: str, probes: list) -> list[str] | 
     return None
 
 
+BLOCK_STAGES = "ln1, attention, ln2 and feed-forward"
+LM_STAGES = "embedding, each layer, final norm and LM head"
+
+
 def localize_block(adapters: ModuleType) -> list[str]:
     s = Shipped()
     found = stages_then_probes(
         block_stages(adapters, s),
-        "ln1, attention, ln2 and feed-forward",
+        BLOCK_STAGES,
         block_probes(adapters, s),
     )
     return (
@@ -443,8 +447,7 @@ def lm_probes(adapters: ModuleType, s: Shipped) -> list:
 
 def localize_lm(adapters: ModuleType) -> list[str]:
     s = Shipped()
-    checked = "embedding, each layer, final norm and LM head"
-    return stages_then_probes(lm_stages(adapters, s), checked, lm_probes(adapters, s)) or []
+    return stages_then_probes(lm_stages(adapters, s), LM_STAGES, lm_probes(adapters, s)) or []
 
 
 # --- SwiGLU ----------------------------------------------------------------------------------
@@ -756,7 +759,32 @@ def clipping_raised(clip: Callable) -> list[str]:
     ]
 
 
+def composite_raised(stages: list, checked: str, composite: str) -> list[str]:
+    """A composite raised: the first of its stages that is off; or, when every stage runs and is
+    right alone, that the error lies in how the composite builds or joins them."""
+    off = first_off(stages)
+    if off:
+        return [stage_line(*off, checked)]
+    try:
+        right = all(not stage_error(run(), expected) for _, run, expected in stages)
+    except Exception:  # noqa: BLE001  (a stage's own adapter fails: nothing located)
+        return []
+    if not right or not stages:
+        return []
+    return [
+        f"{checked} are each right alone (your own adapters on the reference's input to each), "
+        f"but your {composite} raised: the error is in how it builds or joins them (the sizes it "
+        "configures, the shapes it passes on)"
+    ]
+
+
 RAISED_DIAGNOSES: dict[str, Callable[[ModuleType, Bundle, Bundle], list[str]]] = {
+    "transformer_lm": lambda adapters, inputs, expected: composite_raised(
+        lm_stages(adapters, Shipped()), LM_STAGES, "transformer_lm"
+    ),
+    "transformer_block": lambda adapters, inputs, expected: composite_raised(
+        block_stages(adapters, Shipped()), BLOCK_STAGES, "transformer_block"
+    ),
     "get_batch": get_batch_raised,
     "cosine_schedule": schedule_raised,
     "gradient_clipping": lambda adapters, inputs, expected: clipping_raised(

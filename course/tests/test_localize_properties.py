@@ -220,3 +220,20 @@ def test_bpe_vocab_structure_names_missing_specials_and_the_merge_count():
     )
     ran_out = expected | {"vocab": dict(list(expected["vocab"].items())[:-1])}
     assert measure.bpe_vocab_structure(inputs, extra, ran_out) == []
+
+
+def test_a_raising_lm_is_located_in_its_stages_or_in_how_it_joins_them():
+    lm = localize.RAISED_DIAGNOSES["transformer_lm"]
+    line = lm(reference, {}, {})[0]
+    assert line.startswith("embedding, each layer, final norm and LM head are each right alone")
+
+    def doubled_norm(*args):
+        return reference.run_rmsnorm(*args) * 2
+
+    line = lm(with_adapter("run_rmsnorm", doubled_norm), {}, {})[0]
+    assert line.startswith("the first stage whose output leaves the reference's is")
+
+    def unwritten(*args):
+        raise NotImplementedError
+
+    assert lm(with_adapter("run_transformer_block", unwritten), {}, {}) == []
