@@ -704,7 +704,8 @@ def get_batch_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> 
         return []  # it does not raise on the case's own dataset (or only seldom): not located
     if lines:
         return [f"on a dataset of {len(longer)} tokens your get_batch runs, and there " + lines[0]]
-    if x.shape != (batch, length) or y.shape != x.shape or not run_starts(longer, x):
+    shapes_right = x.shape == (batch, length) and y.shape == x.shape
+    if not shapes_right or not run_starts(longer, x) or not run_starts(longer, y):
         return []
     return [
         f"your get_batch raised on {size} tokens with context_length={length} (valid window "
