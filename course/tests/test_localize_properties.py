@@ -237,3 +237,49 @@ def test_a_raising_lm_is_located_in_its_stages_or_in_how_it_joins_them():
         raise NotImplementedError
 
     assert lm(with_adapter("run_transformer_block", unwritten), {}, {}) == []
+
+
+def test_the_handout_steps_are_the_counts_a_naive_count_gives():
+    """tests/test_train_bpe.py's hand-worked table, checked by counting pairs naively."""
+    from collections import Counter
+
+    from tests.test_train_bpe import HANDOUT_STEPS
+
+    words = {("l", "o", "w"): 5, ("l", "o", "w", "e", "r"): 2}
+    words |= {tuple("widest"): 3, tuple("newest"): 6}
+    for merge, counts in HANDOUT_STEPS:
+        pairs = Counter()
+        for word, count in words.items():
+            for pair in zip(word, word[1:], strict=False):
+                pairs[" ".join(pair)] += count
+        assert dict(pairs) == counts
+        top = max(pairs.values())
+        assert max(tuple(p.split(" ")) for p, c in pairs.items() if c == top) == merge
+        words = {merged(word, merge): count for word, count in words.items()}
+
+
+def merged(word: tuple[str, ...], pair: tuple[str, str]) -> tuple[str, ...]:
+    out, i = [], 0
+    while i < len(word):
+        if word[i : i + 2] == pair:
+            out.append(pair[0] + pair[1])
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def test_handout_merge_counts_name_a_tie_and_a_count():
+    from tests.test_train_bpe import HANDOUT_STEPS, handout_merge_counts
+
+    right = [(a.encode(), b.encode()) for (a, b), _ in HANDOUT_STEPS]
+    assert handout_merge_counts(right) == ""
+    tie = [(b"e", b"s"), *right[1:]]
+    assert "merge #0 differs" in handout_merge_counts(tie)
+    assert "9 times and your ('e', 's') 9 times: a tie" in handout_merge_counts(tie)
+    fewer = [*right[:2], (b"w", b"e"), *right[3:]]
+    assert "('o', 'w') occurs 7 times and your ('w', 'e') 2 times: merge the most" in (
+        handout_merge_counts(fewer)
+    )
+    assert handout_merge_counts("not merges") == ""
