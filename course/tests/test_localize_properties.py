@@ -243,6 +243,7 @@ def test_the_handout_steps_are_the_counts_a_naive_count_gives():
     """tests/test_train_bpe.py's hand-worked table, checked by counting pairs naively."""
     from collections import Counter
 
+    from course.oracles.tokenizers import merge_word
     from tests.test_train_bpe import HANDOUT_STEPS
 
     words = {("l", "o", "w"): 5, ("l", "o", "w", "e", "r"): 2}
@@ -255,19 +256,7 @@ def test_the_handout_steps_are_the_counts_a_naive_count_gives():
         assert dict(pairs) == counts
         top = max(pairs.values())
         assert max(tuple(p.split(" ")) for p, c in pairs.items() if c == top) == merge
-        words = {merged(word, merge): count for word, count in words.items()}
-
-
-def merged(word: tuple[str, ...], pair: tuple[str, str]) -> tuple[str, ...]:
-    out, i = [], 0
-    while i < len(word):
-        if word[i : i + 2] == pair:
-            out.append(pair[0] + pair[1])
-            i += 2
-        else:
-            out.append(word[i])
-            i += 1
-    return tuple(out)
+        words = {merge_word(word, merge): count for word, count in words.items()}
 
 
 def test_handout_merge_counts_name_a_tie_and_a_count():
