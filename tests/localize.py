@@ -678,11 +678,12 @@ OUTPUT_DIAGNOSES: dict[str, Callable[[Bundle, Bundle, Bundle], list[str]]] = {
 
 @contextmanager
 def diagnosed_if_raised(diagnose: Callable[[], list[str]]) -> Iterator[None]:
-    """An exception raised inside gets ``diagnose``'s lines as a note (its traceback stays)."""
+    """An exception raised inside gets ``diagnose``'s lines as a note (its traceback stays);
+    not ``NotImplementedError``: code not written yet has nothing to locate."""
     try:
         yield
     except Exception as error:
-        note = as_lines(diagnose).lstrip("\n")
+        note = "" if isinstance(error, NotImplementedError) else as_lines(diagnose).lstrip("\n")
         if note:
             error.add_note(note)
         raise
@@ -736,8 +737,8 @@ def schedule_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> l
             lrs.append(None)
             raised.append(f"{type(error).__name__} at it={it}")
     phases = schedule_phases(inputs, {"lrs": lrs}, expected)
-    if not raised or not phases:
-        return []
+    if not raised or len(raised) == len(lrs) or not phases:
+        return []  # raising everywhere locates nothing
     return [
         f"your schedule raised {raised[0]} (warmup_iters={args[2]}, cosine_cycle_iters="
         f"{args[3]}); {phases[0]}"

@@ -108,6 +108,12 @@ def test_schedule_raising_names_the_iteration_and_phase():
     assert "cosine (0 <= it <= 10): 1 rates off, first at it=0" in line
     assert localize.schedule_raised(reference, inputs, expected) == []
 
+    def unwritten(*args):
+        raise ValueError("raises at every iteration")
+
+    adapters = with_adapter("run_get_lr_cosine_schedule", unwritten)
+    assert localize.schedule_raised(adapters, inputs, expected) == []
+
 
 def test_clipping_raising_only_when_it_scales_is_located():
     def scales_with_a_float(parameters, max_l2_norm):
@@ -144,6 +150,9 @@ def test_a_raised_case_gets_the_note_and_keeps_its_exception():
     assert raised.value.__notes__ == ["  diagnosis: measured"]
     with pytest.raises(ValueError) as raised, localize.diagnosed_if_raised(lambda: 1 / 0):
         raise ValueError("student code")
+    assert not hasattr(raised.value, "__notes__")
+    with pytest.raises(NotImplementedError) as raised, localize.diagnosed_if_raised(lambda: ["x"]):
+        raise NotImplementedError
     assert not hasattr(raised.value, "__notes__")
 
 
