@@ -20,7 +20,8 @@ each one right answers it must stay silent on.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from types import ModuleType
 
@@ -30,7 +31,19 @@ import torch
 from tests.cases.core import Bundle
 from tests.cases.shipped import Shipped
 from tests.common import FIXTURES_PATH
-from tests.measure import adamw_steps, clipping_norms, largest, schedule_phases
+from tests.measure import (
+    adamw_steps,
+    bpe_vocab_structure,
+    clipping_norms,
+    largest,
+    rmsnorm_axis,
+    rope_positions,
+    run_starts,
+    schedule_phases,
+    silu_trend,
+    window_layout,
+    window_lines,
+)
 
 STAGES = FIXTURES_PATH / "stages.npz"
 # A stage is off when it differs from the reference's float64 output by more than this share of
@@ -328,11 +341,15 @@ def stages_then_probes(stages: list, checked: str, probes: list) -> list[str] | 
     return None
 
 
+BLOCK_STAGES = "ln1, attention, ln2 and feed-forward"
+LM_STAGES = "embedding, each layer, final norm and LM head"
+
+
 def localize_block(adapters: ModuleType) -> list[str]:
     s = Shipped()
     found = stages_then_probes(
         block_stages(adapters, s),
-        "ln1, attention, ln2 and feed-forward",
+        BLOCK_STAGES,
         block_probes(adapters, s),
     )
     return (
@@ -430,8 +447,7 @@ def lm_probes(adapters: ModuleType, s: Shipped) -> list:
 
 def localize_lm(adapters: ModuleType) -> list[str]:
     s = Shipped()
-    checked = "embedding, each layer, final norm and LM head"
-    return stages_then_probes(lm_stages(adapters, s), checked, lm_probes(adapters, s)) or []
+    return stages_then_probes(lm_stages(adapters, s), LM_STAGES, lm_probes(adapters, s)) or []
 
 
 # --- SwiGLU ----------------------------------------------------------------------------------
@@ -649,4 +665,139 @@ OUTPUT_DIAGNOSES: dict[str, Callable[[Bundle, Bundle, Bundle], list[str]]] = {
     "cosine_schedule": schedule_phases,
     "gradient_clipping": clipping_norms,
     "adamw": adamw_steps,
+    "get_batch": window_layout,
+    "rope": rope_positions,
+    "rmsnorm": rmsnorm_axis,
+    "silu": silu_trend,
+    "train_bpe": bpe_vocab_structure,
 }
+
+
+# --- when the case's call raised ----------------------------------------------------------------
+
+
+@contextmanager
+def diagnosed_if_raised(diagnose: Callable[[], list[str]]) -> Iterator[None]:
+    """An exception raised inside gets ``diagnose``'s lines as a note (its traceback stays);
+    not ``NotImplementedError``: code not written yet has nothing to locate."""
+    try:
+        yield
+    except Exception as error:
+        note = "" if isinstance(error, NotImplementedError) else as_lines(diagnose).lstrip("\n")
+        if note:
+            error.add_note(note)
+        raise
+
+
+def get_batch_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """get_batch raised: its rows measured on a longer dataset of distinct ids, with the same
+    batch size and context length."""
+    size, length, batch = len(inputs["dataset"]), inputs["context_length"], inputs["batch_size"]
+    longer = torch.arange(100, 100 + size + 1000 * (length + 1))
+    try:
+        x, y = (
+            torch.as_tensor(t) for t in adapters.run_get_batch(longer.numpy(), batch, length, "cpu")
+        )
+    except Exception:  # noqa: BLE001  (it raises there too: nothing located)
+        return []
+    lines = window_lines(longer, x, y, length)
+    if not raises(lambda: adapters.run_get_batch(inputs["dataset"].numpy(), batch, length, "cpu")):
+        return []  # it does not raise on the case's own dataset (or only seldom): not located
+    if lines:
+        return [f"on a dataset of {len(longer)} tokens your get_batch runs, and there " + lines[0]]
+    shapes_right = x.shape == (batch, length) and y.shape == x.shape
+    if not shapes_right or not run_starts(longer, x) or not run_starts(longer, y):
+        return []
+    return [
+        f"your get_batch raised on {size} tokens with context_length={length} (valid window "
+        f"starts 0 .. {size - length - 1}), but its windows are right on {len(longer)} tokens: "
+        "look at the ends of the start range (a window holds context_length + 1 tokens)"
+    ]
+
+
+def raises(call: Callable[[], object], tries: int = 3) -> bool:
+    """Whether ``call`` raises in one of ``tries`` calls (random code may raise only sometimes)."""
+    for _ in range(tries):
+        try:
+            call()
+        except Exception:  # noqa: BLE001  (student code: any exception)
+            return True
+    return False
+
+
+def schedule_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """The schedule raised: at which iteration, and the phases that differ (raising counts as
+    differing)."""
+    args = [inputs[k] for k in ("max", "min", "warmup", "cycle")]
+    lrs, raised = [], []
+    for it in inputs["its"]:
+        try:
+            lrs.append(float(adapters.run_get_lr_cosine_schedule(it, *args)))
+        except Exception as error:  # noqa: BLE001  (student code: any exception)
+            lrs.append(None)
+            raised.append(f"{type(error).__name__} at it={it}")
+    phases = schedule_phases(inputs, {"lrs": lrs}, expected)
+    if not raised or len(raised) == len(lrs) or not phases:
+        return []  # raising everywhere locates nothing
+    return [
+        f"your schedule raised {raised[0]} (warmup_iters={args[2]}, cosine_cycle_iters="
+        f"{args[3]}); {phases[0]}"
+    ]
+
+
+def clipping_raised(clip: Callable) -> list[str]:
+    """Clipping raised: does it run when no scaling is needed, and raise when it is?"""
+
+    def runs(values: list[float], max_norm: float) -> bool:
+        parameter = torch.nn.Parameter(torch.zeros(len(values)))
+        parameter.grad = torch.tensor(values)
+        return not raises(lambda: clip([parameter], max_norm), tries=1)
+
+    if not runs([0.3, 0.4], 1.0) or runs([3.0, 4.0], 1.0):
+        return []
+    return [
+        "your gradient clipping runs when the global norm is within max_l2_norm (0.5 of 1) and "
+        "raises when it exceeds it (5 of 1): the error is in the scaling step"
+    ]
+
+
+def composite_raised(stages: list, checked: str, composite: str) -> list[str]:
+    """A composite raised: the first of its stages that is off; or, when every stage runs and is
+    right alone, that the error lies in how the composite builds or joins them."""
+    off = first_off(stages)
+    if off:
+        return [stage_line(*off, checked)]
+    try:
+        right = all(not stage_error(run(), expected) for _, run, expected in stages)
+    except Exception:  # noqa: BLE001  (a stage's own adapter fails: nothing located)
+        return []
+    if not right or not stages:
+        return []
+    return [
+        f"{checked} are each right alone (your own adapters on the reference's input to each), "
+        f"but your {composite} raised: the error is in how it builds or joins them (the sizes it "
+        "configures, the shapes it passes on)"
+    ]
+
+
+RAISED_DIAGNOSES: dict[str, Callable[[ModuleType, Bundle, Bundle], list[str]]] = {
+    "transformer_lm": lambda adapters, inputs, expected: composite_raised(
+        lm_stages(adapters, Shipped()), LM_STAGES, "transformer_lm"
+    ),
+    "transformer_block": lambda adapters, inputs, expected: composite_raised(
+        block_stages(adapters, Shipped()), BLOCK_STAGES, "transformer_block"
+    ),
+    "get_batch": get_batch_raised,
+    "cosine_schedule": schedule_raised,
+    "gradient_clipping": lambda adapters, inputs, expected: clipping_raised(
+        adapters.run_gradient_clipping
+    ),
+}
+
+
+def localize_raised(
+    component: str, adapters: ModuleType, inputs: Bundle, expected: Bundle
+) -> list[str]:
+    """Lines for a public case whose call raised (``[]`` when nothing was measured)."""
+    diagnose = RAISED_DIAGNOSES.get(component)
+    return diagnose(adapters, inputs, expected) if diagnose else []

@@ -52,41 +52,50 @@ def schedule_phases(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[s
     ]
 
 
-def clipping_factors(inputs: Bundle, outputs: Bundle, round_index: int) -> list[float] | None:
-    """The factor each present gradient was scaled by in one round; ``None`` unless every
-    output is its gradient times a factor."""
+def scale_factors(grads: list[torch.Tensor], outs: list[object]) -> list[float] | None:
+    """The factor each nonzero gradient was scaled by; ``None`` unless every output is its
+    gradient times a factor."""
     factors = []
-    for i in range(inputs["count"]):
-        if i in inputs["missing"]:
-            continue
-        g, out = inputs[f"g{i}"].double(), outputs.get(f"round{round_index}.g{i}")
+    for g, out in zip(grads, outs, strict=True):
+        g = g.double()
         if not isinstance(out, torch.Tensor) or out.shape != g.shape:
             return None
+        if not g.any():
+            continue  # any factor leaves a zero gradient as it is
         factor = float((out.double() * g).sum() / (g * g).sum())
-        if largest(out.double() - factor * g) > 1e-4 * max(largest(g), 1e-300):
+        if largest(out.double() - factor * g) > 1e-4 * largest(g):
             return None
         factors.append(factor)
     return factors
 
 
-def clipping_norms(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
-    """Clipping compared with the global L2 norm: one factor for all, and the norm it implies."""
-    grads = [inputs[f"g{i}"].double() for i in range(inputs["count"]) if i not in inputs["missing"]]
-    norms = torch.stack([g.norm() for g in grads])
+def clipping_lines(grads: list[torch.Tensor], outs: list[object], max_norm: float) -> list[str]:
+    """Clipped gradients ``outs`` compared with the global L2 norm of ``grads``: one factor for
+    all, and the norm it implies."""
+    factors = scale_factors(grads, outs)
+    if not factors:
+        return []
+    norms = torch.stack([g.double().norm() for g in grads])
     global_norm = float(norms.pow(2).sum().sqrt())
+    if max(factors) - min(factors) > 1e-6 * max(abs(f) for f in factors):
+        return [
+            f"your gradients were scaled by different factors ({min(factors):.4g} to "
+            f"{max(factors):.4g}): clip all of them by one factor, from one global L2 norm over "
+            f"every gradient ({global_norm:.4g})"
+        ]
+    line = clipping_factor_line(factors[0], max_norm, global_norm, norms)
+    return [line] if line else []
+
+
+def clipping_norms(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
+    """Each round of the clipping case compared with the global L2 norm (every round starts from
+    the same gradients)."""
+    present = [i for i in range(inputs["count"]) if i not in inputs["missing"]]
+    grads = [inputs[f"g{i}"] for i in present]
     for k, max_norm in enumerate(inputs["max_norms"]):
-        factors = clipping_factors(inputs, outputs, k)
-        if not factors:
-            continue
-        if max(factors) - min(factors) > 1e-6 * max(abs(f) for f in factors):
-            return [
-                f"round {k}: your gradients were scaled by different factors "
-                f"({min(factors):.4g} to {max(factors):.4g}): clip all of them by one factor, "
-                f"from one global L2 norm over every gradient ({global_norm:.4g})"
-            ]
-        line = clipping_factor_line(factors[0], max_norm, global_norm, norms)
-        if line:
-            return [f"round {k}: {line}"]
+        lines = clipping_lines(grads, [outputs.get(f"round{k}.g{i}") for i in present], max_norm)
+        if lines:
+            return [f"round {k}: {lines[0]}"]
     return []
 
 
@@ -105,6 +114,13 @@ def clipping_factor_line(
         return (
             f"the global norm {global_norm:.4g} exceeds max_l2_norm {max_norm:g}, but your "
             "gradients were not scaled"
+        )
+    if factor > 1:
+        inverse = math.isclose(factor, (global_norm + 1e-6) / max_norm, rel_tol=1e-4)
+        return (
+            f"your gradients grew (scaled by {factor:.4g}): clipping scales them down, by "
+            f"max_l2_norm / (global L2 norm + 1e-6) < 1"
+            + (", and yours is its inverse" if inverse else "")
         )
     implied = max_norm / factor
     candidates = {
@@ -218,3 +234,155 @@ def adamw_steps(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
             "optimizer's state, t counted per parameter from 1, bias correction with that t)"
         ]
     return adamw_first_step(out, inputs)
+
+
+def run_starts(data: torch.Tensor, rows: torch.Tensor) -> list[int] | None:
+    """Where each row starts in ``data`` (distinct ids) when every row is a run of consecutive
+    tokens of it; ``None`` otherwise (or when the rows are empty)."""
+    width = rows.shape[-1]
+    position = {int(v): i for i, v in enumerate(data.tolist())}
+    starts = []
+    for row in rows.reshape(-1, width).tolist() if width else []:
+        start = position.get(int(row[0]), -1)
+        if start < 0 or data[start : start + width].tolist() != row:
+            return None
+        starts.append(start)
+    return starts or None
+
+
+def window_lines(data: torch.Tensor, x: object, y: object, context_length: int) -> list[str]:
+    """What ``get_batch``'s rows are, measured against a dataset of distinct ids: how many
+    consecutive tokens each row holds, where it starts, and where the targets start."""
+    if not all(isinstance(t, torch.Tensor) and t.dim() >= 1 for t in (x, y)):
+        return []
+    lines = []
+    for name, t in (("x", x), ("y", y)):
+        if t.shape[-1] == 0:
+            lines.append(f"{name} rows are empty, not context_length={context_length} tokens")
+    x_starts, y_starts = run_starts(data, x), run_starts(data, y)
+    if x_starts and x.shape[-1] != context_length:
+        lines.append(
+            f"x rows are runs of {x.shape[-1]} consecutive dataset tokens, not "
+            f"context_length={context_length}"
+        )
+    last = len(data) - context_length - 1
+    if x_starts and max(x_starts) > last:
+        lines.append(
+            f"x rows start as late as {max(x_starts)}, past the last valid start {last} "
+            "(len(dataset) - context_length - 1): each window needs context_length + 1 tokens"
+        )
+    if x_starts and y_starts:
+        shifts = sorted({b - a for a, b in zip(x_starts, y_starts, strict=True)})
+        if shifts != [1]:
+            lines.append(
+                f"y rows start {', '.join(map(str, shifts))} token(s) after their x row, not 1: "
+                "the targets are the inputs shifted by one"
+            )
+        elif y.shape[-1] != context_length:
+            lines.append(
+                f"y rows are runs of {y.shape[-1]} consecutive dataset tokens, not "
+                f"context_length={context_length}"
+            )
+    return lines[:2]
+
+
+def window_layout(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
+    """A get_batch case's rows measured against its dataset (see :func:`window_lines`)."""
+    return window_lines(
+        inputs["dataset"], outputs.get("x"), outputs.get("y"), inputs["context_length"]
+    )
+
+
+def rope_positions(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
+    """The position each token was rotated for, read off the angle of every pair whose
+    frequency keeps positions up to ``max_seq_len`` within half a turn, against its token
+    position."""
+    x, out = inputs["x"].double(), outputs.get("out")
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+        return []
+    d = x.shape[-1]
+    frequencies = inputs["theta"] ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    # Below 0.01 rad per position a float32 angle's rounding is a sizeable share of a position.
+    usable = (frequencies * inputs["max_seq_len"] < math.pi) & (frequencies > 0.01)
+    before, after = x.reshape(*x.shape[:-1], -1, 2), out.double().reshape(*x.shape[:-1], -1, 2)
+    angle = torch.atan2(after[..., 1], after[..., 0]) - torch.atan2(before[..., 1], before[..., 0])
+    angle = torch.remainder(angle + math.pi, 2 * math.pi) - math.pi
+    estimates = (angle / frequencies).masked_fill(before.norm(dim=-1) < 0.05, math.nan)
+    estimates = estimates[..., usable]
+    used = estimates.nanmedian(-1).values
+    agreeing = ((estimates - used[..., None]).abs() <= 0.05).double().mean()
+    if not usable.any() or used.isnan().any() or agreeing < 0.9:
+        return []  # the pairs disagree: not one position per token, so nothing to read
+    wanted = inputs["positions"].double().expand(x.shape[:-1])
+    if (used - wanted).abs().max() <= 0.05:
+        return []
+    row = used.reshape(-1, used.shape[-1])[0].round().long().tolist()
+    named = ""
+    if torch.allclose(used, torch.arange(used.shape[-1], dtype=torch.float64), atol=0.05):
+        named = ": the index in the sequence, not token_positions"
+    elif torch.allclose(used, -wanted, atol=0.05):
+        named = ": the angle's sign is flipped (rotate by +position x frequency)"
+    return [
+        f"your RoPE rotated the first sequence's tokens for positions {row}, but its "
+        f"token_positions are {wanted.reshape(-1, used.shape[-1])[0].long().tolist()}{named}"
+    ]
+
+
+def rmsnorm_axis(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
+    """Over which axis ``out / weight`` has a root mean square of 1: RMSNorm makes it 1 over the
+    last axis (each position's features)."""
+    x, out, weight = inputs["x"], outputs.get("out"), inputs["weight"].double()
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape or (weight.abs() < 0.05).any():
+        return []
+    normalized = out.double() / weight
+    rms = [normalized.pow(2).mean(dim).sqrt() for dim in range(x.dim())]
+    if (rms[-1] - 1).abs().max() <= 5e-3:
+        return []
+    others = [dim for dim in range(x.dim() - 1) if (rms[dim] - 1).abs().max() <= 5e-3]
+    return [
+        f"out / weight must have a root mean square of 1 over the last axis (each position's "
+        f"d_model features); yours has {float(rms[-1].min()):.4g} to {float(rms[-1].max()):.4g}"
+        + (f", and 1 over axis {others[0]}: normalize over the last axis" if others else "")
+    ]
+
+
+def silu_trend(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
+    """``silu(x) / x`` is sigmoid(x): it rises from 0 (very negative x) to 1 (very positive x)."""
+    x, out = inputs["x"].double().flatten(), outputs.get("out")
+    if not isinstance(out, torch.Tensor) or out.numel() != x.numel():
+        return []
+    ratio = out.double().flatten() / x
+    low, high = int(x.argmin()), int(x.argmax())
+    if x[low] > -1 or x[high] < 1 or not ratio[low] > ratio[high] + 0.5:
+        return []
+    return [
+        f"silu(x) / x must rise with x (it is sigmoid(x)); yours falls from {float(ratio[low]):.3g} "
+        f"at x={float(x[low]):.3g} to {float(ratio[high]):.3g} at x={float(x[high]):.3g}: "
+        "sigmoid(x) = 1 / (1 + exp(-x))"
+    ]
+
+
+def bpe_vocab_structure(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
+    """A trained vocabulary is the 256 bytes, the special tokens and one token per merge, and
+    stops at ``vocab_size``: which of these the output breaks."""
+    vocab, merges = outputs.get("vocab"), outputs.get("merges")
+    if not isinstance(vocab, list) or not isinstance(merges, list):
+        return []
+    tokens = {bytes.fromhex(t) for t in vocab}
+    specials = [s.encode("utf-8") for s in inputs["special_tokens"]]
+    lines = []
+    missing_specials = [s.decode("utf-8") for s in specials if s not in tokens]
+    if missing_specials:
+        lines.append(f"your vocab lacks the special token(s) {missing_specials}: each gets an id")
+    missing_bytes = 256 - sum(bytes([b]) in tokens for b in range(256))
+    if missing_bytes:
+        lines.append(f"your vocab lacks {missing_bytes} of the 256 single bytes")
+    size, wanted = len(vocab), inputs["vocab_size"]
+    merged = wanted - 256 - len(specials)
+    # Only where the reference's vocabulary reaches vocab_size (a small corpus may run out).
+    if size != wanted and len(merges) != merged and len(expected.get("vocab", ())) == wanted:
+        lines.append(
+            f"your vocab has {size} entries from {len(merges)} merges; vocab_size={wanted} holds "
+            f"256 bytes + {len(specials)} special token(s) + {merged} merges"
+        )
+    return lines[:2]

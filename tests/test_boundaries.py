@@ -33,6 +33,8 @@ from .lazy_adapters import (
     run_top_p_filter,
     run_train_bpe,
 )
+from .localize import clipping_raised, diagnosed_if_raised
+from .measure import clipping_lines
 
 # --- top-p ------------------------------------------------------------------------------------
 
@@ -170,32 +172,44 @@ def parameters_with_gradients(*gradients: list[float]) -> list[torch.nn.Paramete
     return parameters
 
 
+def clipped(gradients: list[list[float]], max_l2_norm: float) -> list[torch.Tensor]:
+    """The student's clipping of ``gradients``; raising gets a note on what a probe measured."""
+    parameters = parameters_with_gradients(*gradients)
+    with diagnosed_if_raised(lambda: clipping_raised(run_gradient_clipping)):
+        run_gradient_clipping(parameters, max_l2_norm)
+    return [p.grad for p in parameters]
+
+
+def clipping_diagnosis(gradients: list[list[float]], got: list[torch.Tensor], max_norm) -> str:
+    lines = clipping_lines([torch.tensor(g) for g in gradients], got, max_norm)
+    return "".join(f"\ndiagnosis: {line}" for line in lines)
+
+
 def test_gradient_clipping_norm_equal_to_max_is_left_alone() -> None:
-    parameters = parameters_with_gradients([3.0, 0.0], [4.0])  # global norm exactly 5
-    run_gradient_clipping(parameters, 5.0)
-    got = torch.cat([p.grad for p in parameters])
+    gradients = [[3.0, 0.0], [4.0]]  # global norm exactly 5
+    got = clipped(gradients, 5.0)
     # 5 / (5 + 1e-6) would change them by 2e-7 relative, which the upstream handout allows.
-    assert torch.allclose(got, torch.tensor([3.0, 0.0, 4.0]), rtol=1e-6, atol=0), (
-        f"gradients of norm exactly max_l2_norm=5 became {got.tolist()}; only norms above the "
-        "maximum are scaled"
+    assert torch.allclose(torch.cat(got), torch.tensor([3.0, 0.0, 4.0]), rtol=1e-6, atol=0), (
+        f"gradients of norm exactly max_l2_norm=5 became {torch.cat(got).tolist()}; only norms "
+        "above the maximum are scaled" + clipping_diagnosis(gradients, got, 5.0)
     )
 
 
 @pytest.mark.parametrize("norm, max_l2_norm", [(2e-6, 1e-6), (3e-3, 1e-3), (0.5, 0.25)])
 def test_gradient_clipping_eps_in_the_scale_matches_torch(norm, max_l2_norm) -> None:
     direction = torch.tensor([0.6, -0.8, 0.0])
-    ours = parameters_with_gradients((direction * norm).tolist())
-    theirs = parameters_with_gradients((direction * norm).tolist())
-    run_gradient_clipping(ours, max_l2_norm)
+    gradients = [(direction * norm).tolist()]
+    (ours,) = clipped(gradients, max_l2_norm)
+    theirs = parameters_with_gradients(*gradients)
     torch.nn.utils.clip_grad_norm_(theirs, max_l2_norm)  # scales by max / (norm + 1e-6)
     missing_eps = direction * max_l2_norm
-    assert torch.allclose(ours[0].grad, theirs[0].grad, rtol=1e-5, atol=0), (
-        f"norm {norm:g} clipped to max {max_l2_norm:g}: got {ours[0].grad.tolist()}, torch "
+    assert torch.allclose(ours, theirs[0].grad, rtol=1e-5, atol=0), (
+        f"norm {norm:g} clipped to max {max_l2_norm:g}: got {ours.tolist()}, torch "
         f"gives {theirs[0].grad.tolist()}"
         + (
             "\nhint: scale by max / (norm + 1e-6); the eps matters when the norm is tiny"
-            if torch.allclose(ours[0].grad, missing_eps, rtol=1e-5)
-            else ""
+            if torch.allclose(ours, missing_eps, rtol=1e-5)
+            else clipping_diagnosis(gradients, [ours], max_l2_norm)
         )
     )
 

@@ -15,7 +15,7 @@ from tests.cases import CASES, Outputs, judge_case
 from tests.cases.core import normalize
 from tests.cases.public import public_expected, public_inputs
 from tests.cases.shipped import Shipped
-from tests.localize import localize
+from tests.localize import diagnosed_if_raised, localize, localize_raised
 
 PUBLIC = sorted(
     (c for c in CASES.values() if c.public_inputs is not None), key=lambda c: c.public_id
@@ -45,10 +45,12 @@ def import_adapters():
 @pytest.mark.parametrize("case", PUBLIC, ids=[c.public_id for c in PUBLIC])
 def test_case(case):
     inputs = public_inputs(case, SHIPPED)
-    # Exceptions propagate, so a failing case shows its traceback (NotImplementedError, ...).
+    # Exceptions propagate, so a failing case shows its traceback (NotImplementedError, ...),
+    # with what a probe of the component measured, if anything.
     adapters = import_adapters()
-    outputs = Outputs(normalize(case.call(adapters, inputs)))
     expected = public_expected(case)
+    with diagnosed_if_raised(lambda: localize_raised(case.component, adapters, inputs, expected)):
+        outputs = Outputs(normalize(case.call(adapters, inputs)))
     message = judge_case(case, outputs, expected, inputs)
     if message is not None:
         message += localize(case.component, adapters, inputs, outputs.data, expected)

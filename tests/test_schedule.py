@@ -9,6 +9,7 @@ import torch
 
 from .adapters import run_get_lr_cosine_schedule
 from .hints import matching_hints
+from .measure import schedule_phases
 
 # The handout's example: max 1, min 0.1, 7 warmup iterations, cycle ends at 21.
 HANDOUT_VALUES = [
@@ -65,6 +66,13 @@ def test_cosine_schedule_handout_values():
     assert actual == pytest.approx(HANDOUT_VALUES, abs=1e-12), f"schedule {actual}{hint}"
 
 
+def as_float(value: object) -> float | None:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001  (not a number: the comparison below fails on it)
+        return None
+
+
 def test_cosine_schedule_matches_torch_schedulers():
     """Warmup as LinearLR from 0, then CosineAnnealingLR to the floor, then constant."""
     max_lr, min_lr, warmup, cycle = 3e-3, 3e-4, 10, 50
@@ -87,7 +95,15 @@ def test_cosine_schedule_matches_torch_schedulers():
     actual = [
         run_get_lr_cosine_schedule(it, max_lr, min_lr, warmup, cycle) for it in range(cycle + 1)
     ]
-    assert actual == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    its = list(range(cycle + 1))
+    phases = schedule_phases(
+        {"max": max_lr, "warmup": warmup, "cycle": cycle, "its": its},
+        {"lrs": [as_float(lr) for lr in actual]},
+        {"lrs": expected},
+    )
+    assert actual == pytest.approx(expected, rel=1e-9, abs=1e-12), "".join(
+        f"\ndiagnosis: {line}" for line in phases
+    )
     assert run_get_lr_cosine_schedule(cycle + 100, max_lr, min_lr, warmup, cycle) == min_lr
 
 

@@ -269,3 +269,18 @@ def test_tokenizer_rejects_merge_outside_vocab(vocab_and_merges):
     vocab, merges = vocab_and_merges
     with raises_an_error():
         get_tokenizer(dict(vocab), [*merges, (b"zz", b"qq")])
+
+
+def test_tokenizer_merges_stay_inside_pre_tokens():
+    """The GPT-2 pattern splits "hello," into "hello" and ","; merges never cross that boundary,
+    so the merge of "o" and "," below must not apply (the handout: merges act within each
+    pre-token)."""
+    vocab = {i: bytes([i]) for i in range(256)} | {256: b"o,"}
+    ids = get_tokenizer(vocab, [(b"o", b",")], []).encode("hello, world")
+    crossed = (
+        "\nhint: id 256 is 'o,', a merge across the pre-tokens 'hello' and ',': pre-tokenize with "
+        "the GPT-2 pattern first and apply merges within each pre-token"
+    )
+    assert ids == list(b"hello, world"), f"'hello, world' encoded as {ids}" + (
+        crossed if 256 in ids else ""
+    )

@@ -22,20 +22,55 @@ def write(tmp_path: Path, text: str, name: str = "corpus.txt") -> Path:
     return path
 
 
+# The handout example worked by hand: before each merge, every pair's count (each word's pairs
+# times the word's count: low 5, lower 2, widest 3, newest 6) and the merge the counts decide
+# (the most frequent pair; a tie goes to the greater pair). Not a trainer: fixed data.
+HANDOUT_STEPS: list[tuple[tuple[str, str], dict[str, int]]] = [
+    (("s", "t"), {"l o": 7, "o w": 7, "w e": 8, "e r": 2, "w i": 3, "i d": 3, "d e": 3,
+                  "e s": 9, "s t": 9, "n e": 6, "e w": 6}),
+    (("e", "st"), {"l o": 7, "o w": 7, "w e": 8, "e r": 2, "w i": 3, "i d": 3, "d e": 3,
+                   "e st": 9, "n e": 6, "e w": 6}),
+    (("o", "w"), {"l o": 7, "o w": 7, "w e": 2, "e r": 2, "w i": 3, "i d": 3, "d est": 3,
+                  "n e": 6, "e w": 6, "w est": 6}),
+    (("l", "ow"), {"l ow": 7, "ow e": 2, "e r": 2, "w i": 3, "i d": 3, "d est": 3, "n e": 6,
+                   "e w": 6, "w est": 6}),
+    (("w", "est"), {"low e": 2, "e r": 2, "w i": 3, "i d": 3, "d est": 3, "n e": 6, "e w": 6,
+                    "w est": 6}),
+    (("n", "e"), {"low e": 2, "e r": 2, "w i": 3, "i d": 3, "d est": 3, "n e": 6,
+                  "e west": 6}),
+]  # fmt: skip
+
+
+def handout_merge_counts(merges: object) -> str:
+    """The counts that decide the first merge that differs from the handout's (``""`` when
+    none does, or the merges are not pairs of bytes)."""
+    try:
+        got = [(a.decode(), b.decode()) for a, b in merges]  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001  (not a list of byte pairs: the assertion says so)
+        return ""
+    for k, ((want, counts), mine) in enumerate(zip(HANDOUT_STEPS, got, strict=False)):
+        if mine != want:
+            theirs, yours = counts[" ".join(want)], counts.get(" ".join(mine), 0)
+            why = (
+                "a tie, which goes to the lexicographically greater pair"
+                if theirs == yours
+                else "merge the most frequent pair, counting each word's pairs times its count"
+            )
+            return (
+                f"\ndiagnosis: merge #{k} differs: before it, the expected {want} occurs "
+                f"{theirs} times and your {mine} {yours} times: {why}"
+            )
+    return ""
+
+
 def test_train_bpe_handout_example(tmp_path):
     # The handout's corpus with whitespace pre-tokenization: separating the words by a special
     # token makes every word exactly one pre-token (no leading space).
     words = ["low"] * 5 + ["lower"] * 2 + ["widest"] * 3 + ["newest"] * 6
     path = write(tmp_path, EOT.join(words))
     vocab, merges = run_train_bpe(path, 256 + 1 + 6, [EOT])
-    assert merges == [
-        (b"s", b"t"),
-        (b"e", b"st"),
-        (b"o", b"w"),
-        (b"l", b"ow"),
-        (b"w", b"est"),
-        (b"n", b"e"),
-    ]
+    expected = [(a.encode(), b.encode()) for (a, b), _ in HANDOUT_STEPS]
+    assert merges == expected, f"merges {merges}{handout_merge_counts(merges)}"
     assert set(vocab.values()) >= {b"st", b"est", b"ow", b"low", b"west", b"ne", EOT.encode()}
     assert len(vocab) == 263
 

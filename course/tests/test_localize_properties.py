@@ -1,0 +1,283 @@
+"""The property diagnoses of get_batch's rows, gradient clipping's factor, RoPE's positions,
+RMSNorm's axis and SiLU's shape, and of a public case whose call raised (tests/localize.py,
+tests/measure.py): silent on right answers and on evidence that does not hold, naming the
+property a wrong answer breaks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from course.tests.test_localize import SHIPPED, public_run, with_adapter
+from tests import adapters as reference
+from tests import localize, measure
+from tests.cases import CASES
+from tests.cases.core import normalize
+from tests.cases.public import public_expected, public_inputs
+
+DATA = torch.arange(10, 30)  # distinct ids
+
+
+def layer_case(component: str, name: str):
+    case = CASES[component, name]
+    inputs = public_inputs(case, SHIPPED)
+    return inputs, public_expected(case)
+
+
+def rows(starts: list[int], width: int, shift: int = 0) -> torch.Tensor:
+    return torch.stack([DATA[s + shift : s + shift + width] for s in starts])
+
+
+def test_right_windows_get_no_line():
+    assert measure.window_lines(DATA, rows([0, 5, 15], 4), rows([0, 5, 15], 4, 1), 4) == []
+
+
+@pytest.mark.parametrize(
+    "x_width, y_width, shift, expected",
+    [
+        (3, 3, 1, "x rows are runs of 3 consecutive dataset tokens, not context_length=4"),
+        (4, 4, 2, "y rows start 2 token(s) after their x row, not 1"),
+        (4, 5, 0, "y rows start 0 token(s) after their x row"),
+        (4, 3, 1, "y rows are runs of 3 consecutive dataset tokens, not context_length=4"),
+        (0, 4, 1, "x rows are empty"),
+    ],
+)
+def test_wrong_windows_name_the_row_property(x_width, y_width, shift, expected):
+    starts = [0, 5, 10]
+    lines = measure.window_lines(DATA, rows(starts, x_width), rows(starts, y_width, shift), 4)
+    assert any(expected in line for line in lines), lines
+
+
+def test_windows_starting_too_late_are_named():
+    lines = measure.window_lines(DATA, rows([16], 4), rows([16], 3, 1), 4)
+    assert "start as late as 16, past the last valid start 15" in lines[0]
+
+
+def test_rows_that_are_not_runs_of_the_dataset_get_no_line():
+    shuffled = torch.tensor([[10, 12, 11, 13]])
+    assert measure.window_lines(DATA, shuffled, shuffled + 1, 4) == []
+
+
+def test_get_batch_raising_only_on_one_window_is_located():
+    def no_zero_start(dataset, batch_size, context_length, device):
+        starts = torch.randint(1, len(dataset) - context_length, (batch_size,))
+        windows = torch.stack(
+            [torch.as_tensor(dataset[s : s + context_length + 1]) for s in starts]
+        )
+        return windows[:, :-1], windows[:, 1:]
+
+    inputs, expected = layer_case("get_batch", "one_window")
+    adapters = with_adapter("run_get_batch", no_zero_start)
+    line = localize.get_batch_raised(adapters, inputs, expected)[0]
+    assert "raised on 5 tokens with context_length=4 (valid window starts 0 .. 0)" in line
+
+
+def test_get_batch_raising_with_wrong_rows_names_them_from_a_longer_dataset():
+    def window_too_long(dataset, batch_size, context_length, device):
+        x, y = reference.run_get_batch(dataset[:-1], batch_size, context_length + 1, device)
+        return x, y
+
+    inputs, expected = layer_case("get_batch", "one_window")
+    adapters = with_adapter("run_get_batch", window_too_long)
+    line = localize.get_batch_raised(adapters, inputs, expected)[0]
+    assert "x rows are runs of 5 consecutive dataset tokens, not context_length=4" in line
+
+
+@pytest.mark.parametrize("fails", ["always", "never"])
+def test_get_batch_probe_is_silent_without_evidence(fails):
+    def always_raises(*args):
+        raise RuntimeError("no")
+
+    inputs, expected = layer_case("get_batch", "one_window")
+    adapters = with_adapter("run_get_batch", always_raises) if fails == "always" else reference
+    assert localize.get_batch_raised(adapters, inputs, expected) == []
+
+
+def test_schedule_raising_names_the_iteration_and_phase():
+    def divides_by_warmup(it, max_lr, min_lr, warmup, cycle):
+        if it <= warmup:
+            return it / warmup * max_lr
+        return reference.run_get_lr_cosine_schedule(it, max_lr, min_lr, warmup, cycle)
+
+    case = CASES["cosine_schedule", "no_warmup"]
+    inputs, outputs, expected = public_run(case)
+    adapters = with_adapter("run_get_lr_cosine_schedule", divides_by_warmup)
+    line = localize.schedule_raised(adapters, inputs, expected)[0]
+    assert line.startswith("your schedule raised ZeroDivisionError at it=0")
+    assert "cosine (0 <= it <= 10): 1 rates off, first at it=0" in line
+    assert localize.schedule_raised(reference, inputs, expected) == []
+
+    def unwritten(*args):
+        raise ValueError("raises at every iteration")
+
+    adapters = with_adapter("run_get_lr_cosine_schedule", unwritten)
+    assert localize.schedule_raised(adapters, inputs, expected) == []
+
+
+def test_clipping_raising_only_when_it_scales_is_located():
+    def scales_with_a_float(parameters, max_l2_norm):
+        grads = [p.grad for p in parameters]
+        norm = float(torch.sqrt(sum(g.pow(2).sum() for g in grads)))
+        if norm > max_l2_norm:
+            for g in grads:
+                g.mul_((max_l2_norm / norm).to(g.dtype))  # a float has no .to
+
+    assert "the error is in the scaling step" in localize.clipping_raised(scales_with_a_float)[0]
+    assert localize.clipping_raised(reference.run_gradient_clipping) == []
+
+    def always_raises(parameters, max_l2_norm):
+        raise RuntimeError("no")
+
+    assert localize.clipping_raised(always_raises) == []
+
+
+def test_clipping_lines_name_a_growing_or_unscaled_clip_and_stay_silent_when_right():
+    grads = [torch.tensor([3.0, 0.0]), torch.tensor([4.0])]  # global norm 5
+    right = [g * 1.0 / (5 + 1e-6) for g in grads]
+    assert measure.clipping_lines(grads, right, 1.0) == []
+    assert measure.clipping_lines(grads, grads, 5.0) == []
+    inverse = [g * (5 + 1e-6) / 1.0 for g in grads]
+    assert "yours is its inverse" in measure.clipping_lines(grads, inverse, 1.0)[0]
+    assert "were not scaled" in measure.clipping_lines(grads, grads, 1.0)[0]
+    zero = [torch.zeros(2), torch.tensor([4.0])]
+    assert measure.clipping_lines(zero, [torch.zeros(2), torch.tensor([1.0])], 1.0) == []
+
+
+def test_a_raised_case_gets_the_note_and_keeps_its_exception():
+    with pytest.raises(ValueError) as raised, localize.diagnosed_if_raised(lambda: ["measured"]):
+        raise ValueError("student code")
+    assert raised.value.__notes__ == ["  diagnosis: measured"]
+    with pytest.raises(ValueError) as raised, localize.diagnosed_if_raised(lambda: 1 / 0):
+        raise ValueError("student code")
+    assert not hasattr(raised.value, "__notes__")
+    with pytest.raises(NotImplementedError) as raised, localize.diagnosed_if_raised(lambda: ["x"]):
+        raise NotImplementedError
+    assert not hasattr(raised.value, "__notes__")
+
+
+def test_windows_from_numpy_rng_get_no_line():
+    dataset = np.arange(50, 90)
+    rng = np.random.default_rng(0)
+    starts = rng.integers(0, len(dataset) - 7, size=16)
+    x = torch.as_tensor(np.stack([dataset[s : s + 7] for s in starts]))
+    y = torch.as_tensor(np.stack([dataset[s + 1 : s + 8] for s in starts]))
+    assert measure.window_lines(torch.as_tensor(dataset), x, y, 7) == []
+
+
+@pytest.mark.parametrize("name", ["basic", "heads"])
+def test_rope_names_the_positions_it_rotated_for(name):
+    inputs, expected = layer_case("rope", name)
+    x, d = inputs["x"], inputs["x"].shape[-1]
+    by_index = torch.arange(x.shape[-2]).expand(inputs["positions"].shape)
+    out = reference.run_rope(d, inputs["theta"], inputs["max_seq_len"], x, by_index)
+    line = measure.rope_positions(inputs, {"out": out}, expected)[0]
+    assert "positions [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]" in line
+    assert "the index in the sequence, not token_positions" in line
+    odd = torch.tensor([1.0, -1.0]).repeat(d // 2)  # conjugating rotates the other way
+    out = reference.run_rope(
+        d, inputs["theta"], inputs["max_seq_len"], x * odd, inputs["positions"]
+    )
+    assert "sign is flipped" in measure.rope_positions(inputs, {"out": out * odd}, expected)[0]
+
+
+def test_rope_without_one_position_per_token_gets_no_line():
+    inputs, expected = layer_case("rope", "basic")
+    x = inputs["x"]
+    halves = torch.cat([x[..., 32:], x[..., :32]], dim=-1)  # not a rotation of each pair
+    assert measure.rope_positions(inputs, {"out": halves}, expected) == []
+    assert measure.rope_positions(inputs, {"out": x[..., :-2]}, expected) == []
+
+
+def test_rmsnorm_names_the_axis_it_normalized_over():
+    inputs, expected = layer_case("rmsnorm", "basic")
+    x, weight = inputs["x"].double(), inputs["weight"].double()
+    over_batch = x / x.pow(2).mean(0, keepdim=True).add(1e-5).sqrt() * weight
+    line = measure.rmsnorm_axis(inputs, {"out": over_batch}, expected)[0]
+    assert "and 1 over axis 0: normalize over the last axis" in line
+    summed = x / x.pow(2).sum(-1, keepdim=True).sqrt() * weight
+    line = measure.rmsnorm_axis(inputs, {"out": summed}, expected)[0]
+    assert "yours has 0.125 to 0.125" in line and "axis 0" not in line
+    small_weight = inputs | {"weight": weight * 0.01}
+    assert measure.rmsnorm_axis(small_weight, {"out": summed}, expected) == []
+
+
+def test_silu_names_a_falling_ratio_only():
+    inputs, expected = layer_case("silu", "basic")
+    x = inputs["x"].double()
+    line = measure.silu_trend(inputs, {"out": x / (1 + torch.exp(x))}, expected)[0]
+    assert line.startswith("silu(x) / x must rise with x")
+    assert measure.silu_trend(inputs, {"out": torch.sigmoid(x)}, expected) == []
+    assert measure.silu_trend(inputs, {"out": x * torch.sigmoid(x) * 1.1}, expected) == []
+
+
+def test_bpe_vocab_structure_names_missing_specials_and_the_merge_count():
+    inputs, expected = layer_case("train_bpe", "handout_example")
+    outputs = normalize(CASES["train_bpe", "handout_example"].call(reference, inputs))
+    assert measure.bpe_vocab_structure(inputs, outputs, expected) == []
+    special = b"<|endoftext|>".hex()
+    without_special = outputs | {"vocab": [t for t in outputs["vocab"] if t != special]}
+    line = measure.bpe_vocab_structure(inputs, without_special, expected)[0]
+    assert "lacks the special token(s) ['<|endoftext|>']" in line
+    extra = outputs | {
+        "vocab": [*outputs["vocab"], "6e6e"],
+        "merges": [*outputs["merges"], ["6e", "6e"]],
+    }
+    line = measure.bpe_vocab_structure(inputs, extra, expected)[0]
+    assert (
+        "264 entries from 7 merges; vocab_size=263 holds 256 bytes + 1 special token(s) + 6" in line
+    )
+    ran_out = expected | {"vocab": dict(list(expected["vocab"].items())[:-1])}
+    assert measure.bpe_vocab_structure(inputs, extra, ran_out) == []
+
+
+def test_a_raising_lm_is_located_in_its_stages_or_in_how_it_joins_them():
+    lm = localize.RAISED_DIAGNOSES["transformer_lm"]
+    line = lm(reference, {}, {})[0]
+    assert line.startswith("embedding, each layer, final norm and LM head are each right alone")
+
+    def doubled_norm(*args):
+        return reference.run_rmsnorm(*args) * 2
+
+    line = lm(with_adapter("run_rmsnorm", doubled_norm), {}, {})[0]
+    assert line.startswith("the first stage whose output leaves the reference's is")
+
+    def unwritten(*args):
+        raise NotImplementedError
+
+    assert lm(with_adapter("run_transformer_block", unwritten), {}, {}) == []
+
+
+def test_the_handout_steps_are_the_counts_a_naive_count_gives():
+    """tests/test_train_bpe.py's hand-worked table, checked by counting pairs naively."""
+    from collections import Counter
+
+    from course.cases.truths.tokenizers import merge_word
+    from tests.test_train_bpe import HANDOUT_STEPS
+
+    words = {("l", "o", "w"): 5, ("l", "o", "w", "e", "r"): 2}
+    words |= {tuple("widest"): 3, tuple("newest"): 6}
+    for merge, counts in HANDOUT_STEPS:
+        pairs = Counter()
+        for word, count in words.items():
+            for pair in zip(word, word[1:], strict=False):
+                pairs[" ".join(pair)] += count
+        assert dict(pairs) == counts
+        top = max(pairs.values())
+        assert max(tuple(p.split(" ")) for p, c in pairs.items() if c == top) == merge
+        words = {merge_word(word, merge): count for word, count in words.items()}
+
+
+def test_handout_merge_counts_name_a_tie_and_a_count():
+    from tests.test_train_bpe import HANDOUT_STEPS, handout_merge_counts
+
+    right = [(a.encode(), b.encode()) for (a, b), _ in HANDOUT_STEPS]
+    assert handout_merge_counts(right) == ""
+    tie = [(b"e", b"s"), *right[1:]]
+    assert "merge #0 differs" in handout_merge_counts(tie)
+    assert "9 times and your ('e', 's') 9 times: a tie" in handout_merge_counts(tie)
+    fewer = [*right[:2], (b"w", b"e"), *right[3:]]
+    assert "('o', 'w') occurs 7 times and your ('w', 'e') 2 times: merge the most" in (
+        handout_merge_counts(fewer)
+    )
+    assert handout_merge_counts("not merges") == ""
