@@ -3,8 +3,8 @@
 The core never imports an extension; the runner does, so that ``cs336 train`` reads a variant's
 config, ``cs336 generate`` decodes with a KV cache and the trainer finds ``adamw_foreach``. An
 extension is any subpackage of ``cs336_basics`` but the runner: where a file lives decides what
-is loaded, so the base handout, which ships no subpackage but the runner, loads none (only the
-core's own model, optimizer and decoder exist) and the extension handout loads its variants.
+is loaded, so an install with no other subpackage loads none, and only the core's own model,
+optimizer and decoder exist.
 """
 
 from __future__ import annotations
