@@ -166,6 +166,10 @@ class ManifestError(ValueError):
     """``course/handout/manifest.toml`` is malformed or names files that do not exist."""
 
 
+# What a build raises for a mistake in the repository (a marker, a skeleton, the manifest).
+BUILD_ERRORS = (MarkerError, SkeletonError, ManifestError)
+
+
 @dataclass(frozen=True)
 class ManifestSection:
     """One handout's lists of patterns (globs relative to the repository root)."""
@@ -532,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         handout = build(args.out, kind="extension" if args.extensions else "base")
-    except (MarkerError, SkeletonError, ManifestError) as error:
+    except BUILD_ERRORS as error:
         print(f"handout: {error}", file=sys.stderr)
         return 1
     print(
