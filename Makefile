@@ -104,8 +104,7 @@ ci-course:
 # The handout's lock resolved for every platform students work on (Linux x86_64/aarch64, macOS
 # arm64/x86_64, Windows x86_64) by uv's cross-platform resolution: index metadata only, no wheels.
 check-platforms:
-	uv run python -m course.handout build
-	uv run python -m course.handout check-platforms
+	uv run python -m course.handout check-platforms --build
 
 # The Gradescope autograder zip (setup.sh, run_autograder, grader, hidden cases; no solution).
 gradescope:

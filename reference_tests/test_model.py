@@ -2,12 +2,15 @@
 
 * ``build_model``: a ``ModelConfig`` builds the handout's model, a ``VariantConfig`` composes the
   variant parts with the same state-dict names, initial weights and function;
-* decoding: greedy is the argmax; temperature and top-p sample correctly.
+* decoding: greedy is the argmax; temperature and top-p sample correctly;
+* the runner loads as extensions the subpackages it finds, never itself.
 """
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,7 +19,7 @@ from cs336_basics.builder import build_model
 from cs336_basics.config import ModelConfig
 from cs336_basics.generation import generate, sample_next_token, top_p_filter
 from cs336_basics.model import TransformerLM
-from cs336_basics.runner.extensions import generate_function
+from cs336_basics.runner.extensions import extension_names, generate_function, load_extensions
 from cs336_basics.variants.config import VariantConfig
 from cs336_basics.variants.decoding.generation import generate_cached
 from cs336_basics.variants.decoding.kv_cache import kv_caches
@@ -48,6 +51,51 @@ def test_core_model_has_no_kv_cache_and_decodes_without_one():
     assert generate_cached(core, [1, 2], 5, temperature=0.0) == generate(core, [1, 2], 5, 0.0)
     assert generate_function(use_kv_cache=False) is generate
     assert generate_function(use_kv_cache=True) is generate_cached
+
+
+FAKE_CORE = "fake_core_for_extensions"
+
+
+@pytest.fixture
+def fake_core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A package laid out like ``cs336_basics``: a runner, two extensions (written out of order),
+    a plain module and a data folder; each subpackage records its import in ``loaded``."""
+    root = tmp_path / FAKE_CORE
+    root.mkdir()
+    (root / "__init__.py").write_text("loaded = []\n")
+    (root / "plain.py").write_text("raise AssertionError('a module is not an extension')\n")
+    (root / "data").mkdir()
+    (root / "data" / "notes.txt").write_text("a folder without __init__.py\n")
+    for name in ("zeta", "runner", "alpha"):
+        (root / name).mkdir()
+        (root / name / "__init__.py").write_text(
+            f"from {FAKE_CORE} import loaded\nloaded.append(__name__)\n"
+        )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield root
+    for name in [m for m in sys.modules if m.split(".")[0] == FAKE_CORE]:
+        del sys.modules[name]
+
+
+def test_extensions_are_the_subpackages_but_the_runner_in_name_order(fake_core):
+    import fake_core_for_extensions as package
+
+    assert extension_names(package) == [f"{FAKE_CORE}.alpha", f"{FAKE_CORE}.zeta"]
+    load_extensions(package)
+    assert package.loaded == [f"{FAKE_CORE}.alpha", f"{FAKE_CORE}.zeta"]
+    assert f"{FAKE_CORE}.plain" not in sys.modules
+
+
+def test_an_import_error_inside_an_extension_is_not_skipped(fake_core):
+    (fake_core / "alpha" / "__init__.py").write_text("import no_such_module_anywhere\n")
+    import fake_core_for_extensions as package
+
+    with pytest.raises(ModuleNotFoundError, match="no_such_module_anywhere"):
+        load_extensions(package)
+
+
+def test_this_install_loads_the_variants():
+    assert extension_names() == ["cs336_basics.variants"]
 
 
 def test_sequences_longer_than_the_context_are_an_error_with_and_without_cache():

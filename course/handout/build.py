@@ -15,10 +15,8 @@ What ships (see the manifest for the lists of modules):
   ``# END SOLUTION`` region (a pair of comment lines at the same indentation, inside a function
   body) becomes ``raise NotImplementedError`` at that indentation; in the extension handout
   only the extension's tests keep that treatment, other files ship filled in, markers removed;
-- a ``# BEGIN EXTENSION`` .. ``# END EXTENSION`` section (top level; the runner's list of
-  extensions to load, ``cs336_basics/runner/extensions.py``) is left out of the base handout and
-  ships in the extension handout with its solution regions stripped;
-- where a file lives decides whether it ships, never what it says: ``tests/`` and ``fixtures/``
+- where a file lives decides whether it ships, never what it says (the runner too loads as
+  extensions the subpackages of ``cs336_basics/`` a handout ships): ``tests/`` and ``fixtures/``
   ship whole (``tests/variants/`` in the extension handout only); ``reference_tests/`` (the
   reference's own tests), ``course/``, ``benchmarks/`` and ``.ci/`` never do; the README,
   Makefile and a ``HANDOUT_VERSION`` stamp are written for students, and
@@ -54,8 +52,6 @@ RUBRIC = relative(RUBRIC_PATH)
 PACKAGE = "cs336_basics"
 BEGIN_MARKER = "# BEGIN SOLUTION"
 END_MARKER = "# END SOLUTION"
-BEGIN_EXTENSION = "# BEGIN EXTENSION"
-END_EXTENSION = "# END EXTENSION"
 
 # Top-level folders that ship (cs336_basics/ filtered by the manifest); top-level files ship too,
 # except README.md and the Makefile, which are replaced by student versions.
@@ -80,9 +76,7 @@ class MarkerError(ValueError):
     """A solution region is malformed (unmatched, nested, or misindented markers)."""
 
 
-def strip_solutions(
-    source: str, path: str = "<source>", fill: bool = False, first_line: int = 1
-) -> tuple[str, int]:
+def strip_solutions(source: str, path: str = "<source>", fill: bool = False) -> tuple[str, int]:
     """Replace each solution region of ``source`` by ``raise NotImplementedError``.
 
     With ``fill``, keep each region's code and drop only its marker lines (a handout in which
@@ -92,7 +86,7 @@ def strip_solutions(
     out: list[str] = []
     regions = 0
     open_at: tuple[int, str] | None = None  # (line number, indentation) of the open region
-    for number, line in enumerate(source.splitlines(keepends=True), start=first_line):
+    for number, line in enumerate(source.splitlines(keepends=True), start=1):
         stripped = line.strip()
         indent = line[: len(line) - len(line.lstrip())]
         if stripped == BEGIN_MARKER:
@@ -120,46 +114,6 @@ def strip_solutions(
     if open_at is not None:
         raise MarkerError(f"{path}:{open_at[0]}: {BEGIN_MARKER} is never closed")
     return "".join(out), regions
-
-
-def extension_sections(source: str, path: str = "<source>") -> list[tuple[bool, int, str]]:
-    """Cut ``source`` at its ``# BEGIN EXTENSION`` .. ``# END EXTENSION`` sections (marker lines
-    at column 0, not nested): ``[(inside a section, first line number, text), ...]``, markers
-    left out. Such a section (the runner's list of extensions to load) is
-    left out of the base handout and ships with its solution regions stripped in the extension
-    handout."""
-    segments: list[tuple[bool, int, str]] = []
-    inside, start, lines = False, 1, []
-    for number, line in enumerate(source.splitlines(keepends=True), start=1):
-        marker = line.rstrip()
-        if marker in (BEGIN_EXTENSION, END_EXTENSION):
-            if (marker == BEGIN_EXTENSION) == inside:
-                problem = "nested" if inside else "without a matching " + BEGIN_EXTENSION
-                raise MarkerError(f"{path}:{number}: {marker} {problem}")
-            segments.append((inside, start, "".join(lines)))
-            inside, start, lines = not inside, number + 1, []
-        else:
-            lines.append(line)
-    if inside:
-        raise MarkerError(f"{path}:{start - 1}: {BEGIN_EXTENSION} is never closed")
-    segments.append((inside, start, "".join(lines)))
-    return [segment for segment in segments if segment[2]]
-
-
-def apply_markers(source: str, path: str, kind: str, fill: bool) -> tuple[str, int]:
-    """``source`` as handout ``kind`` ships it: extension sections dropped from the base
-    handout; solution regions filled in (``fill``) or stripped, always stripped inside an
-    extension section. Returns the text and the number of regions stripped."""
-    parts: list[str] = []
-    stripped = 0
-    for inside, first_line, text in extension_sections(source, path):
-        if inside and kind == "base":
-            continue
-        fill_here = fill and not inside
-        text, regions = strip_solutions(text, path, fill=fill_here, first_line=first_line)
-        parts.append(text)
-        stripped += 0 if fill_here else regions
-    return "".join(parts), stripped
 
 
 def check_stub_syntax(stubbed: str, path: str) -> None:
@@ -210,6 +164,10 @@ def source_files(root: Path = REPO_ROOT) -> list[Path]:
 
 class ManifestError(ValueError):
     """``course/handout/manifest.toml`` is malformed or names files that do not exist."""
+
+
+# What a build raises for a mistake in the repository (a marker, a skeleton, the manifest).
+BUILD_ERRORS = (MarkerError, SkeletonError, ManifestError)
 
 
 @dataclass(frozen=True)
@@ -495,9 +453,10 @@ def render(root: Path, rel: Path, treatment: str, kind: str = "base") -> tuple[b
     text = source.read_text(encoding="utf-8")
     if treatment == "skeleton":
         return make_skeleton(text, str(rel), names_used_outside(root, kind)).encode(), 0
-    text, regions = apply_markers(text, str(rel), kind, fill=treatment == "fill")
+    fill = treatment == "fill"
+    text, regions = strip_solutions(text, str(rel), fill=fill)
     check_stub_syntax(text, str(rel))
-    return text.encode(), regions
+    return text.encode(), 0 if fill else regions
 
 
 def build(
@@ -577,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         handout = build(args.out, kind="extension" if args.extensions else "base")
-    except (MarkerError, SkeletonError, ManifestError) as error:
+    except BUILD_ERRORS as error:
         print(f"handout: {error}", file=sys.stderr)
         return 1
     print(

@@ -1,9 +1,10 @@
 """Does the shipped lock install wherever students work? Resolve it for each platform, offline of
 the wheels.
 
-    python -m course.handout.check_platforms [--handout dist/handout]
+    python -m course.handout.check_platforms [--handout dist/handout | --build]
 
-In the built handout (``make handout``), ``uv export --locked`` turns ``uv.lock`` into pinned,
+In the built handout (``make handout``; ``--build`` builds one in a temporary folder first, as
+``make check-platforms`` does), ``uv export --locked`` turns ``uv.lock`` into pinned,
 hashed requirements (``--locked`` first fails if the lock no longer matches the handout's
 ``pyproject.toml``); then, for each platform below, ``uv pip install --dry-run`` resolves them
 with uv's cross-platform resolution (``--python-platform``, the handout's ``.python-version``,
@@ -22,6 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from course.handout.build import BUILD_ERRORS, build
 from course.paths import REPO_ROOT
 
 # The uv that runs this (``uv run`` names itself in UV): a pyenv shim for ``uv`` would read the
@@ -78,25 +80,41 @@ def dry_run(platform: Platform, requirements: Path, python: str, scratch: Path) 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
         "--handout", type=Path, default=REPO_ROOT / "dist" / "handout", help="a built handout"
     )
+    source.add_argument(
+        "--build", action="store_true", help="build the handout in a temporary folder and check it"
+    )
     args = parser.parse_args(argv)
-    version_file = args.handout / ".python-version"
+    with tempfile.TemporaryDirectory(prefix="cs336-platforms-") as scratch:
+        if not args.build:
+            return check_handout(args.handout, Path(scratch))
+        try:
+            handout = build(Path(scratch) / "dist").directory
+        except BUILD_ERRORS as error:
+            print(f"handout: {error}", file=sys.stderr)
+            return 1
+        return check_handout(handout, Path(scratch))
+
+
+def check_handout(handout: Path, scratch: Path) -> int:
+    """Resolve ``handout``'s lock for every platform; print a line each; 1 if any fails."""
+    version_file = handout / ".python-version"
     if not version_file.is_file():
         print(f"{version_file} not found: build the handout first (make handout)", file=sys.stderr)
         return 2
     python = version_file.read_text(encoding="utf-8").strip()
     failed = []
-    with tempfile.TemporaryDirectory(prefix="cs336-platforms-") as scratch:
-        requirements = Path(scratch) / "requirements.txt"
-        locked_requirements(args.handout, requirements)
-        for platform in PLATFORMS:
-            oldest = f" {platform.macos}+" if platform.macos else ""
-            ok, detail = dry_run(platform, requirements, python, Path(scratch))
-            print(f"{'ok  ' if ok else 'FAIL'} {platform.name}{oldest}, Python {python}: {detail}")
-            if not ok:
-                failed.append(platform.name)
+    requirements = scratch / "requirements.txt"
+    locked_requirements(handout, requirements)
+    for platform in PLATFORMS:
+        oldest = f" {platform.macos}+" if platform.macos else ""
+        ok, detail = dry_run(platform, requirements, python, scratch)
+        print(f"{'ok  ' if ok else 'FAIL'} {platform.name}{oldest}, Python {python}: {detail}")
+        if not ok:
+            failed.append(platform.name)
     if failed:
         print(f"the shipped lock does not install on: {', '.join(failed)}", file=sys.stderr)
         return 1

@@ -26,7 +26,7 @@ import tokenize
 from collections.abc import Iterator
 
 STUB = "raise NotImplementedError"
-# Comment lines that drive the handout builder (``# BEGIN SOLUTION``, ``# END EXTENSION``, ...).
+# The comment lines that drive the handout builder (``# BEGIN SOLUTION``, ``# END SOLUTION``).
 HANDOUT_MARKERS = ("# BEGIN ", "# END ")
 # A line longer than this gets a parenthesised, one-name-per-line import (ruff's style).
 LINE_LENGTH = 100

@@ -39,9 +39,7 @@ import tokenize
 from pathlib import Path
 
 from course.handout.build import (
-    BEGIN_EXTENSION,
     BEGIN_MARKER,
-    END_EXTENSION,
     END_MARKER,
     INSTRUCTOR_ONLY,
     PACKAGE,
@@ -67,7 +65,7 @@ FORBIDDEN_IN_TESTS = ("course", PACKAGE)
 # Packages that implement a graded part (a BPE tokenizer): the instructor's references use them
 # (course/cases/truths), the shipped tests compare with the values they produced instead.
 ORACLE_PACKAGES = ("tiktoken", "tokenizers", "transformers", "sentencepiece")
-MARKERS = (BEGIN_MARKER, END_MARKER, BEGIN_EXTENSION, END_EXTENSION)
+MARKERS = (BEGIN_MARKER, END_MARKER)
 # Words that belong to this repository's work, not to the assignment: the handout must read as
 # an assignment. Each pattern (case-insensitive) with what it gives away.
 INSTRUCTOR_VOCABULARY = {
@@ -103,7 +101,7 @@ def static_problems(handout: Path) -> list[str]:
         rel = path.relative_to(handout)
         text = path.read_text(encoding="utf-8")
         if any(marker in text for marker in MARKERS):
-            problems.append(f"{rel}: a solution or extension marker survived")
+            problems.append(f"{rel}: a solution marker survived")
         try:
             tree = ast.parse(text, filename=str(rel))
         except SyntaxError as error:

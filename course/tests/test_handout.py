@@ -17,15 +17,12 @@ from pathlib import Path
 import pytest
 
 from course.handout.build import (
-    BEGIN_EXTENSION,
     BEGIN_MARKER,
-    END_EXTENSION,
     END_MARKER,
     REPO_ROOT,
     STUB,
     ManifestError,
     MarkerError,
-    apply_markers,
     build,
     check_stub_syntax,
     is_instructor_test,
@@ -98,26 +95,6 @@ def test_region_that_is_not_whole_statements_is_rejected() -> None:
         check_stub_syntax(stubbed, "mod.py")
 
 
-@pytest.mark.parametrize(
-    ("source", "message"),
-    [
-        (f"{BEGIN_EXTENSION}\n{BEGIN_EXTENSION}\n", "2: # BEGIN EXTENSION nested"),
-        (f"x = 1\n{END_EXTENSION}\n", "2: # END EXTENSION without a matching"),
-        (f"x = 1\n{BEGIN_EXTENSION}\ny = 2\n", "2: # BEGIN EXTENSION is never closed"),
-    ],
-    ids=["nested", "unmatched-end", "unclosed"],
-)
-def test_malformed_extension_sections_name_file_and_line(source: str, message: str) -> None:
-    with pytest.raises(MarkerError, match=f"mod.py:{message}"):
-        apply_markers(source, "mod.py", "base", fill=False)
-
-
-def test_extension_section_line_numbers_stay_those_of_the_file() -> None:
-    source = f"{BEGIN_EXTENSION}\ndef f():\n    {BEGIN}\n    return 1\n{END_EXTENSION}\n"
-    with pytest.raises(MarkerError, match="mod.py:3: # BEGIN SOLUTION is never closed"):
-        apply_markers(source, "mod.py", "extension", fill=True)
-
-
 def test_fill_keeps_the_solution_and_drops_the_markers() -> None:
     source = f"def f():\n    {BEGIN}\n    return 1\n    {END}\n"
     assert strip_solutions(source, fill=True) == ("def f():\n    return 1\n", 1)
@@ -169,9 +146,7 @@ def fake_repo(tmp_path: Path) -> Path:
         "def triple(x: int) -> int:\n    return double(x) + x\n",
         "tests/__init__.py": "",
         "tests/adapters.py": f"from cs336_basics.layer import double\n\ndef run_double(x):\n    {BEGIN}\n"
-        f"    return double(x)\n    {END}\n\n\n{BEGIN_EXTENSION}\n"
-        "from cs336_basics.variants.triple import triple\n\n\n"
-        f"def run_triple_here(x):\n    {BEGIN}\n    return triple(x)\n    {END}\n{END_EXTENSION}\n",
+        f"    return double(x)\n    {END}\n",
         "tests/test_layer.py": "from tests.adapters import run_double\n\ndef test_double():\n"
         "    assert run_double(2) == 4\n",
         "tests/conftest.py": "def lazy():\n    try:\n        from course.cases.fixtures import write\n"
@@ -233,9 +208,7 @@ def test_build_follows_the_manifest_and_stamps(fake_repo: Path, tmp_path: Path) 
     ]
     assert (handout.regions, handout.skeletons) == (1, 1)
     adapters = (handout.directory / "tests" / "adapters.py").read_text()
-    assert (
-        adapters == f"from cs336_basics.layer import double\n\ndef run_double(x):\n    {STUB}\n\n\n"
-    )
+    assert adapters == f"from cs336_basics.layer import double\n\ndef run_double(x):\n    {STUB}\n"
     layer = (handout.directory / "cs336_basics" / "layer.py").read_text()
     assert (
         layer == f'"""A layer."""\n\n\ndef double(x: int) -> int:\n    """Twice x."""\n    {STUB}\n'
@@ -292,7 +265,6 @@ def test_extension_handout_ships_the_core_complete_and_variants_as_skeletons(
     assert layer == LAYER
     adapters = (handout.directory / "tests" / "adapters.py").read_text()
     assert "return double(x)" in adapters and BEGIN not in adapters
-    assert f"def run_triple_here(x):\n    {STUB}\n" in adapters and BEGIN_EXTENSION not in adapters
     variant_adapters = (handout.directory / "tests" / "variants" / "adapters.py").read_text()
     assert STUB in variant_adapters and "return triple" not in variant_adapters
     triple = (handout.directory / "cs336_basics" / "variants" / "triple.py").read_text()
@@ -332,7 +304,7 @@ def test_static_check_catches_markers_and_forbidden_imports(tmp_path: Path) -> N
     (tmp_path / "broken.py").write_text("def f(:\n")
     problems = static_problems(tmp_path)
     assert any("instructor-only path shipped: course" in p for p in problems)
-    assert any("leak.py: a solution or extension marker survived" in p for p in problems)
+    assert any("leak.py: a solution marker survived" in p for p in problems)
     assert any("tool.py:1: imports course" in p for p in problems)
     assert any("tests/test_direct.py:2: imports cs336_basics" in p for p in problems)
     assert not any(p.startswith("tests/adapters.py") for p in problems)

@@ -1,35 +1,42 @@
 """The extensions the runner loads, and what it picks from them.
 
 The core never imports an extension; the runner does, so that ``cs336 train`` reads a variant's
-config, ``cs336 generate`` decodes with a KV cache and the trainer finds ``adamw_foreach``. The
-base handout ships no variants: then only the core's own model, optimizer and decoder exist.
+config, ``cs336 generate`` decodes with a KV cache and the trainer finds ``adamw_foreach``. An
+extension is any subpackage of ``cs336_basics`` but the runner: where a file lives decides what
+is loaded, so an install with no other subpackage loads none, and only the core's own model,
+optimizer and decoder exist.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-import importlib.util
+import pkgutil
 from collections.abc import Callable
+from types import ModuleType
 
+import cs336_basics
 from cs336_basics import registry
 from cs336_basics.config import ModelConfig
 from cs336_basics.generation import generate
 
-# Imported before the commands that read or build models run; each registers itself with the
-# registry. The base handout ships no extension (its copy of this file leaves the tuple empty).
-EXTENSIONS: tuple[str, ...] = ()
-# BEGIN EXTENSION
-EXTENSIONS = ("cs336_basics.variants",)
-# END EXTENSION
+# The subpackage that loads the extensions, not one of them.
+RUNNER = "runner"
 
 
-def load_extensions() -> None:
-    """Import every extension in ``EXTENSIONS`` that is installed (a missing one is skipped, an
-    import error inside one is not)."""
-    for name in EXTENSIONS:
-        if importlib.util.find_spec(name) is not None:
-            importlib.import_module(name)
+def extension_names(package: ModuleType = cs336_basics) -> list[str]:
+    """The extensions this install has: the subpackages of ``package`` but the runner, by name
+    (a fixed order, whatever order the file system lists them in)."""
+    found = pkgutil.iter_modules(package.__path__, prefix=package.__name__ + ".")
+    return sorted(m.name for m in found if m.ispkg and m.name != f"{package.__name__}.{RUNNER}")
+
+
+def load_extensions(package: ModuleType = cs336_basics) -> None:
+    """Import every extension of ``package`` this install has, before the commands that read or
+    build models run; each registers itself with the registry. One that is not installed is
+    not looked for; an import error inside one propagates."""
+    for name in extension_names(package):
+        importlib.import_module(name)
 
 
 def model_config_class() -> type[ModelConfig]:
