@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cs336_basics.config import ModelConfig
-from cs336_basics.registry import Accounting, family_of
+from cs336_basics.registry import Accounting, model_kind_of
 
 PRESETS: dict[str, ModelConfig] = {
     # GPT-2 shapes with the handout's architecture (SwiGLU, d_ff = 4 d_model), vocab 50,257.
@@ -35,8 +35,8 @@ PRESETS: dict[str, ModelConfig] = {
 def _extension_accounting(config: ModelConfig) -> Accounting | None:
     """The accounting an extension registered for ``config``'s class (an architecture variant's);
     ``None`` for the handout's ``ModelConfig``, which the functions below account for."""
-    family = family_of(config)
-    return family.accounting if family else None
+    kind = model_kind_of(config)
+    return kind.accounting if kind else None
 
 
 def parameter_counts(config: ModelConfig) -> dict[str, int]:

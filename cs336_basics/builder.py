@@ -11,7 +11,7 @@ from torch import nn
 
 from cs336_basics.config import ModelConfig
 from cs336_basics.model import transformer_lm
-from cs336_basics.registry import family_of
+from cs336_basics.registry import model_kind_of
 
 
 def build_model(
@@ -20,6 +20,6 @@ def build_model(
     dtype: torch.dtype | None = None,
 ) -> nn.Module:
     """The model ``config`` describes, freshly initialised on ``device``."""
-    if family := family_of(config):
-        return family.build(config, device=device, dtype=dtype)
+    if kind := model_kind_of(config):
+        return kind.build(config, device=device, dtype=dtype)
     return transformer_lm(config, device=device, dtype=dtype)

@@ -3,7 +3,7 @@
 The core builds, accounts for and decodes the handout's ``TransformerLM`` from a ``ModelConfig``.
 An extension registers, when it is imported, what the core cannot know:
 
-- a ``ModelFamily`` for each config class it adds: how to build that model and account for it
+- a ``ModelKind`` for each config class it adds: how to build that model and account for it
   (``ModelConfig.from_dict`` also reads the fields of every registered config class);
 - optimizers, by the name a ``TrainConfig`` gives them;
 - decoders (generation loops), by name.
@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # type names only; the registry imports no module of the proj
 
 
 class Accounting(Protocol):
-    """Paper accounting of a model family (see ``cs336_basics.accounting`` for the conventions)."""
+    """Paper accounting of a model kind (see ``cs336_basics.accounting`` for the conventions)."""
 
     def parameter_counts(self, config: Any) -> dict[str, int]: ...
     def forward_flops(self, config: Any, batch_size: int, seq_len: int) -> dict[str, int]: ...
@@ -34,7 +34,7 @@ class Accounting(Protocol):
 
 
 @dataclass(frozen=True)
-class ModelFamily:
+class ModelKind:
     """What the core needs of a config class it does not define.
 
     ``build(config, device=None, dtype=None)`` returns the freshly initialised model;
@@ -46,27 +46,27 @@ class ModelFamily:
     accounting: Accounting
 
 
-_FAMILIES: dict[type, ModelFamily] = {}
+_MODEL_KINDS: dict[type, ModelKind] = {}
 _OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {}
 _DECODERS: dict[str, Callable[..., list[int]]] = {}
 
 
-def register_family(family: ModelFamily) -> None:
-    _FAMILIES[family.config_class] = family
+def register_model_kind(kind: ModelKind) -> None:
+    _MODEL_KINDS[kind.config_class] = kind
 
 
-def family_of(config: object) -> ModelFamily | None:
-    """The registered family of ``config``'s class (or its nearest registered base class);
+def model_kind_of(config: object) -> ModelKind | None:
+    """The registered model kind of ``config``'s class (or its nearest registered base class);
     ``None`` for the handout's own ``ModelConfig``."""
     for config_class in type(config).__mro__:
-        if config_class in _FAMILIES:
-            return _FAMILIES[config_class]
+        if config_class in _MODEL_KINDS:
+            return _MODEL_KINDS[config_class]
     return None
 
 
 def config_classes() -> list[type]:
     """Every registered config class, in registration order."""
-    return [family.config_class for family in _FAMILIES.values()]
+    return [kind.config_class for kind in _MODEL_KINDS.values()]
 
 
 def register_optimizer(name: str, optimizer_class: type[torch.optim.Optimizer]) -> None:

@@ -2,7 +2,7 @@
 
 The core modules (``cs336_basics.attention``, ``block``, ``model``, ...) are the assignment and
 nothing else; they never import this package. Importing it registers the variants with the core
-(``cs336_basics.registry``): ``VariantConfig`` as a model family (``builders.build_variant_model``
+(``cs336_basics.registry``): ``VariantConfig`` as a model kind (``builders.build_variant_model``
 builds it, ``accounting`` counts it), the ``adamw_foreach`` optimizer and the ``kv_cache``
 decoder. The runner imports it where it is installed (``cs336_basics.runner.extensions``).
 
@@ -24,9 +24,9 @@ interop: named builders of published families, checkpoints, tokenizers; above it
 """
 
 from cs336_basics.registry import (
-    ModelFamily,
+    ModelKind,
     register_decoder,
-    register_family,
+    register_model_kind,
     register_optimizer,
 )
 from cs336_basics.variants import accounting
@@ -35,7 +35,7 @@ from cs336_basics.variants.config import VariantConfig
 from cs336_basics.variants.decoding.generation import generate_cached
 from cs336_basics.variants.foreach_adamw import ForeachAdamW
 
-register_family(ModelFamily(VariantConfig, build_variant_model, accounting))
+register_model_kind(ModelKind(VariantConfig, build_variant_model, accounting))
 register_optimizer("adamw_foreach", ForeachAdamW)
 register_decoder("kv_cache", generate_cached)
 
