@@ -21,9 +21,12 @@ from pathlib import Path
 
 from course.paths import REPO_ROOT, SOLUTIONS
 
-# The independent solutions graded here (open_choices/ holds alternatives applied on top of
-# one of these by `make check-solutions`, not a submission of its own).
-GRADED_SOLUTIONS = ("single_module", "own_names", "upstream_style")
+
+def graded_solutions() -> list[str]:
+    """The independent solutions graded here: the folders of ``course/handout/solutions/`` with
+    their own ``tests/adapters.py`` (open_choices/ holds alternatives applied on top of one of
+    them by `make check-solutions`, not a submission of its own)."""
+    return sorted(p.name for p in SOLUTIONS.iterdir() if (p / "tests" / "adapters.py").is_file())
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ def steps(dist: Path) -> list[Step]:
         Step("build base handout", module("course.handout", "build", "--out", dist)),
     ]
     submissions = {"reference": (REPO_ROOT, "full")}
-    for solution in GRADED_SOLUTIONS:
+    for solution in graded_solutions():
         submissions[solution.replace("_", "-")] = (SOLUTIONS / solution, "full")
     submissions["bare-handout"] = (dist / "handout", "zero")
     for name, (root, _) in submissions.items():
