@@ -32,7 +32,6 @@ import hashlib
 import json
 import os
 import secrets
-import shutil
 import socket
 import subprocess
 import sys
@@ -52,7 +51,8 @@ from course.grading.sandbox import (
     SandboxUnavailable,
     isolation,
 )
-from course.paths import REPO_ROOT
+from course.paths import DRIVER, HIDDEN, REPO_ROOT, relative
+from course.workspace import stage
 
 pytestmark = pytest.mark.slow  # subprocesses: run by `make test-all` and CI, not by plain `pytest`
 
@@ -623,15 +623,10 @@ def bases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def course_copy(tmp_path_factory: pytest.TempPathFactory) -> Course:
     """A private copy of the instructor's grading material: the attacks aim at it, and its
     fingerprint is not disturbed by anyone editing the checkout meanwhile."""
-    root = tmp_path_factory.mktemp("course")
-    for rel in ("course/grading/driver.py", "course/cases/hidden", *CASE_FILES):
-        source, target = REPO_ROOT / rel, root / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copyfile(source, target)
-    hidden = root / "course" / "cases" / "hidden"
+    root = stage(
+        tmp_path_factory.mktemp("course"), (relative(DRIVER), relative(HIDDEN), *CASE_FILES)
+    )
+    hidden = root / relative(HIDDEN)
     return Course(root=root, inputs=hidden / "inputs", expected=hidden / "expected")
 
 
