@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import shutil
 import tomllib
-from pathlib import Path
 
 import pytest
 
 from course.mutation.blind import BLIND
+from course.paths import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = REPO_ROOT
 RUBRIC_COMPONENTS = {
     component["name"]
     for component in tomllib.loads(

@@ -24,7 +24,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from course.paths import REPO_ROOT
+
+REPO = REPO_ROOT
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 README_MAX_LINES = 220
 

@@ -21,11 +21,11 @@ import torch
 import tests.adapters as reference
 from course.grading.driver import case_runner, load_instances, load_student_adapters, with_versions
 from course.grading.judge import INPUTS_ROOT, case_points, judge_component, load_rubric
+from course.paths import DRIVER
+from course.paths import REPO_ROOT as ROOT
 from tests.cases import components
 from tests.cases.wire import Caps
 
-ROOT = Path(__file__).resolve().parents[2]
-DRIVER = ROOT / "course" / "grading" / "driver.py"
 RUBRIC = load_rubric()
 NAMES = [c.name for c in RUBRIC.components]
 ADAPTER_NAMES = [n for n in dir(reference) if n.startswith(("run_", "get_"))]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from course.handout.submission import MANIFEST, main, pack
+from course.paths import HANDOUT
 
 
 @pytest.fixture
@@ -118,9 +119,7 @@ def test_size_limit_warns_but_still_writes(
 def test_handout_script_runs_standalone(student: Path, tmp_path: Path) -> None:
     """Inside the handout it runs as ``python make_submission.py`` without ``course/``."""
     script = student / "make_submission.py"
-    script.write_text(
-        (Path(__file__).resolve().parents[1] / "handout" / "submission.py").read_text()
-    )
+    script.write_text((HANDOUT / "submission.py").read_text())
     result = subprocess.run(
         [sys.executable, "-S", str(script)], cwd=student, capture_output=True, text=True
     )
