@@ -37,7 +37,7 @@ import ast
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from course.paths import REPO_ROOT
@@ -120,17 +120,30 @@ def import_graph(root: Path = REPO_ROOT) -> dict[str, dict[str, int]]:
 
 def layer_violations(graph: dict[str, dict[str, int]], root: Path = REPO_ROOT) -> list[str]:
     """Imports that point up the layers (or from ``cs336_basics`` into the tooling)."""
+    return forbidden_imports(
+        graph,
+        root,
+        lambda module, target: LAYERS.index(layer_of(target)) <= LAYERS.index(layer_of(module)),
+        lambda module, target: (
+            f"{layer_of(module)} module {module} imports {layer_of(target)} module {target}"
+        ),
+    )
+
+
+def forbidden_imports(
+    graph: dict[str, dict[str, int]],
+    root: Path,
+    allowed: Callable[[str, str], bool],
+    describe: Callable[[str, str], str],
+) -> list[str]:
+    """``"path:line: description"`` for each import of ``graph`` that ``allowed`` refuses."""
     modules = project_modules(root)
-    problems = []
-    for module, edges in sorted(graph.items()):
-        for target, line in sorted(edges.items()):
-            if LAYERS.index(layer_of(target)) > LAYERS.index(layer_of(module)):
-                where = modules[module].relative_to(root).as_posix()
-                problems.append(
-                    f"{where}:{line}: {layer_of(module)} module {module} imports "
-                    f"{layer_of(target)} module {target}"
-                )
-    return problems
+    return [
+        f"{modules[module].relative_to(root).as_posix()}:{line}: {describe(module, target)}"
+        for module, edges in sorted(graph.items())
+        for target, line in sorted(edges.items())
+        if not allowed(module, target)
+    ]
 
 
 def part_of(module: str) -> str | None:
@@ -159,19 +172,13 @@ def may_import(module: str, target: str) -> bool:
 
 def part_violations(graph: dict[str, dict[str, int]], root: Path = REPO_ROOT) -> list[str]:
     """Imports between the parts of ``course`` that ``PARTS`` does not allow."""
-    modules = project_modules(root)
-    problems = []
-    for module, edges in sorted(graph.items()):
+
+    def describe(module: str, target: str) -> str:
         part = part_of(module)
         allowed = ("shared",) if part in ("shared", None) else ("shared", part, *PARTS[part])
-        for target, line in sorted(edges.items()):
-            if not may_import(module, target):
-                where = modules[module].relative_to(root).as_posix()
-                problems.append(
-                    f"{where}:{line}: {part} module {module} imports {target} "
-                    f"({part} may import: {', '.join(allowed)})"
-                )
-    return problems
+        return f"{part} module {module} imports {target} ({part} may import: {', '.join(allowed)})"
+
+    return forbidden_imports(graph, root, may_import, describe)
 
 
 def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
