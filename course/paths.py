@@ -23,8 +23,10 @@ HIDDEN = COURSE / "cases" / "hidden"
 HANDOUT = COURSE / "handout"
 HANDOUT_MANIFEST = HANDOUT / "manifest.toml"
 SOLUTIONS = HANDOUT / "solutions"
-# the built handout (`make handout`), whose starter code the similarity check leaves out
-BUILT_HANDOUT = REPO_ROOT / "dist" / "handout"
+# what the tooling builds (handouts, zips, grades), and the built handout (`make handout`), whose
+# starter code the similarity check leaves out
+DIST = REPO_ROOT / "dist"
+BUILT_HANDOUT = DIST / "handout"
 
 # shared: the pytest plugin that streams outcomes (the verifier, the grader, mutation testing)
 PYTEST_OUTCOMES = COURSE / "pytest_outcomes.py"

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from course.grading.grade import CASE_FILES, Course, grade
 from course.grading.unpack import ArchiveLimits
-from course.paths import REPO_ROOT, RUBRIC
+from course.paths import DIST, REPO_ROOT, RUBRIC
 from course.project import grader_python
 
 PROGRAMS = Path(__file__).with_name("programs")
@@ -173,9 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     build_cmd = commands.add_parser("build", help="write the autograder zip")
-    build_cmd.add_argument(
-        "--out", type=Path, default=REPO_ROOT / "dist" / "gradescope-autograder.zip"
-    )
+    build_cmd.add_argument("--out", type=Path, default=DIST / "gradescope-autograder.zip")
     run_cmd = commands.add_parser("run", help="grade a submission folder (run_autograder)")
     run_cmd.add_argument("submission", type=Path)
     run_cmd.add_argument("results", type=Path)

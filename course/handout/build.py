@@ -43,7 +43,7 @@ from pathlib import Path
 
 from course.cases.checksums import write_checksums
 from course.handout.skeleton import STUB, SkeletonError, make_skeleton
-from course.paths import HANDOUT, HANDOUT_MANIFEST, REPO_ROOT, relative
+from course.paths import DIST, HANDOUT, HANDOUT_MANIFEST, REPO_ROOT, relative
 from course.paths import RUBRIC as RUBRIC_PATH
 from course.project import grader_python, project_version
 
@@ -460,7 +460,7 @@ def render(root: Path, rel: Path, treatment: str, kind: str = "base") -> tuple[b
 
 
 def build(
-    out_dir: Path = REPO_ROOT / "dist",
+    out_dir: Path = DIST,
     root: Path = REPO_ROOT,
     zip_name: str | None = None,
     kind: str = "base",
@@ -525,9 +525,7 @@ def _ensure(directory: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--out", type=Path, default=REPO_ROOT / "dist", help="output folder (default: dist/)"
-    )
+    parser.add_argument("--out", type=Path, default=DIST, help="output folder (default: dist/)")
     parser.add_argument(
         "--extensions",
         action="store_true",

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course.handout.build import BUILD_ERRORS, build
-from course.paths import REPO_ROOT
+from course.paths import BUILT_HANDOUT
 
 # The uv that runs this (``uv run`` names itself in UV): a pyenv shim for ``uv`` would read the
 # handout's .python-version and look for uv in that Python instead.
@@ -81,9 +81,7 @@ def dry_run(platform: Platform, requirements: Path, python: str, scratch: Path) 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group()
-    source.add_argument(
-        "--handout", type=Path, default=REPO_ROOT / "dist" / "handout", help="a built handout"
-    )
+    source.add_argument("--handout", type=Path, default=BUILT_HANDOUT, help="a built handout")
     source.add_argument(
         "--build", action="store_true", help="build the handout in a temporary folder and check it"
     )

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from course.paths import REPO_ROOT, SOLUTIONS
+from course.paths import DIST, REPO_ROOT, SOLUTIONS
 
 
 def graded_solutions() -> list[str]:
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out",
         type=Path,
-        default=REPO_ROOT / "dist",
+        default=DIST,
         help="where the handout, the zips and the grades go (default: dist/)",
     )
     args = parser.parse_args(argv)
