@@ -15,6 +15,7 @@ an interpreter start; ``-x`` stops a mutant's run at its first failing test.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -109,6 +110,8 @@ ORACLE_IMPORTS = (
 )
 # The one outcomes file of a copy: its runs follow one another.
 OUTCOMES_LABEL = "outcomes"
+# How much of a failure's message the log keeps (the end of its E lines).
+FAILURE_CHARS = 2000
 # A CI-sized sample: small modules whose tests run in seconds.
 SMOKE_MODULES = ["gradient_clipping.py", "data.py", "schedule.py"]
 
@@ -119,6 +122,7 @@ class Outcome:
     status: str  # "killed", "survived", "equivalent", "equivalent-killed"
     how: str = ""
     hinted: bool = False  # the failing test printed a hint: or diagnosis: line
+    failure: str = ""  # the first failing test's id and message, for ``--log``
 
 
 def graded_modules() -> list[str]:
@@ -186,10 +190,20 @@ def scratch(copy: Path) -> Path:
     return copy / SCRATCH
 
 
-def printed_a_hint(copy: Path) -> bool:
-    """Whether a failing test of the last run in ``copy`` printed a hint or diagnosis line."""
-    results = summarize(outcomes_file(scratch(copy), OUTCOMES_LABEL)).values()
-    return any(hint_lines(r["message"]) for r in results if r["outcome"] in ("failed", "error"))
+def first_failure(copy: Path) -> tuple[bool, str]:
+    """Whether a failing test of the last run in ``copy`` printed a hint or diagnosis line, and
+    the first failing test's id and message (cut short)."""
+    results = summarize(outcomes_file(scratch(copy), OUTCOMES_LABEL))
+    failing = {n: r for n, r in results.items() if r["outcome"] in ("failed", "error")}
+    hinted = any(hint_lines(r["message"]) for r in failing.values())
+    text = next((f"{n}\n{error_lines(r['message'])}" for n, r in failing.items()), "")
+    return hinted, text
+
+
+def error_lines(message: str) -> str:
+    """pytest's ``E`` lines of a failure (the error and any hint), else the message's end."""
+    errors = [line for line in message.splitlines() if line.startswith("E ")]
+    return ("\n".join(errors) if errors else message)[-FAILURE_CHARS:]
 
 
 class Pool:
@@ -198,7 +212,8 @@ class Pool:
     def __init__(self, copies: list[Path]) -> None:
         self.free = list(copies)
         self.running: dict[int, tuple[Path, object, float, float]] = {}
-        self.hinted: dict[int, bool] = {}  # by id(job): the run's failure printed a hint
+        # By id(job): whether the run's failure printed a hint, and the first failure's text.
+        self.failures: dict[int, tuple[bool, str]] = {}
 
     def start(self, job: object, mutant: Mutant | None, path: str, select: str, files, timeout):
         copy = self.free.pop()
@@ -228,7 +243,7 @@ class Pool:
                 (copy / path).write_text(original, encoding="utf-8")
                 del self.running[pid]
                 self.free.append(copy)
-                self.hinted[id(job)] = printed_a_hint(copy)
+                self.failures[id(job)] = first_failure(copy)
                 done.append((job, how))
             if done:
                 return done
@@ -252,7 +267,7 @@ def baselines(pool: Pool, modules: list[str], nodeids, timeout: float) -> dict[s
             files = test_files(module, nodeids)
             pool.start(module, None, path, selection(module), files, timeout)
         for module, how in pool.wait():
-            pool.hinted.pop(id(module), None)
+            pool.failures.pop(id(module), None)
             if how != "pytest exit 0":
                 raise SystemExit(f"the tests of {module} do not pass unmutated ({how})")
             durations[module] = time.monotonic() - started[module]
@@ -299,7 +314,8 @@ def run(
                     status = "killed" if killed(how) else "survived"
                     if equivalent:
                         status = "equivalent-killed" if status == "killed" else "equivalent"
-                    outcomes.append(Outcome(mutant, status, how, pool.hinted.pop(id(mutant))))
+                    hinted, failure = pool.failures.pop(id(mutant))
+                    outcomes.append(Outcome(mutant, status, how, hinted, failure))
                     if status == "survived":
                         bar.write(f"survived: {mutant}")
                     survivors = sum(o.status == "survived" for o in outcomes)
@@ -322,6 +338,23 @@ def preload_test_dependencies(compiled: bool) -> None:
 
     if compiled:
         import numba  # noqa: F401
+
+
+def write_log(outcomes: list[Outcome], path: Path) -> None:
+    """One JSON line per mutant: where, what, how it ended, and its first failure."""
+    records = [
+        {
+            "path": o.mutant.path,
+            "key": o.mutant.key,
+            "mutant": str(o.mutant),
+            "status": o.status,
+            "how": o.how,
+            "hinted": o.hinted,
+            "failure": o.failure,
+        }
+        for o in outcomes
+    ]
+    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
 
 
 def report(

@@ -63,14 +63,16 @@ def parser() -> argparse.ArgumentParser:
     )
     options.add_argument("--list", action="store_true", help="generated: print the mutants only")
     options.add_argument(
-        "--log", type=Path, help="bugs judged by the tests: each bug's hints and message (JSONL)"
+        "--log",
+        type=Path,
+        help="judged by the tests: each bug's or mutant's hints and first failure (JSONL)",
     )
     return options
 
 
 def check_combination(options: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse options that mean nothing for the sources and judge asked for."""
-    bugs_only = [flag for flag, given in (("--log", args.log),) if given]
+    tests_only = [flag for flag, given in (("--log", args.log),) if given]
     generated_only = [
         flag
         for flag, given in (("--smoke", args.smoke), ("--match", args.match), ("--list", args.list))
@@ -80,8 +82,8 @@ def check_combination(options: argparse.ArgumentParser, args: argparse.Namespace
         options.error("generated mutants are judged by the tests only (--judge tests)")
     if generated_only and args.source != ["generated"]:
         options.error(f"{', '.join(generated_only)}: for --source generated alone")
-    if bugs_only and (args.judge != "tests" or "generated" in args.source):
-        options.error(f"{', '.join(bugs_only)}: for bugs (catalogue, blind) judged by the tests")
+    if tests_only and (args.judge != "tests" or len(args.source) > 1):
+        options.error(f"{', '.join(tests_only)}: for one source judged by the tests")
     if args.names and len(args.source) > 1:
         options.error("names select within one source: give one --source with them")
     if args.jobs is not None and args.jobs < 1:
@@ -136,6 +138,8 @@ def run_generated(options: argparse.ArgumentParser, args: argparse.Namespace) ->
             print("\n".join(str(m) for m in chosen))
         return True
     outcomes = generated.run(modules, args.jobs or os.cpu_count() or 1, args.match)
+    if args.log:
+        generated.write_log(outcomes, args.log)
     text, clean = generated.report(outcomes, generated.load_equivalents(), complete=not args.match)
     print(text)
     return clean
