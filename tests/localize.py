@@ -40,7 +40,8 @@ from tests.measure import (
     rope_positions,
     run_starts,
     schedule_phases,
-    silu_trend,
+    silu_ratio,
+    softmax_rows,
     window_layout,
     window_lines,
 )
@@ -668,7 +669,8 @@ OUTPUT_DIAGNOSES: dict[str, Callable[[Bundle, Bundle, Bundle], list[str]]] = {
     "get_batch": window_layout,
     "rope": rope_positions,
     "rmsnorm": rmsnorm_axis,
-    "silu": silu_trend,
+    "silu": silu_ratio,
+    "softmax": softmax_rows,
     "train_bpe": bpe_vocab_structure,
 }
 
@@ -761,6 +763,25 @@ def clipping_raised(clip: Callable) -> list[str]:
     ]
 
 
+def softmax_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """Softmax raised: is it right on one row alone, a 1-D tensor?"""
+    x, dim, want = inputs["x"], inputs["dim"], expected.get("out")
+    if want is None:
+        return []
+    row = x.movedim(dim, -1).reshape(-1, x.shape[dim])[0]
+    wanted_row = np.moveaxis(to_array(want), dim, -1).reshape(-1, x.shape[dim])[0]
+    try:
+        if stage_error(adapters.run_softmax(row, dim=0), wanted_row):
+            return []
+    except Exception:  # noqa: BLE001  (it raises on a row too: nothing located)
+        return []
+    return [
+        f"your softmax is right on one row alone (a 1-D tensor) but raised on shape "
+        f"{tuple(x.shape)} with dim={dim}: each row's max and sum must broadcast back along dim "
+        "(keep dim as an axis of size 1)"
+    ]
+
+
 def composite_raised(stages: list, checked: str, composite: str) -> list[str]:
     """A composite raised: the first of its stages that is off; or, when every stage runs and is
     right alone, that the error lies in how the composite builds or joins them."""
@@ -788,6 +809,7 @@ RAISED_DIAGNOSES: dict[str, Callable[[ModuleType, Bundle, Bundle], list[str]]] =
         block_stages(adapters, Shipped()), BLOCK_STAGES, "transformer_block"
     ),
     "get_batch": get_batch_raised,
+    "softmax": softmax_raised,
     "cosine_schedule": schedule_raised,
     "gradient_clipping": lambda adapters, inputs, expected: clipping_raised(
         adapters.run_gradient_clipping

@@ -1,6 +1,7 @@
 """Diagnoses read off a failed case's outputs (``diagnosis:`` lines; see ``tests/localize.py``):
-the cosine schedule phase by phase, gradient clipping against the global L2 norm, and AdamW step
-by step, with step 1 fitted term by term (the learning rate used, bias correction, decay).
+the cosine schedule phase by phase, gradient clipping against the global L2 norm, AdamW step
+by step, with step 1 fitted term by term (the learning rate used, bias correction, decay), and
+the defining properties of the single layers (SiLU's ratio, softmax's rows, RMSNorm's axis).
 Each says only what it measured, and nothing when its measurement does not hold."""
 
 from __future__ import annotations
@@ -346,20 +347,56 @@ def rmsnorm_axis(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]
     ]
 
 
-def silu_trend(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
-    """``silu(x) / x`` is sigmoid(x): it rises from 0 (very negative x) to 1 (very positive x)."""
+def silu_ratio(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
+    """``silu(x) / x`` is sigmoid(x): it rises from near 0 (very negative x) through 1/2 to near 1
+    (very positive x). Read at the case's most negative and most positive x."""
     x, out = inputs["x"].double().flatten(), outputs.get("out")
     if not isinstance(out, torch.Tensor) or out.numel() != x.numel():
         return []
     ratio = out.double().flatten() / x
     low, high = int(x.argmin()), int(x.argmax())
-    if x[low] > -1 or x[high] < 1 or not ratio[low] > ratio[high] + 0.5:
+    if x[low] > -1 or x[high] < 1 or not ratio[[low, high]].isfinite().all():
         return []
+    at = [(float(x[i]), float(ratio[i]), 1 / (1 + math.exp(-float(x[i])))) for i in (low, high)]
+    if all(abs(got - wanted) <= 0.02 for _, got, wanted in at):
+        return []
+    (x_low, r_low, s_low), (x_high, r_high, s_high) = at
+    trend = "falls" if r_low > r_high + 0.5 else "is"
     return [
-        f"silu(x) / x must rise with x (it is sigmoid(x)); yours falls from {float(ratio[low]):.3g} "
-        f"at x={float(x[low]):.3g} to {float(ratio[high]):.3g} at x={float(x[high]):.3g}: "
-        "sigmoid(x) = 1 / (1 + exp(-x))"
+        f"silu(x) / x must be sigmoid(x), rising with x from near 0 to near 1; yours {trend} "
+        f"{r_low:.3g} at x={x_low:.3g} (sigmoid {s_low:.3g}) and {r_high:.3g} at x={x_high:.3g} "
+        f"(sigmoid {s_high:.3g}): silu(x) = x * sigmoid(x), sigmoid(x) = 1 / (1 + exp(-x))"
     ]
+
+
+def softmax_rows(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
+    """Softmax along ``dim`` gives probabilities: non-negative, summing to 1 along ``dim``, the
+    largest to each row's largest x. Which of these the output breaks."""
+    x, out, dim = inputs["x"], outputs.get("out"), inputs["dim"]
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+        return []
+    out = out.double()
+    if not out.isfinite().all():
+        return []
+    sums = out.sum(dim)
+    if (sums - 1).abs().max() > 1e-3:
+        along = [d for d in range(x.dim()) if (out.sum(d) - 1).abs().max() <= 1e-3]
+        named = f", and 1 along dim {along[0]}: normalize along the dim given" if along else ""
+        if not named and out.min() >= 0:
+            named = ": divide each exp by the sum of the exps along dim"
+        return [
+            f"softmax along dim={dim} must sum to 1 along it; yours sums to "
+            f"{float(sums.min()):.4g} to {float(sums.max()):.4g}{named}"
+        ]
+    if out.min() < 0:
+        return [f"softmax's outputs are probabilities; yours has {float(out.min()):.3g}"]
+    favoured = (out.argmax(dim) == x.argmax(dim)).double().mean()
+    if favoured < 0.5:
+        return [
+            f"each row's largest x must get its largest probability; yours does in "
+            f"{float(favoured):.0%} of the rows along dim={dim}: exp(x - max), not exp(max - x)"
+        ]
+    return []
 
 
 def bpe_vocab_structure(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:

@@ -202,13 +202,52 @@ def test_rmsnorm_names_the_axis_it_normalized_over():
     assert measure.rmsnorm_axis(small_weight, {"out": summed}, expected) == []
 
 
-def test_silu_names_a_falling_ratio_only():
+def test_silu_ratio_is_silent_on_silu_and_names_other_ratios():
     inputs, expected = layer_case("silu", "basic")
-    x = inputs["x"].double()
-    line = measure.silu_trend(inputs, {"out": x / (1 + torch.exp(x))}, expected)[0]
-    assert line.startswith("silu(x) / x must rise with x")
-    assert measure.silu_trend(inputs, {"out": torch.sigmoid(x)}, expected) == []
-    assert measure.silu_trend(inputs, {"out": x * torch.sigmoid(x) * 1.1}, expected) == []
+    x = inputs["x"]
+    assert measure.silu_ratio(inputs, {"out": reference.run_silu(x)}, expected) == []
+    assert measure.silu_ratio(inputs, {"out": x * torch.sigmoid(x)}, expected) == []
+    line = measure.silu_ratio(inputs, {"out": x / (1 + torch.exp(x))}, expected)[0]
+    assert line.startswith("silu(x) / x must be sigmoid(x)") and "yours falls" in line
+    line = measure.silu_ratio(inputs, {"out": x.clone()}, expected)[0]
+    assert "yours is 1 at x=" in line
+    line = measure.silu_ratio(inputs, {"out": x * torch.sigmoid(x) * 1.1}, expected)[0]
+    assert "yours is" in line
+    narrow = inputs | {"x": x.clamp(-0.5, 0.5)}
+    assert measure.silu_ratio(narrow, {"out": narrow["x"].clone()}, expected) == []
+
+
+def test_softmax_rows_is_silent_on_softmax_and_names_the_broken_property():
+    inputs, expected = layer_case("softmax", "basic")
+    x, dim = inputs["x"], inputs["dim"]
+    assert measure.softmax_rows(inputs, {"out": torch.softmax(x, dim)}, expected) == []
+    exps = torch.exp(x - x.amax(dim, keepdim=True))
+    line = measure.softmax_rows(inputs, {"out": exps}, expected)[0]
+    assert line.startswith(f"softmax along dim={dim} must sum to 1 along it")
+    assert "divide each exp by the sum of the exps" in line
+    other = 0 if dim % x.dim() != 0 else 1
+    line = measure.softmax_rows(inputs, {"out": torch.softmax(x, other)}, expected)[0]
+    assert f"and 1 along dim {other}: normalize along the dim given" in line
+    flipped = torch.softmax(-x, dim)
+    line = measure.softmax_rows(inputs, {"out": flipped}, expected)[0]
+    assert "largest x must get its largest probability" in line
+    assert measure.softmax_rows(inputs, {"out": flipped[..., :1]}, expected) == []
+
+
+def test_softmax_that_raises_on_batches_only_is_located():
+    inputs, expected = layer_case("softmax", "basic")
+
+    def without_keepdim(x, dim):
+        shifted = x - x.amax(dim=dim)
+        return torch.exp(shifted) / torch.exp(shifted).sum(dim=dim)
+
+    line = localize.softmax_raised(with_adapter("run_softmax", without_keepdim), inputs, expected)
+    assert "right on one row alone (a 1-D tensor) but raised on shape" in line[0]
+
+    def never_runs(x, dim):
+        raise RuntimeError("no")
+
+    assert localize.softmax_raised(with_adapter("run_softmax", never_runs), inputs, expected) == []
 
 
 def test_bpe_vocab_structure_names_missing_specials_and_the_merge_count():
