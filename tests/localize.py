@@ -19,10 +19,15 @@ each one right answers it must stay silent on.
 
 from __future__ import annotations
 
+import copy
+import io
 import math
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from fractions import Fraction
 from functools import cache
+from pathlib import Path
 from types import ModuleType
 
 import numpy as np
@@ -30,6 +35,7 @@ import torch
 
 from tests.cases.core import Bundle
 from tests.cases.shipped import Shipped
+from tests.cases.training import CHECKPOINT_LR, optimizer_for, small_model, train
 from tests.common import FIXTURES_PATH
 from tests.measure import (
     adamw_steps,
@@ -620,6 +626,300 @@ def localize_cross_entropy(adapters: ModuleType, inputs: Bundle) -> list[str]:
     return hints[:1]
 
 
+# --- resource accounting and checkpoints ------------------------------------------------------
+# A count is probed on one small shape, one hyperparameter changed at a time, and what each change
+# adds is compared with what the handout's terms add for it. Counts are integers, so the
+# comparison is exact; the shape is small, so a count that builds the model or runs a FLOP
+# counter stays cheap.
+
+ACCOUNTING_SHAPE = dict(
+    vocab_size=100, context_length=16, d_model=32, num_layers=2, num_heads=4, d_ff=48
+)
+FLOP_BATCH = 3
+FLOP_SEQS = (4, 8, 12, 16)  # the per-layer count as a polynomial in seq: 3 points fit, 1 checks
+
+
+def exact(count: object) -> Fraction:
+    """A returned count as an exact number (an int, a float or a 0-d array or tensor)."""
+    value = count.item() if hasattr(count, "item") else count
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"a count must be a number, got {type(value).__name__}")
+    return Fraction(value)
+
+
+def shown(value: Fraction) -> str:
+    return f"{value.numerator:,}" if value.denominator == 1 else f"{float(value):,.6g}"
+
+
+Term = tuple[Callable[[], Fraction], int, str]
+
+
+def first_term_off(terms: list[Term]) -> list[str]:
+    """The first term whose measured share differs from the handout's, as ``[line]`` (the line's
+    ``{got}`` and ``{want}`` filled in); a probe whose call fails is skipped."""
+    for measure, want, line in terms:
+        try:
+            got = measure()
+        except Exception:  # noqa: BLE001  (the count refuses that shape: nothing measured)
+            continue
+        if got != want:
+            return [line.format(got=shown(got), want=f"{want:,}")]
+    return []
+
+
+def parameter_terms(count: Callable[..., object]) -> list[str]:
+    """Which term of the parameter count differs: the vocab_size terms, the feed-forward, the
+    rest of a layer, the final norm (``count`` takes ``run_count_parameters``' arguments)."""
+    s = ACCOUNTING_SHAPE
+    d, layers, d_ff, vocab = s["d_model"], s["num_layers"], s["d_ff"], s["vocab_size"]
+
+    def at(**changed: int) -> Fraction:
+        return exact(count(**(s | changed)))
+
+    def rest_of_layer(width: int) -> Fraction:  # one more layer, less the handout's feed-forward
+        return at(d_model=width, num_layers=layers + 1) - at(d_model=width) - 3 * width * d_ff
+
+    layer = 4 * d * d + 3 * d * d_ff + 2 * d
+    return first_term_off(
+        [
+            (
+                lambda: at(vocab_size=vocab + 1) - at(),
+                2 * d,
+                "your count grows by {got} per vocab entry, the handout's by 2 d_model = {want}: "
+                "the token embeddings and the LM head (vocab_size x d_model each, not shared)",
+            ),
+            (
+                lambda: at(d_ff=d_ff + 1) - at(),
+                3 * d * layers,
+                "your count grows by {got} per unit of d_ff, the handout's by 3 d_model "
+                "num_layers = {want}: the feed-forward (w1, w2, w3, d_model x d_ff each, per layer)",
+            ),
+            (
+                lambda: rest_of_layer(d),
+                4 * d * d + 2 * d,
+                "besides the feed-forward, each layer adds {got} parameters to your count, the "
+                "handout's 4 d_model^2 + 2 d_model = {want}: the Q, K, V and output projections "
+                f"(d_model x d_model each) and ln1, ln2 (d_model each), at d_model={d}",
+            ),
+            (
+                lambda: (
+                    at(num_heads=2 * s["num_heads"], context_length=2 * s["context_length"]) - at()
+                ),
+                0,
+                "your count changes by {got} when num_heads and context_length double, the "
+                "handout's by {want}: the projections are d_model x d_model whatever the heads, "
+                "and RoPE has no parameters",
+            ),
+            (
+                lambda: at() - layers * layer - 2 * vocab * d,
+                d,
+                "besides the layers and the vocab_size terms your count holds {got}, the "
+                "handout's d_model = {want}: the final norm's gain (ln_final)",
+            ),
+        ]
+    )
+
+
+def seq_polynomial(values: list[Fraction]) -> tuple[Fraction, Fraction, Fraction]:
+    """``(c2, c1, c0)`` with ``values[i] = c2 T^2 + c1 T + c0`` at ``T = FLOP_SEQS[i]``, fitted on
+    the first three points; ``ValueError`` when the last does not lie on it (nothing to name)."""
+    (t0, t1, t2, t3), (v0, v1, v2, v3) = FLOP_SEQS, values
+    slope01, slope12 = (v1 - v0) / (t1 - t0), (v2 - v1) / (t2 - t1)
+    c2 = (slope12 - slope01) / (t2 - t0)
+    c1 = slope01 - c2 * (t0 + t1)
+    c0 = v0 - c2 * t0 * t0 - c1 * t0
+    if c2 * t3 * t3 + c1 * t3 + c0 != v3:
+        raise ValueError("the count is not a quadratic in seq")
+    return c2, c1, c0
+
+
+def flop_terms(flops: Callable[..., object]) -> list[str]:
+    """Which term of the forward FLOP count differs: the LM head, the feed-forward, then the rest
+    of a layer as a polynomial in the sequence length (attention's seq^2, the projections' seq),
+    then anything outside the layers (``flops`` takes ``run_forward_flops``' arguments)."""
+    s, batch, seq = ACCOUNTING_SHAPE, FLOP_BATCH, FLOP_SEQS[1]
+    d, layers, d_ff, vocab = s["d_model"], s["num_layers"], s["d_ff"], s["vocab_size"]
+
+    def at(seq: int = seq, **changed: int) -> Fraction:
+        return exact(flops(**(s | changed), batch_size=batch, sequence_length=seq))
+
+    def rest_of_layer(t: int) -> Fraction:  # one more layer, less the handout's feed-forward
+        return at(t, num_layers=layers + 1) - at(t) - 6 * batch * t * d * d_ff
+
+    @cache
+    def coefficients() -> tuple[Fraction, Fraction, Fraction]:
+        return seq_polynomial([rest_of_layer(t) for t in FLOP_SEQS])
+
+    rest = 8 * batch * seq * d * d + 4 * batch * seq * seq * d
+    sizes = f"batch={batch}, seq={seq}, d_model={d}"
+    return first_term_off(
+        [
+            (
+                lambda: at(vocab_size=vocab + 1) - at(),
+                2 * batch * seq * d,
+                "your count grows by {got} per vocab entry, the handout's by 2 batch seq d_model "
+                f"= {{want}} ({sizes}): the LM head's matmul",
+            ),
+            (
+                lambda: at(d_ff=d_ff + 1) - at(),
+                6 * batch * seq * d * layers,
+                "your count grows by {got} per unit of d_ff, the handout's by 6 batch seq d_model "
+                "num_layers = {want}: the feed-forward's three matmuls in every layer (2 FLOPs per "
+                "multiply-add)",
+            ),
+            (
+                lambda: coefficients()[0],
+                4 * batch * d,
+                "per layer, the seq^2 term of your count is {got} seq^2, the handout's 4 batch "
+                f"d_model = {{want}} ({sizes}): Q K^T and the weighted sum of V, 2 batch seq^2 "
+                "d_model FLOPs each (the full seq x seq matrix)",
+            ),
+            (
+                lambda: coefficients()[1],
+                8 * batch * d * d,
+                "per layer, besides the feed-forward, the seq-linear term of your count is {got} "
+                "seq, the handout's 8 batch d_model^2 = {want}: the Q, K, V and output projections "
+                "(2 batch seq d_model^2 FLOPs each)",
+            ),
+            (
+                lambda: coefficients()[2],
+                0,
+                "per layer, your count holds {got} FLOPs that do not grow with seq, the handout's "
+                "{want}: every matmul's FLOPs are proportional to the tokens",
+            ),
+            (
+                lambda: rest_of_layer(seq),
+                rest,
+                "besides the feed-forward, each layer adds {got} FLOPs to your count, the "
+                f"handout's {{want}} ({sizes}): the four projections (8 batch seq d_model^2) and "
+                "attention (4 batch seq^2 d_model)",
+            ),
+            (
+                lambda: at(num_heads=2 * s["num_heads"]) - at(),
+                0,
+                "your count changes by {got} when num_heads doubles, the handout's by {want}: "
+                "splitting d_model into heads changes no matmul's size",
+            ),
+            (
+                lambda: (
+                    at()
+                    - layers * (rest + 6 * batch * seq * d * d_ff)
+                    - 2 * batch * seq * d * vocab
+                ),
+                0,
+                "besides the layers and the LM head your count holds {got} FLOPs, the handout's "
+                "{want}: the embedding lookup and the norms are not matmuls",
+            ),
+        ]
+    )
+
+
+# A checkpoint is probed with the case's own model and optimizer: saved with your save, read back
+# with torch.load, and loaded with your load into fresh ones, each compared with what was saved.
+
+
+def same_state(a: object, b: object) -> bool:
+    """Whether two state dicts (nested dicts, lists, tensors and numbers) hold the same values."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_state(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(map(same_state, a, b))
+    return type(a) is type(b) and a == b
+
+
+def holds_state(saved: object, wanted: dict, depth: int = 4) -> bool:
+    """Whether ``saved`` is, or contains within ``depth`` levels of dicts and lists, ``wanted``."""
+    if same_state(saved, wanted):
+        return True
+    if depth == 0 or not isinstance(saved, dict | list | tuple):
+        return False
+    items = saved.values() if isinstance(saved, dict) else saved
+    return any(holds_state(item, wanted, depth - 1) for item in items)
+
+
+def checkpoint_at_save(adapters: ModuleType, inputs: Bundle, scratch: Path):
+    """The case's model and optimizer trained to the save, their state dicts then, and where
+    your save wrote them (a path or a rewound BytesIO, as the case does)."""
+    model = small_model(inputs, "w.")
+    optimizer = optimizer_for(model)
+    train(model, optimizer, inputs["batches"][: inputs["saved_at"]])
+    saved = copy.deepcopy((model.state_dict(), optimizer.state_dict()))
+    target = scratch / "checkpoint.pt" if inputs["target"] == "path" else io.BytesIO()
+    adapters.run_save_checkpoint(model, optimizer, inputs["saved_at"], target)
+    if isinstance(target, io.BytesIO):
+        target.seek(0)
+    return saved, target
+
+
+def fresh_model_and_optimizer(inputs: Bundle):
+    fresh = small_model(inputs, "other.")
+    return fresh, optimizer_for(fresh, lr=0.5)
+
+
+def checkpoint_restored(adapters: ModuleType, inputs: Bundle) -> list[str]:
+    """Training on after your load differs: is the model, or the optimizer, what was saved?"""
+    with tempfile.TemporaryDirectory() as scratch:
+        (model_state, optimizer_state), target = checkpoint_at_save(adapters, inputs, Path(scratch))
+        fresh, fresh_optimizer = fresh_model_and_optimizer(inputs)
+        adapters.run_load_checkpoint(target, fresh, fresh_optimizer)
+    restored = fresh_optimizer.state_dict()
+    if not same_state(fresh.state_dict(), model_state):
+        return [
+            "after your load the model's weights differ from those saved (fresh weights loaded "
+            "from your checkpoint): restore the model's state dict"
+        ]
+    if not same_state(restored["param_groups"], optimizer_state["param_groups"]):
+        lr = fresh_optimizer.param_groups[0]["lr"]
+        return [
+            f"after your load the optimizer's learning rate is {lr:g}, not the saved "
+            f"{CHECKPOINT_LR:g} (the fresh optimizer was made with 0.5): restore the optimizer's "
+            "state dict (param_groups and state), not only the model's"
+        ]
+    if not same_state(restored["state"], optimizer_state["state"]):
+        return [
+            "after your load the optimizer's state (AdamW's step count and moments) differs "
+            "from the saved one, though the model's weights and the learning rate are right"
+        ]
+    return []
+
+
+def checkpoint_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """Loading raised: does your checkpoint file (read back with torch.load) hold the model's
+    and the optimizer's state dicts as saved? Then the error is in loading them."""
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            (model_state, optimizer_state), target = checkpoint_at_save(
+                adapters, inputs, Path(scratch)
+            )
+            contents = torch.load(target, weights_only=True)
+        except Exception:  # noqa: BLE001  (saving raised, or a file torch cannot read back)
+            return []
+        if isinstance(target, io.BytesIO):
+            target.seek(0)
+        if not raises(
+            lambda: adapters.run_load_checkpoint(target, *fresh_model_and_optimizer(inputs)),
+            tries=1,
+        ):
+            return []  # the probe's load runs: not located
+    has_model, has_optimizer = (holds_state(contents, s) for s in (model_state, optimizer_state))
+    if has_model and has_optimizer:
+        return [
+            "your checkpoint file holds the model's and the optimizer's state dicts as saved "
+            "(read back with torch.load), so saving is right: your load raised restoring them "
+            "into a fresh model and optimizer"
+        ]
+    missing = " and ".join(
+        name for name, held in (("model", has_model), ("optimizer", has_optimizer)) if not held
+    )
+    return [
+        f"your checkpoint file (read back with torch.load) holds no copy of the {missing}'s "
+        "state dict as it was at the save, and your load raised: save model.state_dict() and "
+        "optimizer.state_dict() in it"
+    ]
+
+
 # --- dispatch -------------------------------------------------------------------------------
 
 LOCALIZERS: dict[str, Callable[[ModuleType, Bundle], list[str]]] = {
@@ -631,8 +931,12 @@ LOCALIZERS: dict[str, Callable[[ModuleType, Bundle], list[str]]] = {
     "swiglu": localize_swiglu,
     "scaled_dot_product_attention": localize_sdpa,
     "cross_entropy": localize_cross_entropy,
+    "checkpoint": checkpoint_restored,
 }
-MAIN_OUTPUT = {"cross_entropy": "loss"}
+MAIN_OUTPUT = {"cross_entropy": "loss", "checkpoint": "resumed"}
+# The expected value a main output is checked against, where its name differs: training on
+# after loading must reach the parameters of training on without saving.
+COMPARED_WITH = {"checkpoint": "continued"}
 
 
 def localize(
@@ -644,11 +948,12 @@ def localize(
     measured = OUTPUT_DIAGNOSES.get(component)
     localizer = LOCALIZERS.get(component)
     key = MAIN_OUTPUT.get(component, "out")
+    wanted = COMPARED_WITH.get(component, key)
     if measured is not None:
         return as_lines(lambda: measured(inputs, outputs, expected))
-    if localizer is None or key not in outputs or key not in expected:
+    if localizer is None or key not in outputs or wanted not in expected:
         return ""
-    if not stage_error(outputs[key], to_array(expected[key])):
+    if not stage_error(outputs[key], to_array(expected[wanted])):
         return ""
     return as_lines(lambda: localizer(adapters, inputs))
 
@@ -810,6 +1115,7 @@ RAISED_DIAGNOSES: dict[str, Callable[[ModuleType, Bundle, Bundle], list[str]]] =
     ),
     "get_batch": get_batch_raised,
     "softmax": softmax_raised,
+    "checkpoint": checkpoint_raised,
     "cosine_schedule": schedule_raised,
     "gradient_clipping": lambda adapters, inputs, expected: clipping_raised(
         adapters.run_gradient_clipping

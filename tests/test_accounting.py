@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
+
+from tests.localize import flop_terms, parameter_terms
 
 from .lazy_adapters import get_transformer_lm, run_count_parameters, run_forward_flops
 
@@ -27,18 +31,21 @@ def test_accounting_parameter_count_matches_model(shape):
         "one d_model x d_model projection per layer (attention has four)": d * d * layers,
     }
     named = [
-        f"{'misses' if got < want else 'adds'} {n}"
+        f"the count {'misses' if got < want else 'adds'} {n}"
         for n, v in parts.items()
         if abs(got - want) == v
     ]
+    if got != want:
+        named = parameter_terms(run_count_parameters) or named
     assert got == want, f"{got} parameters, your model has {want}" + "".join(
-        f"\ndiagnosis: the count {n}" for n in named[:1]
+        f"\ndiagnosis: {line}" for line in named[:1]
     )
 
 
-def term_difference(got: object, terms: dict[str, int]) -> str:
+def term_difference(got: object, terms: dict[str, int], probed: Callable[[], list[str]]) -> str:
     """Which terms of the handout's count ``got`` misses, doubles or halves (one term, or all of
-    them: MACs counted instead of FLOPs); ``""`` when no simple account fits."""
+    them: MACs counted instead of FLOPs); else the first term ``probed`` finds off on a small
+    shape; else the count by term. ``""`` when ``got`` is right or not an int."""
     total = sum(terms.values())
     if not isinstance(got, int) or got == total:
         return ""
@@ -54,6 +61,8 @@ def term_difference(got: object, terms: dict[str, int]) -> str:
     ]
     if fits:
         return f"\ndiagnosis: your count {' or '.join(fits)}; the rest is right"
+    if found := probed():
+        return f"\ndiagnosis: {found[0]}"
     return f"\ndiagnosis: your count is {got:,}, the handout's {total:,}, by term: " + ", ".join(
         f"{n} {v:,}" for n, v in terms.items()
     )
@@ -77,7 +86,7 @@ def test_accounting_gpt2_xl_parameter_count():
     assert sum(terms.values()) == 2_127_057_600
     got = run_count_parameters(50257, 1024, 1600, 48, 25, 6400)
     assert got == 2_127_057_600, f"{got} parameters, expected 2,127,057,600" + term_difference(
-        got, terms
+        got, terms, lambda: parameter_terms(run_count_parameters)
     )
 
 
@@ -97,8 +106,12 @@ def handout_flop_terms(
 def test_accounting_forward_flops(batch_size, seq_len):
     got = run_forward_flops(50257, 1024, 1600, 48, 25, 6400, batch_size, seq_len)
     terms = handout_flop_terms(50257, 1600, 48, 6400, batch_size, seq_len)
-    assert got == sum(terms.values()), f"{got} FLOPs" + term_difference(got, terms)
+    assert got == sum(terms.values()), f"{got} FLOPs" + term_difference(
+        got, terms, lambda: flop_terms(run_forward_flops)
+    )
     small = SHAPES[0]
     got = run_forward_flops(**small, batch_size=batch_size, sequence_length=seq_len)
     terms = handout_flop_terms(100, 32, 2, 48, batch_size, seq_len)
-    assert got == sum(terms.values()), f"{got} FLOPs" + term_difference(got, terms)
+    assert got == sum(terms.values()), f"{got} FLOPs" + term_difference(
+        got, terms, lambda: flop_terms(run_forward_flops)
+    )
