@@ -43,14 +43,18 @@ def test_accounting_parameter_count_matches_model(shape):
 
 
 def term_difference(got: object, terms: dict[str, int], probed: Callable[[], list[str]]) -> str:
-    """Which terms of the handout's count ``got`` misses, doubles or halves (one term, or all of
-    them: MACs counted instead of FLOPs); else the first term ``probed`` finds off on a small
-    shape; else the count by term. ``""`` when ``got`` is right or not an int."""
+    """MACs counted instead of FLOPs (half the count); else the first term ``probed`` finds off
+    on a small shape, one hyperparameter changed at a time; else which term of the handout's
+    count ``got`` misses, doubles or halves (at these shapes terms can coincide: d_ff = 4 d_model
+    makes SwiGLU's d_model x d_ff matmul as large as two projections); else the count by term.
+    ``""`` when ``got`` is right or not an int."""
     total = sum(terms.values())
     if not isinstance(got, int) or got == total:
         return ""
     if 2 * got == total:
         return "\ndiagnosis: your count is half the handout's: multiply-accumulates counted as one FLOP each (a (m x n)(n x p) matmul is 2mnp FLOPs)"
+    if found := probed():
+        return f"\ndiagnosis: {found[0]}"
     shares = ((-1, 1, "misses"), (1, 1, "counts twice"), (-1, 3, "misses a third of"))
     shares += ((-1, 2, "misses half of"),)
     fits = [
@@ -61,8 +65,6 @@ def term_difference(got: object, terms: dict[str, int], probed: Callable[[], lis
     ]
     if fits:
         return f"\ndiagnosis: your count {' or '.join(fits)}; the rest is right"
-    if found := probed():
-        return f"\ndiagnosis: {found[0]}"
     return f"\ndiagnosis: your count is {got:,}, the handout's {total:,}, by term: " + ", ".join(
         f"{n} {v:,}" for n, v in terms.items()
     )
