@@ -626,7 +626,7 @@ def localize_cross_entropy(adapters: ModuleType, inputs: Bundle) -> list[str]:
     return hints[:1]
 
 
-# --- resource accounting and checkpoints ------------------------------------------------------
+# --- resource accounting, checkpoints and the training loop -----------------------------------
 # A count is probed on one small shape, one hyperparameter changed at a time, and what each change
 # adds is compared with what the handout's terms add for it. Counts are integers, so the
 # comparison is exact; the shape is small, so a count that builds the model or runs a FLOP
@@ -903,6 +903,35 @@ def checkpoint_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) ->
             tries=1,
         ):
             return []  # the probe's load runs: not located
+    return saved_file_lines(contents, model_state, optimizer_state)
+
+
+WRAPPER_PREFIXES = ("_orig_mod.", "module.")
+
+
+def prefixed_key(contents: object, depth: int = 4) -> str:
+    """A state-dict key in ``contents`` that starts with a wrapper's prefix (torch.compile's,
+    DistributedDataParallel's); ``""`` when none does."""
+    if depth == 0 or not isinstance(contents, dict | list | tuple):
+        return ""
+    if isinstance(contents, dict):
+        keys = [k for k in contents if isinstance(k, str) and k.startswith(WRAPPER_PREFIXES)]
+        if keys:
+            return keys[0]
+    items = contents.values() if isinstance(contents, dict) else contents
+    return next(filter(None, (prefixed_key(item, depth - 1) for item in items)), "")
+
+
+def saved_file_lines(contents: object, model_state: dict, optimizer_state: dict) -> list[str]:
+    """What a checkpoint that your load raised on holds (``contents``: read back with
+    torch.load): a wrapper's prefixed keys, the model's and the optimizer's state dicts as saved
+    (then saving is right), or which of them is missing."""
+    if key := prefixed_key(contents):
+        return [
+            f"your checkpoint's state dict has keys like {key!r} (read back with torch.load): "
+            "save the underlying model's state dict (model.module for DDP, model._orig_mod for "
+            "torch.compile), not the wrapper's, and load into the underlying model the same way"
+        ]
     has_model, has_optimizer = (holds_state(contents, s) for s in (model_state, optimizer_state))
     if has_model and has_optimizer:
         return [
@@ -917,6 +946,77 @@ def checkpoint_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) ->
         f"your checkpoint file (read back with torch.load) holds no copy of the {missing}'s "
         "state dict as it was at the save, and your load raised: save model.state_dict() and "
         "optimizer.state_dict() in it"
+    ]
+
+
+# The training loop raised: the parts of a step, each run alone through its adapter.
+
+
+def ran(call: Callable[[], object]) -> bool | None:
+    """``True`` when ``call`` runs, ``False`` when it raises, ``None`` when its adapter is not
+    written yet (``NotImplementedError``: nothing measured)."""
+    try:
+        call()
+    except NotImplementedError:
+        return None
+    except Exception:  # noqa: BLE001  (student code: any exception)
+        return False
+    return True
+
+
+def training_step_raised(adapters: ModuleType, shape: dict) -> list[str]:
+    """Your training loop raised: do a step's gradient accumulation and the evaluation raise
+    alone, on a tiny model of ``shape`` (``get_transformer_lm``'s arguments)?"""
+    vocab, length = shape["vocab_size"], shape["context_length"]
+    ids = torch.randint(0, vocab, (2, 2, length + 1), generator=torch.Generator().manual_seed(0))
+    batches = [(b[:, :-1], b[:, 1:]) for b in ids]
+    model = adapters.get_transformer_lm(**shape)
+    loss = ran(lambda: adapters.run_cross_entropy(model(batches[0][0]), batches[0][1]))
+    step = ran(lambda: adapters.run_accumulate_gradients(model, batches))
+    tokens = np.arange(8 * length) % vocab
+    evaluation = ran(lambda: adapters.run_evaluate(model, tokens, 2, length, 2, "cpu"))
+    if not loss or step is None or evaluation is None:
+        return []  # the loss itself raises, or a part is not wired: nothing located
+    alone = "on 2 micro-batches of 2 sequences of a tiny model"
+    if not step:
+        return [
+            f"alone, your gradient accumulation (run_accumulate_gradients) raises too {alone}, "
+            "while the model and your cross-entropy run on the same batch: the error is in the "
+            "training step around them (how it calls the loss, backward, the micro-batch loop)"
+        ]
+    if not evaluation:
+        return [
+            f"alone, your gradient accumulation runs {alone} and your evaluation (run_evaluate) "
+            "raises: the error is in the evaluation"
+        ]
+    return [
+        f"alone, your gradient accumulation and your evaluation run {alone}: the error is "
+        "elsewhere in the loop (its batches, clipping, the schedule, the optimizer step, saving)"
+    ]
+
+
+def evaluation_raised(
+    adapters: ModuleType, model: torch.nn.Module, dataset: np.ndarray, batch_size: int, length: int
+) -> list[str]:
+    """Your evaluation raised: do get_batch, the model and your cross-entropy run alone on the
+    same data?"""
+    where = f"{len(dataset)} tokens, batch_size={batch_size}, context_length={length}"
+    try:
+        x, y = adapters.run_get_batch(dataset, batch_size, length, "cpu")
+    except NotImplementedError:
+        return []
+    except Exception:  # noqa: BLE001  (student code: any exception)
+        return [f"your get_batch raises alone on this dataset ({where}): your evaluation's windows"]
+    with torch.no_grad():
+        loss = ran(
+            lambda: adapters.run_cross_entropy(model(torch.as_tensor(x)), torch.as_tensor(y))
+        )
+    if not loss:
+        return []  # the model or the loss raises alone: their own tests say more
+    return [
+        f"your get_batch, the model and your cross-entropy each run alone on this dataset "
+        f"({where}), but your evaluation raised: the error is in how it calls them or averages "
+        "their losses"
     ]
 
 

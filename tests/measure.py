@@ -423,3 +423,41 @@ def bpe_vocab_structure(inputs: Bundle, outputs: Bundle, expected: Bundle) -> li
             f"256 bytes + {len(specials)} special token(s) + {merged} merges"
         )
     return lines[:2]
+
+
+# --- the training step: gradient accumulation -------------------------------------------------
+
+
+def accumulation_lines(
+    got: list[torch.Tensor], want: list[torch.Tensor], stale: float, forwards: int, batches: int
+) -> list[str]:
+    """Accumulated gradients ``got`` against the big batch's ``want``: how many forward passes
+    ran for ``batches`` micro-batches, one factor for every gradient, or the ``stale`` value the
+    gradients held before the call left in them."""
+    if forwards != batches:
+        return [
+            f"your accumulation ran the model forward {forwards} times for {batches} "
+            "micro-batches: each micro-batch once"
+        ]
+    if len(got) != len(want) or any(
+        not isinstance(g, torch.Tensor) or g.shape != w.shape
+        for g, w in zip(got, want, strict=True)
+    ):
+        return []
+    leftover = [g.double() - w.double() for g, w in zip(got, want, strict=True)]
+    if all(largest(d - stale) <= 1e-4 * max(1.0, stale) for d in leftover):
+        return [
+            f"your gradients are the big batch's plus the {stale:g} they held before the call: "
+            "zero the gradients first"
+        ]
+    factors = scale_factors(want, got)
+    if not factors or max(factors) - min(factors) > 1e-3 * max(map(abs, factors)):
+        return []
+    factor = sum(factors) / len(factors)
+    if math.isclose(factor, 1.0, rel_tol=1e-3):
+        return []
+    return [
+        f"your gradients are {factor:.4g} times the big batch's, for every parameter: the "
+        f"gradient of the mean loss over {batches} micro-batches is the sum of theirs divided "
+        f"by {batches}"
+    ]

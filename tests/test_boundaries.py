@@ -18,6 +18,7 @@ Probabilities are dyadic (0.5, 0.25, ...), so sums are exact in float32 and floa
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -33,7 +34,7 @@ from .lazy_adapters import (
     run_top_p_filter,
     run_train_bpe,
 )
-from .localize import clipping_raised, diagnosed_if_raised
+from .localize import clipping_raised, diagnosed_if_raised, saved_file_lines
 from .measure import clipping_lines
 
 # --- top-p ------------------------------------------------------------------------------------
@@ -246,14 +247,17 @@ def check_plain_round_trip(wrapped: torch.nn.Module, plain: torch.nn.Module, pat
     """Save ``wrapped``; load into a fresh unwrapped model and a fresh wrapped one."""
     # (The step runs the plain model: the parameters are shared, and calling a compiled model
     # would compile it, which takes long.)
-    run_save_checkpoint(wrapped, trained_step(plain), 7, path)
+    optimizer = trained_step(plain)
+    saved = copy.deepcopy((plain.state_dict(), optimizer.state_dict()))
+    run_save_checkpoint(wrapped, optimizer, 7, path)
     fresh = tiny_model(seed=1)
     try:
         iteration = run_load_checkpoint(path, fresh, torch.optim.AdamW(fresh.parameters()))
     except Exception as error:
         raise AssertionError(
             f"a checkpoint of a {type(wrapped).__name__} does not load into the plain model: "
-            f"{error}\nhint: {PREFIX_HINT}"
+            f"{error}"
+            + "".join(f"\ndiagnosis: {line}" for line in saved_file_lines_of(path, *saved))
         ) from error
     assert iteration == 7
     for (name, want), got in zip(
@@ -271,6 +275,16 @@ def check_plain_round_trip(wrapped: torch.nn.Module, plain: torch.nn.Module, pat
             plain.state_dict().values(), rewrapped_inner.state_dict().values(), strict=True
         )
     ), "loading into a torch.compile-d model should restore its underlying model"
+
+
+def saved_file_lines_of(path, model_state: dict, optimizer_state: dict) -> list[str]:
+    """What the checkpoint at ``path`` holds, read back with torch.load; ``[]`` when it cannot
+    be read that way (a format of your own: nothing measured)."""
+    try:
+        contents = torch.load(path, weights_only=True)
+    except Exception:  # noqa: BLE001  (any file the student wrote)
+        return []
+    return saved_file_lines(contents, model_state, optimizer_state)
 
 
 def compiled(model: torch.nn.Module) -> torch.nn.Module:

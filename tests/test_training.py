@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from . import lazy_adapters
 from .lazy_adapters import (
     get_adamw_cls,
     get_transformer_lm,
@@ -22,6 +23,8 @@ from .lazy_adapters import (
     run_evaluate,
     run_train,
 )
+from .localize import diagnosed_if_raised, evaluation_raised, training_step_raised
+from .measure import accumulation_lines
 
 TINY = dict(
     vocab_size=32, context_length=8, d_model=32, num_layers=2, num_heads=2, d_ff=64, rope_theta=1e4
@@ -63,7 +66,19 @@ def held_out_loss(model: torch.nn.Module, tokens: np.ndarray) -> float:
 
 def test_training_loop_learns_a_held_out_pattern(tmp_path):
     torch.manual_seed(0)
-    model = run_train(
+    with diagnosed_if_raised(lambda: training_step_raised(lazy_adapters, TINY)):
+        model = train_tiny_model(tmp_path)
+    loss = held_out_loss(model.cpu().eval(), counting_stream(1, 200))
+    # log(32) = 3.47 untrained; 5 of every 6 next tokens are predictable, about 0.6 is the floor.
+    assert loss < 1.5, (
+        f"held-out loss {loss:.2f} after 150 steps (untrained: about 3.47)\n"
+        "hint: each step needs zero_grad, backward, clipping, the schedule's learning rate "
+        "written into the optimizer's param groups, then optimizer.step()"
+    )
+
+
+def train_tiny_model(tmp_path) -> torch.nn.Module:
+    return run_train(
         counting_stream(0, 600),
         **TINY,
         batch_size=16,
@@ -75,13 +90,6 @@ def test_training_loop_learns_a_held_out_pattern(tmp_path):
         max_l2_norm=1.0,
         out_dir=tmp_path / "run",
         device="cpu",
-    )
-    loss = held_out_loss(model.cpu().eval(), counting_stream(1, 200))
-    # log(32) = 3.47 untrained; 5 of every 6 next tokens are predictable, about 0.6 is the floor.
-    assert loss < 1.5, (
-        f"held-out loss {loss:.2f} after 150 steps (untrained: about 3.47)\n"
-        "hint: each step needs zero_grad, backward, clipping, the schedule's learning rate "
-        "written into the optimizer's param groups, then optimizer.step()"
     )
 
 
@@ -116,13 +124,25 @@ def test_training_accumulated_gradients_equal_one_big_batch():
     batches = random_batches(3, 2, seed=1)
     expected_loss, expected = full_batch_gradients(model, batches)
     for p in model.parameters():  # stale gradients of an earlier step must not leak in
-        p.grad = torch.full_like(p, 7.0)
-    loss = run_accumulate_gradients(model, batches)
+        p.grad = torch.full_like(p, STALE)
+    forwards = counted_forwards(model)
+    with diagnosed_if_raised(lambda: raised_after_forwards(forwards[0], len(batches))):
+        loss = run_accumulate_gradients(model, batches)
     assert loss.shape == () and loss.item() == pytest.approx(expected_loss, rel=1e-5), (
         f"returned loss {loss.item():.6f}, but the mean loss over the micro-batches is "
         f"{expected_loss:.6f}\nhint: average the micro-batch losses (sum / number of micro-batches)"
     )
-    for name, p in model.named_parameters():
+    grads = dict(model.named_parameters())
+    measured = accumulation_lines(
+        [p.grad for p in grads.values()], [expected[n] for n in grads], STALE, forwards[0], 3
+    )
+    advice = (
+        f"diagnosis: {measured[0]}"
+        if measured
+        else "hint: zero the gradients first, run every micro-batch once, and divide each "
+        "micro-batch loss by their number before backward"
+    )
+    for name, p in grads.items():
         assert p.grad is not None, f"{name} has no gradient"
         torch.testing.assert_close(
             p.grad,
@@ -130,11 +150,27 @@ def test_training_accumulated_gradients_equal_one_big_batch():
             rtol=1e-4,
             atol=1e-6,
             msg=lambda m, name=name: (
-                f"{name}: accumulated gradient differs from the big batch's\n{m}\nhint: zero "
-                "the gradients first, run every micro-batch once, and divide each micro-batch "
-                "loss by their number before backward"
+                f"{name}: accumulated gradient differs from the big batch's\n{m}\n{advice}"
             ),
         )
+
+
+STALE = 7.0  # what every gradient holds before an accumulation
+
+
+def counted_forwards(model: torch.nn.Module) -> list[int]:
+    """``[n]``: how many times ``model`` has run forward since (a hook keeps it current)."""
+    forwards = [0]
+    model.register_forward_pre_hook(lambda module, args: forwards.__setitem__(0, forwards[0] + 1))
+    return forwards
+
+
+def raised_after_forwards(forwards: int, batches: int) -> list[str]:
+    past = ": past the last micro-batch" if forwards >= batches else ""
+    return [
+        f"your accumulation raised after the model had run forward {forwards} times, for "
+        f"{batches} micro-batches{past}"
+    ]
 
 
 @pytest.fixture
@@ -154,8 +190,7 @@ def test_training_data_parallel_accumulation_all_reduces_once_in_the_last_backwa
     model = get_transformer_lm(**TINY)
     batches = random_batches(3, 2, seed=2)
     expected_loss, expected = full_batch_gradients(model, batches)
-    forwards, all_reduced_after = [0], []
-    model.register_forward_pre_hook(lambda module, args: forwards.__setitem__(0, forwards[0] + 1))
+    forwards, all_reduced_after = counted_forwards(model), []
     wrapped = torch.nn.parallel.DistributedDataParallel(model)
 
     def recording_all_reduce(state, bucket):
@@ -168,7 +203,11 @@ def test_training_data_parallel_accumulation_all_reduces_once_in_the_last_backwa
     wrapped.register_comm_hook(None, recording_all_reduce)
     run_accumulate_gradients(wrapped, batches[:1])
     buckets = len(all_reduced_after)  # all-reduces of one synchronised backward
-    assert buckets >= 1, "the DistributedDataParallel model never all-reduced its gradients"
+    assert buckets >= 1, (
+        "with one micro-batch, your accumulation never all-reduced the DistributedDataParallel "
+        "model's gradients (0 all-reduces)\ndiagnosis: the last micro-batch's backward (here "
+        "the only one) must run outside model.no_sync(), or the ranks never share gradients"
+    )
     forwards[0], all_reduced_after = 0, []
     loss = run_accumulate_gradients(wrapped, batches)
     assert all_reduced_after == [3] * buckets, (
@@ -190,7 +229,9 @@ def test_training_evaluation_is_the_mean_loss_of_its_batches():
     with torch.no_grad():
         expected = F.cross_entropy(model(window).flatten(0, 1), window.flatten()).item()
     constant = np.full(200, 5, dtype=np.uint16)
-    loss = run_evaluate(model, constant, 3, TINY["context_length"], 4, "cpu")
+    length = TINY["context_length"]
+    with diagnosed_if_raised(lambda: evaluation_raised(lazy_adapters, model, constant, 3, length)):
+        loss = run_evaluate(model, constant, 3, length, 4, "cpu")
     assert loss == pytest.approx(expected, rel=1e-5), (
         f"validation loss {loss:.6f}, expected {expected:.6f} (every batch has that loss)\n"
         "hint: divide the summed batch losses by the number of batches evaluated"

@@ -1,19 +1,22 @@
-"""The term-by-term diagnoses of parameter and FLOP counts and the checkpoint probes
-(tests/localize.py): silent on right answers and where their evidence does not hold, naming the
-term or the restored state a wrong answer gets wrong."""
+"""The term-by-term diagnoses of parameter and FLOP counts, the checkpoint probes and the
+training step's (tests/localize.py, tests/measure.py): silent on right answers and where their
+evidence does not hold, naming the term, the restored state or the part of a step that is
+wrong."""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
 from course.tests.test_localize import public_run, with_adapter
 from cs336_basics import checkpoint as reference_checkpoint
 from tests import adapters as reference
-from tests import localize
+from tests import localize, measure
 from tests.cases import CASES
+from tests.variants.test_variants import loss_terms_line
 
 
 def handout_parameters(vocab_size, context_length, d_model, num_layers, num_heads, d_ff, **off):
@@ -240,3 +243,94 @@ def test_checkpoint_probes_say_nothing_without_evidence():
     assert raised_lines(run_save_checkpoint=json_save, run_load_checkpoint=refuse) == []
     assert raised_lines(run_save_checkpoint=save_refuses) == []
     assert raised_lines() == []  # the reference's load runs on the probe: nothing located
+
+
+def test_a_saved_file_with_wrapper_prefixes_is_named_before_what_it_holds():
+    model = torch.nn.Linear(2, 2)
+    state = model.state_dict()
+    prefixed = {"model": {f"_orig_mod.{k}": v for k, v in state.items()}, "optimizer": None}
+    (line,) = localize.saved_file_lines(prefixed, state, {"state": {}, "param_groups": []})
+    assert "keys like '_orig_mod.weight'" in line
+    nested = {"model": state, "optimizer": {"state": {}, "param_groups": []}}
+    (line,) = localize.saved_file_lines(nested, state, {"state": {}, "param_groups": [{"lr": 0.1}]})
+    assert "holds no copy of the optimizer's state dict" in line
+    assert localize.prefixed_key([{"weight": 1}, ("module",)]) == ""
+
+
+# --- the training step ------------------------------------------------------------------------
+
+WANT = [torch.tensor([[0.5, -1.0], [2.0, 0.25]]), torch.tensor([0.0, 3.0])]
+
+
+def test_right_accumulated_gradients_get_no_line():
+    assert measure.accumulation_lines([w.clone() for w in WANT], WANT, 7.0, 3, 3) == []
+
+
+@pytest.mark.parametrize(
+    "got, forwards, expected",
+    [
+        ([w * 3 for w in WANT], 3, "your gradients are 3 times the big batch's, for every param"),
+        ([w / 3 for w in WANT], 3, "your gradients are 0.3333 times the big batch's"),
+        ([w + 7.0 for w in WANT], 3, "the big batch's plus the 7 they held before the call"),
+        ([w * 2 / 3 for w in WANT], 2, "ran the model forward 2 times for 3 micro-batches"),
+    ],
+)
+def test_wrong_accumulated_gradients_name_the_property(got, forwards, expected):
+    (line,) = measure.accumulation_lines(got, WANT, 7.0, forwards, 3)
+    assert expected in line
+
+
+def test_gradients_off_without_one_account_get_no_line():
+    uneven = [WANT[0] * 2, WANT[1] * 3]
+    assert measure.accumulation_lines(uneven, WANT, 7.0, 3, 3) == []
+    assert measure.accumulation_lines([WANT[0], None], WANT, 7.0, 3, 3) == []
+    assert measure.accumulation_lines([WANT[0].T, WANT[1]], WANT, 7.0, 3, 3) == []
+
+
+TINY = dict(
+    vocab_size=32, context_length=8, d_model=16, num_layers=1, num_heads=2, d_ff=32, rope_theta=1e4
+)
+
+
+def training_adapters(**replaced):
+    adapters = adapters_with(**replaced)
+    adapters.get_transformer_lm = reference.get_transformer_lm
+    return adapters
+
+
+def test_a_raising_training_step_is_located():
+    (line,) = localize.training_step_raised(
+        training_adapters(run_accumulate_gradients=refuse), TINY
+    )
+    assert "your gradient accumulation (run_accumulate_gradients) raises too" in line
+    (line,) = localize.training_step_raised(training_adapters(run_evaluate=refuse), TINY)
+    assert "your evaluation (run_evaluate) raises: the error is in the evaluation" in line
+    (line,) = localize.training_step_raised(training_adapters(), TINY)
+    assert "your gradient accumulation and your evaluation run" in line
+
+
+def test_training_probes_say_nothing_when_a_part_is_unwired_or_the_loss_raises():
+    def unwired(*args):
+        raise NotImplementedError
+
+    assert localize.training_step_raised(training_adapters(run_evaluate=unwired), TINY) == []
+    assert localize.training_step_raised(training_adapters(run_cross_entropy=refuse), TINY) == []
+
+
+def test_a_raising_evaluation_is_located():
+    model = reference.get_transformer_lm(**TINY)
+    data = np.full(200, 5, dtype=np.uint16)
+    (line,) = localize.evaluation_raised(training_adapters(), model, data, 3, 8)
+    assert "each run alone on this dataset (200 tokens, batch_size=3, context_length=8)" in line
+    (line,) = localize.evaluation_raised(training_adapters(run_get_batch=refuse), model, data, 3, 8)
+    assert "your get_batch raises alone on this dataset" in line
+    assert (
+        localize.evaluation_raised(training_adapters(run_cross_entropy=refuse), model, data, 3, 8)
+        == []
+    )
+
+
+def test_a_training_loss_missing_a_term_is_named():
+    assert "is the cross-entropy alone" in loss_terms_line(4.0, 4.0, 1.0)
+    assert "is the auxiliary loss alone: add the cross-entropy" in loss_terms_line(1.0, 4.0, 1.0)
+    assert loss_terms_line(4.5, 4.0, 1.0) == ""

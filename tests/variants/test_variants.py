@@ -6,6 +6,8 @@ test_encoder_decoder.py.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -404,7 +406,25 @@ def test_training_step_loss_adds_the_moe_aux_loss_to_the_cross_entropy() -> None
     cross_entropy = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
     assert aux_loss.item() > 1e-3 * cross_entropy.item()  # large enough to be seen
     loss = run_accumulate_gradients(model, [(inputs, targets)])
-    torch.testing.assert_close(loss.detach(), (cross_entropy + aux_loss).detach())
+    torch.testing.assert_close(
+        loss.detach(),
+        (cross_entropy + aux_loss).detach(),
+        msg=lambda m: m + loss_terms_line(float(loss), float(cross_entropy), float(aux_loss)),
+    )
+
+
+def loss_terms_line(loss: float, cross_entropy: float, aux_loss: float) -> str:
+    """Which of the training loss's two terms ``loss`` holds alone; ``""`` when neither."""
+    for held, value, missing in (
+        ("the cross-entropy", cross_entropy, "the model's auxiliary loss"),
+        ("the auxiliary loss", aux_loss, "the cross-entropy"),
+    ):
+        if math.isclose(loss, value, rel_tol=1e-5):
+            return (
+                f"\ndiagnosis: your training loss {loss:.6g} is {held} alone: add {missing} "
+                f"(the step's loss is {cross_entropy:.6g} + {aux_loss:.6g})"
+            )
+    return ""
 
 
 def test_position_learned_embeddings_are_added_and_tied_head_is_shared() -> None:
