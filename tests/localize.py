@@ -637,6 +637,7 @@ ACCOUNTING_SHAPE = dict(
 )
 FLOP_BATCH = 3
 FLOP_SEQS = (4, 8, 12, 16)  # the per-layer count as a polynomial in seq: 3 points fit, 1 checks
+FLOP_SIZES = f"batch={FLOP_BATCH}, seq={FLOP_SEQS[1]}, d_model={ACCOUNTING_SHAPE['d_model']}"
 
 
 def exact(count: object) -> Fraction:
@@ -746,72 +747,79 @@ def flop_terms(flops: Callable[..., object]) -> list[str]:
     def rest_of_layer(t: int) -> Fraction:  # one more layer, less the handout's feed-forward
         return at(t, num_layers=layers + 1) - at(t) - 6 * batch * t * d * d_ff
 
+    rest = 8 * batch * seq * d * d + 4 * batch * seq * seq * d
+    outer = [
+        (
+            lambda: at(num_heads=2 * s["num_heads"]) - at(),
+            0,
+            "your count changes by {got} when num_heads doubles, the handout's by {want}: "
+            "splitting d_model into heads changes no matmul's size",
+        ),
+        (
+            lambda: (
+                at() - layers * (rest + 6 * batch * seq * d * d_ff) - 2 * batch * seq * d * vocab
+            ),
+            0,
+            "besides the layers and the LM head your count holds {got} FLOPs, the handout's "
+            "{want}: the embedding lookup and the norms are not matmuls",
+        ),
+    ]
+    growth = [
+        (
+            lambda: at(vocab_size=vocab + 1) - at(),
+            2 * batch * seq * d,
+            "your count grows by {got} per vocab entry, the handout's by 2 batch seq d_model "
+            f"= {{want}} ({FLOP_SIZES}): the LM head's matmul",
+        ),
+        (
+            lambda: at(d_ff=d_ff + 1) - at(),
+            6 * batch * seq * d * layers,
+            "your count grows by {got} per unit of d_ff, the handout's by 6 batch seq d_model "
+            "num_layers = {want}: the feed-forward's three matmuls in every layer (2 FLOPs per "
+            "multiply-add)",
+        ),
+    ]
+    return first_term_off([*growth, *layer_flop_terms(rest_of_layer), *outer])
+
+
+def layer_flop_terms(rest_of_layer: Callable[[int], Fraction]) -> list[Term]:
+    """A layer's FLOPs beyond the feed-forward (``rest_of_layer(seq)``) as ``c2 seq^2 + c1 seq +
+    c0``: attention's term, the projections' term, and a term that should not be there."""
+    batch, d, seq = FLOP_BATCH, ACCOUNTING_SHAPE["d_model"], FLOP_SEQS[1]
+
     @cache
     def coefficients() -> tuple[Fraction, Fraction, Fraction]:
         return seq_polynomial([rest_of_layer(t) for t in FLOP_SEQS])
 
-    rest = 8 * batch * seq * d * d + 4 * batch * seq * seq * d
-    sizes = f"batch={batch}, seq={seq}, d_model={d}"
-    return first_term_off(
-        [
-            (
-                lambda: at(vocab_size=vocab + 1) - at(),
-                2 * batch * seq * d,
-                "your count grows by {got} per vocab entry, the handout's by 2 batch seq d_model "
-                f"= {{want}} ({sizes}): the LM head's matmul",
-            ),
-            (
-                lambda: at(d_ff=d_ff + 1) - at(),
-                6 * batch * seq * d * layers,
-                "your count grows by {got} per unit of d_ff, the handout's by 6 batch seq d_model "
-                "num_layers = {want}: the feed-forward's three matmuls in every layer (2 FLOPs per "
-                "multiply-add)",
-            ),
-            (
-                lambda: coefficients()[0],
-                4 * batch * d,
-                "per layer, the seq^2 term of your count is {got} seq^2, the handout's 4 batch "
-                f"d_model = {{want}} ({sizes}): Q K^T and the weighted sum of V, 2 batch seq^2 "
-                "d_model FLOPs each (the full seq x seq matrix)",
-            ),
-            (
-                lambda: coefficients()[1],
-                8 * batch * d * d,
-                "per layer, besides the feed-forward, the seq-linear term of your count is {got} "
-                "seq, the handout's 8 batch d_model^2 = {want}: the Q, K, V and output projections "
-                "(2 batch seq d_model^2 FLOPs each)",
-            ),
-            (
-                lambda: coefficients()[2],
-                0,
-                "per layer, your count holds {got} FLOPs that do not grow with seq, the handout's "
-                "{want}: every matmul's FLOPs are proportional to the tokens",
-            ),
-            (
-                lambda: rest_of_layer(seq),
-                rest,
-                "besides the feed-forward, each layer adds {got} FLOPs to your count, the "
-                f"handout's {{want}} ({sizes}): the four projections (8 batch seq d_model^2) and "
-                "attention (4 batch seq^2 d_model)",
-            ),
-            (
-                lambda: at(num_heads=2 * s["num_heads"]) - at(),
-                0,
-                "your count changes by {got} when num_heads doubles, the handout's by {want}: "
-                "splitting d_model into heads changes no matmul's size",
-            ),
-            (
-                lambda: (
-                    at()
-                    - layers * (rest + 6 * batch * seq * d * d_ff)
-                    - 2 * batch * seq * d * vocab
-                ),
-                0,
-                "besides the layers and the LM head your count holds {got} FLOPs, the handout's "
-                "{want}: the embedding lookup and the norms are not matmuls",
-            ),
-        ]
-    )
+    return [
+        (
+            lambda: coefficients()[0],
+            4 * batch * d,
+            "per layer, the seq^2 term of your count is {got} seq^2, the handout's 4 batch "
+            f"d_model = {{want}} ({FLOP_SIZES}): Q K^T and the weighted sum of V, 2 batch seq^2 "
+            "d_model FLOPs each (the full seq x seq matrix)",
+        ),
+        (
+            lambda: coefficients()[1],
+            8 * batch * d * d,
+            "per layer, besides the feed-forward, the seq-linear term of your count is {got} "
+            "seq, the handout's 8 batch d_model^2 = {want}: the Q, K, V and output projections "
+            "(2 batch seq d_model^2 FLOPs each)",
+        ),
+        (
+            lambda: coefficients()[2],
+            0,
+            "per layer, your count holds {got} FLOPs that do not grow with seq, the handout's "
+            "{want}: every matmul's FLOPs are proportional to the tokens",
+        ),
+        (
+            lambda: rest_of_layer(seq),
+            8 * batch * seq * d * d + 4 * batch * seq * seq * d,
+            "besides the feed-forward, each layer adds {got} FLOPs to your count, the "
+            f"handout's {{want}} ({FLOP_SIZES}): the four projections (8 batch seq d_model^2) "
+            "and attention (4 batch seq^2 d_model)",
+        ),
+    ]
 
 
 # A checkpoint is probed with the case's own model and optimizer: saved with your save, read back
