@@ -763,23 +763,101 @@ def clipping_raised(clip: Callable) -> list[str]:
     ]
 
 
-def softmax_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
-    """Softmax raised: is it right on one row alone, a 1-D tensor?"""
-    x, dim, want = inputs["x"], inputs["dim"], expected.get("out")
-    if want is None:
+def linear_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """Linear raised: with a square weight (d_in = d_out), does it run, and compute x W^T?"""
+    weight, x = inputs["weight"], inputs["x"]
+    d_out, d_in = weight.shape
+    if d_out < d_in:
         return []
+    square = weight[:d_in]
+    try:
+        out = adapters.run_linear(d_in, d_in, square, x)
+    except Exception:  # noqa: BLE001  (it raises there too: nothing located)
+        return []
+    x64, w64 = to_array(x), to_array(square)
+    if not stage_error(out, x64 @ w64.T):
+        return [
+            f"your linear runs with a square weight ({d_in}, {d_in}) but raised with weight "
+            f"({d_out}, {d_in}): somewhere d_in and d_out are mixed up (the weight is stored "
+            "(d_out, d_in))"
+        ]
+    if not stage_error(out, x64 @ w64):
+        return [
+            "with a square weight your linear returns x @ W, not x @ W.T: the weight is stored "
+            "(d_out, d_in), so y = x W^T"
+        ]
+    return []
+
+
+def right_on_one_row(
+    call: Callable[[torch.Tensor], object], x: torch.Tensor, want: object, dim: int
+) -> bool:
+    """Whether ``call`` gives the expected output on the first 1-D row of ``x`` along ``dim``."""
     row = x.movedim(dim, -1).reshape(-1, x.shape[dim])[0]
     wanted_row = np.moveaxis(to_array(want), dim, -1).reshape(-1, x.shape[dim])[0]
     try:
-        if stage_error(adapters.run_softmax(row, dim=0), wanted_row):
-            return []
+        return not stage_error(call(row), wanted_row)
     except Exception:  # noqa: BLE001  (it raises on a row too: nothing located)
-        return []
+        return False
+
+
+def row_raised_line(name: str, x: torch.Tensor, along: str) -> list[str]:
     return [
-        f"your softmax is right on one row alone (a 1-D tensor) but raised on shape "
-        f"{tuple(x.shape)} with dim={dim}: each row's max and sum must broadcast back along dim "
-        "(keep dim as an axis of size 1)"
+        f"your {name} is right on one row alone (a 1-D tensor) but raised on shape "
+        f"{tuple(x.shape)}: each row's {along} must broadcast back along its axis (keep that axis, "
+        "with size 1)"
     ]
+
+
+def softmax_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """Softmax raised: is it right on one row alone, a 1-D tensor?"""
+    x, dim = inputs["x"], inputs["dim"]
+    if "out" not in expected or not right_on_one_row(
+        lambda row: adapters.run_softmax(row, dim=0), x, expected["out"], dim
+    ):
+        return []
+    return row_raised_line(f"softmax (dim={dim})", x, "max and sum")
+
+
+def rmsnorm_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """RMSNorm raised: is it right on one position alone, a 1-D vector of features?"""
+    x, weight = inputs["x"], inputs["weight"]
+    call = lambda row: adapters.run_rmsnorm(len(weight), inputs["eps"], weight, row)  # noqa: E731
+    if "out" not in expected or not right_on_one_row(call, x, expected["out"], -1):
+        return []
+    return row_raised_line("RMSNorm", x, "root mean square")
+
+
+def cross_entropy_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """Cross-entropy raised: on uniform logits (every loss is log(vocab_size)), from one row to a
+    batch to leading dimensions, the first shape where it raises or is wrong."""
+    vocab = inputs["logits"].shape[-1]
+    rows = max(2, inputs["logits"].shape[0])
+    shapes = [("one row", (1,)), (f"{rows} rows", (rows,)), ("leading dims (2, 3)", (2, 3))]
+    right_on = None
+    for described, shape in shapes:
+        try:
+            got = float(
+                adapters.run_cross_entropy(
+                    torch.zeros(*shape, vocab), torch.zeros(shape, dtype=torch.long)
+                )
+            )
+        except Exception:  # noqa: BLE001  (where it raises is the measurement)
+            if right_on is None:
+                return []
+            return [
+                f"on uniform logits your cross_entropy is right on {right_on} but raised on "
+                f"{described}: what changes between them is how many rows are reduced and "
+                "broadcast back (every axis but the last is a batch axis)"
+            ]
+        if not math.isclose(got, math.log(vocab), rel_tol=1e-5):
+            return [
+                f"on uniform logits (all 0) over {vocab} classes, {described}, your loss is "
+                f"{got:.6g}, not log({vocab}) = {math.log(vocab):.6g}: the log of the sum of the "
+                "exps over the last axis, minus the target's logit"
+            ]
+        right_on = described
+    return []
 
 
 def composite_raised(stages: list, checked: str, composite: str) -> list[str]:
@@ -809,7 +887,10 @@ RAISED_DIAGNOSES: dict[str, Callable[[ModuleType, Bundle, Bundle], list[str]]] =
         block_stages(adapters, Shipped()), BLOCK_STAGES, "transformer_block"
     ),
     "get_batch": get_batch_raised,
+    "linear": linear_raised,
     "softmax": softmax_raised,
+    "cross_entropy": cross_entropy_raised,
+    "rmsnorm": rmsnorm_raised,
     "cosine_schedule": schedule_raised,
     "gradient_clipping": lambda adapters, inputs, expected: clipping_raised(
         adapters.run_gradient_clipping

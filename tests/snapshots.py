@@ -251,9 +251,28 @@ def low_precision_hint(actual: np.ndarray, expected: np.ndarray, tolerance: floa
 
 
 def axes_hints(actual: np.ndarray, expected: np.ndarray, atol: float) -> list[str]:
-    """For a shape mismatch: is the output the expected one with its axes permuted?"""
+    """For a shape mismatch: is the output the expected one with its axes permuted, or does
+    its shape lack some of the expected axes?"""
     hint = axes_hint(actual, expected, relation_tolerance(atol, expected))
+    hint = hint or missing_axes_hint(actual.shape, expected.shape)
     return [hint] if hint else []
+
+
+def missing_axes_hint(actual: tuple[int, ...], expected: tuple[int, ...]) -> str:
+    """Which axes of ``expected`` the output's shape lacks, when dropping them gives it."""
+    kept, position = [], 0
+    for axis, size in enumerate(expected):
+        if position < len(actual) and actual[position] == size:
+            kept.append(axis)
+            position += 1
+    if position != len(actual) or len(actual) == len(expected):
+        return ""
+    lacking = [axis for axis in range(len(expected)) if axis not in kept]
+    sizes = ", ".join(str(expected[axis]) for axis in lacking)
+    return (
+        f"your output lacks axis {', '.join(map(str, lacking))} (size {sizes}) of the expected "
+        f"shape {expected}, as if reduced or indexed away"
+    )
 
 
 def axes_hint(actual: np.ndarray, expected: np.ndarray, tolerance: float) -> str:

@@ -46,6 +46,7 @@ def check_truncated_normal(
     mean_bound = SIGMAS * expected_std / math.sqrt(n)
     assert abs(float(x.mean())) <= mean_bound, (
         f"{what}: mean {float(x.mean()):.3g} is not 0 (allowed ±{mean_bound:.2g} for {n} weights)"
+        "\nhint: the weights must be centred on 0: mean 0 and a cut symmetric about it (a = -b)"
     )
     # The sample variance has standard error sqrt((m4 - s^4) / n) <= sqrt(2 / n) * s^2, because a
     # truncated normal is lighter-tailed than the normal (m4 <= 3 s^4).
@@ -64,7 +65,8 @@ def check_truncated_normal(
     distance_bound = math.sqrt(math.log(2 / 1e-9) / (2 * n))
     assert distance <= distance_bound, (
         f"{what}: the weights' distribution is not a truncated normal (KS distance {distance:.4f} "
-        f"> {distance_bound:.4f}); draw with torch.nn.init.trunc_normal_"
+        f"> {distance_bound:.4f})\nhint: the right mean and spread, but not the shape of "
+        "N(0, σ²) cut at ±3σ: draw with torch.nn.init.trunc_normal_"
     )
 
 

@@ -11,7 +11,7 @@ import torch
 
 from course.tests.test_localize import SHIPPED, public_run, with_adapter
 from tests import adapters as reference
-from tests import localize, measure
+from tests import localize, measure, snapshots
 from tests.cases import CASES
 from tests.cases.core import normalize
 from tests.cases.public import public_expected, public_inputs
@@ -234,6 +234,82 @@ def test_softmax_rows_is_silent_on_softmax_and_names_the_broken_property():
     assert measure.softmax_rows(inputs, {"out": flipped[..., :1]}, expected) == []
 
 
+def test_rmsnorm_that_raises_on_batches_only_is_located():
+    inputs, expected = layer_case("rmsnorm", "basic")
+
+    def without_keepdim(d_model, eps, weight, x):
+        return x / x.pow(2).mean(-1).add(eps).sqrt() * weight
+
+    adapters = with_adapter("run_rmsnorm", without_keepdim)
+    line = localize.rmsnorm_raised(adapters, inputs, expected)[0]
+    assert line.startswith("your RMSNorm is right on one row alone")
+
+    def unnormalized(d_model, eps, weight, x):
+        if x.dim() > 1:
+            raise RuntimeError("no")
+        return x * weight
+
+    adapters = with_adapter("run_rmsnorm", unnormalized)
+    assert localize.rmsnorm_raised(adapters, inputs, expected) == []
+
+
+def test_an_output_lacking_axes_is_named_by_the_axes_it_lacks():
+    hint = snapshots.missing_axes_hint((64,), (4, 12, 64))
+    assert hint.startswith("your output lacks axis 0, 1 (size 4, 12) of the expected shape")
+    assert snapshots.missing_axes_hint((4, 64), (4, 12, 64)).startswith("your output lacks axis 1")
+    assert snapshots.missing_axes_hint((4, 12, 64), (4, 12, 64)) == ""
+    assert snapshots.missing_axes_hint((12, 4), (4, 12, 64)) == ""
+    assert snapshots.missing_axes_hint((4, 12, 64, 1), (4, 12, 64)) == ""
+
+
+def test_cross_entropy_that_raises_is_probed_on_uniform_logits():
+    inputs, expected = layer_case("cross_entropy", "basic")
+    raised = localize.cross_entropy_raised
+    assert raised(reference, inputs, expected) == []
+
+    def row_broadcast(logits, targets):
+        top = logits.amax(-1)
+        return reference.run_cross_entropy(logits - top, targets)
+
+    line = raised(with_adapter("run_cross_entropy", row_broadcast), inputs, expected)[0]
+    assert line.startswith("on uniform logits your cross_entropy is right on one row but raised")
+
+    def summed_over_rows(logits, targets):
+        lse = logits.exp().sum(-2, keepdim=True).log()
+        return (lse - logits.gather(-1, targets.unsqueeze(-1))).mean()
+
+    line = raised(with_adapter("run_cross_entropy", summed_over_rows), inputs, expected)[0]
+    vocab = inputs["logits"].shape[-1]
+    assert f"over {vocab} classes, one row, your loss is 0, not log({vocab})" in line
+
+    def flat_only(logits, targets):
+        if logits.dim() > 2:
+            raise RuntimeError("no")
+        return reference.run_cross_entropy(logits, targets)
+
+    line = raised(with_adapter("run_cross_entropy", flat_only), inputs, expected)[0]
+    assert "right on 8 rows but raised on leading dims (2, 3)" in line
+
+
+def test_linear_that_raises_is_probed_with_a_square_weight():
+    inputs, expected = layer_case("linear", "basic")
+    square = with_adapter("run_linear", lambda d_in, d_out, weight, x: x @ weight)
+    line = localize.linear_raised(square, inputs, expected)[0]
+    assert line.startswith("with a square weight your linear returns x @ W, not x @ W.T")
+
+    def mixed_sizes(d_in, d_out, weight, x):
+        return x @ weight.T.reshape(d_in, d_out)
+
+    line = localize.linear_raised(with_adapter("run_linear", mixed_sizes), inputs, expected)[0]
+    assert "runs with a square weight" in line
+    assert localize.linear_raised(reference, inputs, expected)[0].startswith("your linear runs")
+
+    def doubled(d_in, d_out, weight, x):
+        return 2 * x @ weight.T
+
+    assert localize.linear_raised(with_adapter("run_linear", doubled), inputs, expected) == []
+
+
 def test_softmax_that_raises_on_batches_only_is_located():
     inputs, expected = layer_case("softmax", "basic")
 
@@ -243,6 +319,7 @@ def test_softmax_that_raises_on_batches_only_is_located():
 
     line = localize.softmax_raised(with_adapter("run_softmax", without_keepdim), inputs, expected)
     assert "right on one row alone (a 1-D tensor) but raised on shape" in line[0]
+    assert "max and sum must broadcast back" in line[0]
 
     def never_runs(x, dim):
         raise RuntimeError("no")
