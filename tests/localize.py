@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from tests.cases.core import Bundle
+from tests.cases.optim import adamw_formula
 from tests.cases.shipped import Shipped
 from tests.common import FIXTURES_PATH
 from tests.measure import (
@@ -747,6 +748,27 @@ def schedule_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> l
     ]
 
 
+def adamw_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """AdamW raised: at which step, and whether in the Python-float arithmetic of the scalars
+    computed from the step count (a division by zero, a square root of a negative number)."""
+    for step in range(1, inputs["steps"] + 1):
+        try:
+            adamw_formula.call(adapters, inputs | {"steps": step})
+        except (ZeroDivisionError, ValueError) as error:
+            if isinstance(error, ValueError) and "math domain" not in str(error):
+                return []
+            b1, b2 = inputs["defaults"]["betas"]
+            return [
+                f"your AdamW raised {type(error).__name__} in float arithmetic at step t={step} "
+                f"(counting from 1): the scalars computed from t must stay positive, the bias "
+                f"corrections 1 - beta1^t = {1 - b1**step:.4g} and 1 - beta2^t = {1 - b2**step:.4g} "
+                "and the square root of the second"
+            ]
+        except Exception:  # noqa: BLE001  (another kind of error: nothing located)
+            return []
+    return []
+
+
 def clipping_raised(clip: Callable) -> list[str]:
     """Clipping raised: does it run when no scaling is needed, and raise when it is?"""
 
@@ -890,6 +912,7 @@ RAISED_DIAGNOSES: dict[str, Callable[[ModuleType, Bundle, Bundle], list[str]]] =
     "linear": linear_raised,
     "softmax": softmax_raised,
     "cross_entropy": cross_entropy_raised,
+    "adamw": adamw_raised,
     "rmsnorm": rmsnorm_raised,
     "cosine_schedule": schedule_raised,
     "gradient_clipping": lambda adapters, inputs, expected: clipping_raised(

@@ -5,6 +5,8 @@ property a wrong answer breaks."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -289,6 +291,32 @@ def test_cross_entropy_that_raises_is_probed_on_uniform_logits():
 
     line = raised(with_adapter("run_cross_entropy", flat_only), inputs, expected)[0]
     assert "right on 8 rows but raised on leading dims (2, 3)" in line
+
+
+def test_adamw_raising_in_scalar_arithmetic_is_located_at_its_step():
+    inputs, expected = layer_case("adamw", "formula")
+    assert localize.adamw_raised(reference, inputs, expected) == []
+    adamw = reference.get_adamw_cls()
+
+    class CorrectionFromZero(adamw):
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    t = self.state[p].get("t", 0)
+                    math.sqrt(1 - group["betas"][1] ** t - 1e-12)  # t counted from 0: negative
+                    self.state[p]["t"] = t + 1
+            return super().step(closure)
+
+    adapters = with_adapter("get_adamw_cls", lambda: CorrectionFromZero)
+    line = localize.adamw_raised(adapters, inputs, expected)[0]
+    assert line.startswith("your AdamW raised ValueError in float arithmetic at step t=1")
+
+    class ShapeError(adamw):
+        def step(self, closure=None):
+            raise RuntimeError("size mismatch")
+
+    adapters = with_adapter("get_adamw_cls", lambda: ShapeError)
+    assert localize.adamw_raised(adapters, inputs, expected) == []
 
 
 def test_linear_that_raises_is_probed_with_a_square_weight():
