@@ -10,7 +10,8 @@ lines after a public case's failure; ``tests/test_cases.py`` calls :func:`locali
 - Attention weights, read off the student's attention with the identity as values: do rows sum
   to 1, are masked positions exactly 0, and which scale do the scores carry?
 - Cross-entropy: does the loss change when the batch or the sequence is repeated (a sum, or a
-  mean over the wrong axes), or when a constant is added to a row of logits?
+  mean over the wrong axes), or when a constant is added to a row of logits? Is it right where
+  the answer is known in closed form (uniform logits, the target's or another logit raised)?
 
 Each diagnosis prints only what it measured, and only when the measurement holds; a probe whose
 own call fails (an adapter not written yet) says nothing. ``course/tests/test_localize.py`` feeds
@@ -588,6 +589,35 @@ def localize_sdpa(adapters: ModuleType, inputs: Bundle) -> list[str]:
 # --- cross-entropy --------------------------------------------------------------------------
 
 
+def closed_form_lines(adapters: ModuleType, vocab: int, rows: int) -> list[str]:
+    """Losses known in closed form, on ``rows`` rows over ``vocab`` classes: uniform logits
+    (log(vocab)), the target's logit or another logit raised by 10."""
+    targets = torch.arange(rows) % vocab
+    uniform = torch.zeros(rows, vocab)
+    spread = math.log(math.exp(10.0) + vocab - 1)
+    probes = [
+        ("uniform logits (all 0)", uniform, math.log(vocab)),
+        (
+            "the target's logit 10 above the others",
+            uniform.scatter(1, targets[:, None], 10.0),
+            spread - 10,
+        ),
+        (
+            "another logit 10 above the target's",
+            uniform.scatter(1, (targets[:, None] + 1) % vocab, 10.0),
+            spread,
+        ),
+    ]
+    for described, logits, wanted in probes:
+        got = float(adapters.run_cross_entropy(logits, targets))
+        if not math.isclose(got, wanted, rel_tol=1e-4, abs_tol=1e-5):
+            return [
+                f"with {described} ({rows} rows, {vocab} classes) your loss is {got:.6g}, not "
+                f"{wanted:.6g}: the log of the sum of a row's exps, minus its target's logit"
+            ]
+    return []
+
+
 def localize_cross_entropy(adapters: ModuleType, inputs: Bundle) -> list[str]:
     logits, targets = inputs["logits"], inputs["targets"]
 
@@ -606,6 +636,7 @@ def localize_cross_entropy(adapters: ModuleType, inputs: Bundle) -> list[str]:
                     f"{doubled:.6g}: the loss must be the mean over every leading axis, not a "
                     "sum or a mean over some of them"
                 )
+        hints += closed_form_lines(adapters, logits.shape[-1], logits.shape[0])
         shifted = loss(
             logits + 50.0 * torch.arange(logits.shape[-2]).reshape(-1, 1).expand(logits.shape),
             targets,

@@ -155,8 +155,22 @@ def test_sample_next_token_frequencies_follow_tempered_softmax(temperature) -> N
     bound = 6 * torch.sqrt(draws * expected * (1 - expected)) + 1
     assert torch.all((counts - draws * expected).abs() <= bound), (
         f"at T={temperature} token counts {counts.tolist()} of {draws}, expected about "
-        f"{(draws * expected).round().tolist()}\nhint: sample from softmax(logits / T), "
-        "not softmax(logits * T)"
+        f"{(draws * expected).round().tolist()}\nhint: {implied_temperature(logits, counts)}"
+    )
+
+
+def implied_temperature(logits: torch.Tensor, counts: torch.Tensor) -> str:
+    """The temperature the drawn frequencies fit: log(count) against the logits has slope 1/T."""
+    seen = counts > 0
+    if int(seen.sum()) < 2:
+        return f"only token(s) {seen.nonzero().flatten().tolist()} were drawn"
+    x, y = logits.double()[seen], counts[seen].log()
+    slope = float(((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum())
+    if slope <= 0:
+        return "larger logits must be drawn more often; yours are drawn less often"
+    return (
+        f"your frequencies fit softmax(logits / T) with T about {1 / slope:.3g}: sample from "
+        "softmax(logits / T)"
     )
 
 

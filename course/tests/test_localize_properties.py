@@ -17,6 +17,7 @@ from tests import localize, measure, snapshots
 from tests.cases import CASES
 from tests.cases.core import normalize
 from tests.cases.public import public_expected, public_inputs
+from tests.test_boundaries import implied_temperature
 
 DATA = torch.arange(10, 30)  # distinct ids
 
@@ -264,6 +265,23 @@ def test_an_output_lacking_axes_is_named_by_the_axes_it_lacks():
     assert snapshots.missing_axes_hint((4, 12, 64, 1), (4, 12, 64)) == ""
 
 
+def test_cross_entropy_closed_forms_are_silent_on_the_reference_and_name_the_probe_off():
+    assert localize.closed_form_lines(reference, 5, 8) == []
+    ignoring_target = with_adapter(
+        "run_cross_entropy", lambda logits, targets: logits.logsumexp(-1).mean()
+    )
+    line = localize.closed_form_lines(ignoring_target, 5, 8)[0]
+    assert line.startswith(
+        "with the target's logit 10 above the others (8 rows, 5 classes) your loss"
+    )
+    doubled = with_adapter(
+        "run_cross_entropy",
+        lambda logits, targets: 2 * reference.run_cross_entropy(logits, targets),
+    )
+    line = localize.closed_form_lines(doubled, 5, 8)[0]
+    assert line.startswith("with uniform logits (all 0) (8 rows, 5 classes) your loss is 3.21888")
+
+
 def test_cross_entropy_that_raises_is_probed_on_uniform_logits():
     inputs, expected = layer_case("cross_entropy", "basic")
     raised = localize.cross_entropy_raised
@@ -425,3 +443,14 @@ def test_handout_merge_counts_name_a_tie_and_a_count():
         handout_merge_counts(fewer)
     )
     assert handout_merge_counts("not merges") == ""
+
+
+def test_sampling_frequencies_are_read_as_the_temperature_they_fit():
+    logits = torch.tensor([0.0, 1.0, 2.0, -1.0])
+    for temperature in (0.5, 2.0):
+        counts = 4000 * torch.softmax(logits.double() / temperature, 0)
+        assert f"with T about {temperature:.3g}:" in implied_temperature(logits, counts)
+    reversed_counts = 4000 * torch.softmax(-logits.double(), 0)
+    assert implied_temperature(logits, reversed_counts).startswith("larger logits must be drawn")
+    one = torch.tensor([0.0, 0.0, 4000.0, 0.0], dtype=torch.float64)
+    assert implied_temperature(logits, one) == "only token(s) [2] were drawn"
