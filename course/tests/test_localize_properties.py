@@ -18,6 +18,7 @@ from tests.cases import CASES
 from tests.cases.core import normalize
 from tests.cases.public import public_expected, public_inputs
 from tests.test_boundaries import implied_temperature
+from tests.test_init import beyond_the_cut
 
 DATA = torch.arange(10, 30)  # distinct ids
 
@@ -454,3 +455,17 @@ def test_sampling_frequencies_are_read_as_the_temperature_they_fit():
     assert implied_temperature(logits, reversed_counts).startswith("larger logits must be drawn")
     one = torch.tensor([0.0, 0.0, 4000.0, 0.0], dtype=torch.float64)
     assert implied_temperature(logits, one) == "only token(s) [2] were drawn"
+
+
+def test_weights_beyond_the_cut_are_read_as_a_wrong_spread_or_a_wrong_cut():
+    torch.manual_seed(0)
+    std = 0.03
+    wrong_spread = torch.nn.init.trunc_normal_(
+        torch.empty(10**6), std=2 * std, a=-6 * std, b=6 * std
+    )
+    hint = beyond_the_cut(wrong_spread, std, std_hint="SPREAD", cut_hint="CUT")
+    assert hint.startswith("they are cut at ±3 of their own σ")
+    assert hint.endswith("not 0.03: SPREAD")
+    uncut = torch.nn.init.trunc_normal_(torch.empty(10**6), std=std, a=-3.0, b=3.0)
+    hint = beyond_the_cut(uncut, std, std_hint="SPREAD", cut_hint="CUT")
+    assert hint.startswith("they reach ±4") and hint.endswith("CUT")
