@@ -424,8 +424,9 @@ def non_finite_hint(actual: np.ndarray, expected: np.ndarray) -> str:
         rows = int(bad.all(axis=-1).sum())
         return (
             f"{kinds} of {actual.size} values, filling {rows} whole rows of the last axis, where "
-            "the expected rows are finite: a row that is entirely NaN is a normalization of 0/0 "
-            "or inf/inf, as from a softmax over a fully masked row (all -inf; is the diagonal "
+            "the expected rows are finite: a value the whole row shares went bad (its sum, max "
+            "or mean square: 0/0, inf/inf, or a root of a negative number), as from a softmax "
+            "over a fully masked row (all -inf; is the diagonal "
             "allowed?), exp() overflowing (no max subtracted), or exp() underflowing to 0 in the "
             "whole row (a max subtracted that is not the row's own: the global max, or the max "
             "along another dim)"
