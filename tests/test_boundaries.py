@@ -155,11 +155,11 @@ def test_sample_next_token_frequencies_follow_tempered_softmax(temperature) -> N
     bound = 6 * torch.sqrt(draws * expected * (1 - expected)) + 1
     assert torch.all((counts - draws * expected).abs() <= bound), (
         f"at T={temperature} token counts {counts.tolist()} of {draws}, expected about "
-        f"{(draws * expected).round().tolist()}\nhint: {implied_temperature(logits, counts)}"
+        f"{(draws * expected).round().tolist()}\nhint: {implied_temperature(logits, counts, temperature)}"
     )
 
 
-def implied_temperature(logits: torch.Tensor, counts: torch.Tensor) -> str:
+def implied_temperature(logits: torch.Tensor, counts: torch.Tensor, temperature: float) -> str:
     """The temperature the drawn frequencies fit: log(count) against the logits has slope 1/T."""
     seen = counts > 0
     if int(seen.sum()) < 2:
@@ -169,8 +169,8 @@ def implied_temperature(logits: torch.Tensor, counts: torch.Tensor) -> str:
     if slope <= 0:
         return "larger logits must be drawn more often; yours are drawn less often"
     return (
-        f"your frequencies fit softmax(logits / T) with T about {1 / slope:.3g}: sample from "
-        "softmax(logits / T)"
+        f"your frequencies fit a temperature of about {1 / slope:.3g}, not {temperature:g}: "
+        "sample from softmax(logits / T)"
     )
 
 

@@ -450,11 +450,14 @@ def test_sampling_frequencies_are_read_as_the_temperature_they_fit():
     logits = torch.tensor([0.0, 1.0, 2.0, -1.0])
     for temperature in (0.5, 2.0):
         counts = 4000 * torch.softmax(logits.double() / temperature, 0)
-        assert f"with T about {temperature:.3g}:" in implied_temperature(logits, counts)
+        hint = implied_temperature(logits, counts, 1.0)
+        assert f"fit a temperature of about {temperature:.3g}, not 1:" in hint
     reversed_counts = 4000 * torch.softmax(-logits.double(), 0)
-    assert implied_temperature(logits, reversed_counts).startswith("larger logits must be drawn")
+    assert implied_temperature(logits, reversed_counts, 1.0).startswith(
+        "larger logits must be drawn"
+    )
     one = torch.tensor([0.0, 0.0, 4000.0, 0.0], dtype=torch.float64)
-    assert implied_temperature(logits, one) == "only token(s) [2] were drawn"
+    assert implied_temperature(logits, one, 1.0) == "only token(s) [2] were drawn"
 
 
 def test_weights_beyond_the_cut_are_read_as_a_wrong_spread_or_a_wrong_cut():
