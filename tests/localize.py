@@ -47,6 +47,7 @@ from tests.measure import (
     window_layout,
     window_lines,
 )
+from tests.snapshots import Snapshot
 
 STAGES = FIXTURES_PATH / "stages.npz"
 # A stage is off when it differs from the reference's float64 output by more than this share of
@@ -580,6 +581,9 @@ def localize_sdpa(adapters: ModuleType, inputs: Bundle) -> list[str]:
     hints = weights_hints(weights, q, k, mask)
     if hints or not torch.isfinite(weights).all():
         return hints
+    off = weights_not_softmax(weights, q, k, mask)
+    if off:
+        return [off]
     return [
         "your attention weights are right (rows sum to 1, masked positions 0, scores scaled by "
         "1/sqrt(d_k)), so the weighted sum of the values differs: weights @ V"
@@ -650,6 +654,167 @@ def localize_cross_entropy(adapters: ModuleType, inputs: Bundle) -> list[str]:
             "logit, the target's included, before exp"
         )
     return hints[:1]
+
+
+# --- the model's layers and decoding: where a shipped test's failure lies -------------------------
+
+
+def snapshot_located(snapshot, out: object, name: str, diagnose: Callable[[], list[str]]) -> None:
+    """``snapshot.assert_match(out, name)``, a failure getting ``diagnose``'s lines as a note
+    when ``out`` is off the snapshot's expected value by more than float32 code that is right
+    could be (a near miss, as ``--snapshot-exact`` fails, locates nothing)."""
+
+    def lines() -> list[str]:
+        return diagnose() if stage_error(out, Snapshot.load(name).expected) else []
+
+    with diagnosed_if_raised(lines):
+        snapshot.assert_match(out, name)
+
+
+def first_stage_wrong(stages: list) -> tuple[str, str] | None:
+    """Like :func:`first_off`, but a stage whose own call raises is named too (the error lies
+    there); ``None`` when every stage is right or one is not written yet
+    (``NotImplementedError`` locates nothing)."""
+    for stage, run, expected in stages:
+        try:
+            error = stage_error(run(), expected)
+        except NotImplementedError:
+            return None
+        except Exception as raised:  # noqa: BLE001  (student code: any exception)
+            return stage, f"it raised {type(raised).__name__} there"
+        if error:
+            return stage, error
+    return None
+
+
+def attention_raised(adapters: ModuleType, rope: bool) -> list[str]:
+    """Multi-head attention raised: its first stage that raises or is off alone; else each
+    stage is right alone, so the error is in how the layer builds or joins them."""
+    stages = attention_stages(adapters, Shipped(), rope)
+    checked = f"projections, {'RoPE, ' * rope}attention and output projection"
+    off = first_stage_wrong(stages)
+    if off:
+        return [stage_line(*off, checked)]
+    return composite_raised(stages, checked, "multi-head attention")
+
+
+def default_positions_raised(attend_at_positions: Callable[[], object]) -> list[str]:
+    """Attention with RoPE raised without ``token_positions``: does it run with them given?"""
+    if raises(attend_at_positions, tries=1):
+        return []
+    return [
+        "your attention with RoPE runs with token_positions given (0..seq-1) but raised "
+        "without them: when token_positions is None, rotate by the positions 0..seq-1"
+    ]
+
+
+def sdpa_raised(adapters: ModuleType, q, k, v, mask) -> list[str]:
+    """Scaled dot-product attention raised: the simplest of these inputs it runs on says where
+    the error lies: without the mask, as many keys as queries, every size equal."""
+    attend = adapters.run_scaled_dot_product_attention
+    if not raises(lambda: attend(q, k, v, mask), tries=1):
+        return []
+    square = min(q.shape[-2], k.shape[-2])
+    size = min(square, q.shape[-1], v.shape[-1])
+    probes = [
+        (
+            "without the mask",
+            lambda: attend(q, k, v),
+            "the masking step (the mask is (..., queries, keys), True where a query may attend)",
+        ),
+        (
+            "without a mask, on as many keys as queries",
+            lambda: attend(q[..., :square, :], k[..., :square, :], v[..., :square, :]),
+            "an axis taken for another: the scores are (..., queries, keys), one per query and key",
+        ),
+        (
+            "without a mask, with queries, keys, d_k and d_v all of one size",
+            lambda: attend(q[..., :size, :size], k[..., :size, :size], v[..., :size, :size]),
+            "which axes each product contracts: the scores contract d_k (Q K^T), the output the "
+            "keys (weights @ V)",
+        ),
+    ]
+    given = f"Q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)}"
+    for probe, run, where in probes[mask is None :]:
+        if not raises(run, tries=1):
+            return [f"your attention raised on {given}, but runs {probe}: look at {where}"]
+    return []
+
+
+def weights_not_softmax(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, mask) -> str:
+    """``""`` when the attention weights are softmax(q.k / sqrt(d_k)) with masked scores at
+    -inf; else how far off they are (for weights whose rows, mask and scale are not at fault)."""
+    scores = q.double() @ k.double().transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -math.inf)
+    off = largest(weights - torch.softmax(scores, -1).nan_to_num())
+    if off <= 1e-4:
+        return ""
+    return (
+        f"your attention weights (read off with the identity as values) sum to 1 in each row "
+        f"and are 0 where masked, yet differ from softmax(q.k / sqrt(d_k)) by up to {off:.3g} "
+        "and are not that softmax at any other scale: look at the scores, one q.k per query "
+        "and key, over d_k"
+    )
+
+
+def top_p_raised(top_p_filter: Callable) -> list[str]:
+    """top-p raised: does it run where nothing is cut (top_p = 1) and raise where it cuts?"""
+    probabilities = torch.tensor([0.25, 0.125, 0.5, 0.125], dtype=torch.float64)
+    if raises(lambda: top_p_filter(probabilities, 1.0), tries=1):
+        return []
+    if not raises(lambda: top_p_filter(probabilities, 0.6), tries=1):
+        return []
+    return [
+        f"your top_p_filter runs with top_p=1 (every token kept) but raises with top_p=0.6 on "
+        f"{probabilities.tolist()}: the error is in the cut itself (sort, the mass before each "
+        "token, zero the tokens after the nucleus, put them back in vocabulary order, "
+        "renormalize)"
+    ]
+
+
+def sampling_raised(
+    sample: Callable, softmax: Callable, top_p_filter: Callable, logits: torch.Tensor
+) -> list[str]:
+    """sample_next_token raised: only at temperature 0 (which must be the argmax), or at every
+    temperature while the softmax and top-p it builds on run alone on the same logits."""
+
+    def sampled(temperature: float, top_p: float) -> Callable[[], object]:
+        return lambda: sample(logits, temperature, top_p, torch.Generator().manual_seed(0))
+
+    if not raises(sampled(1e-4, 1.0), tries=1):
+        if not raises(sampled(0.0, 1.0), tries=1):
+            return []
+        return [
+            "your sample_next_token runs at temperature 1e-4 but raises at temperature 0: "
+            "logits / 0 are inf or NaN, so temperature 0 needs its own path (greedy: the argmax)"
+        ]
+    if not raises(sampled(1.0, 0.9), tries=1):
+        return []
+    if raises(lambda: top_p_filter(softmax(logits.double(), -1), 0.9), tries=1):
+        return []
+    return [
+        "your softmax and top_p_filter run alone on these logits, but sample_next_token raises "
+        "at every temperature (1, 1e-4): the error is in how it joins them (logits / T, a "
+        "softmax over the vocabulary, top-p, one draw with the generator, returned as an int)"
+    ]
+
+
+def generate_raised(sample: Callable, model: torch.nn.Module, prompt: list[int]) -> list[str]:
+    """generate raised: do the model's forward pass and one sampling step on its last logits
+    run alone?"""
+    try:
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt]))[0, -1]
+    except Exception:  # noqa: BLE001  (the forward pass raises: not generate's loop)
+        return []
+    if raises(lambda: sample(logits, 1.0, 1.0, torch.Generator().manual_seed(0)), tries=1):
+        return []
+    return [
+        "your model's forward pass and sample_next_token on its last position's logits run "
+        "alone, but generate raised: the error is in generate's own loop (a batch of one "
+        "sequence, the last position's logits, each drawn token appended, the stop at eos_id)"
+    ]
 
 
 # --- dispatch -------------------------------------------------------------------------------
@@ -945,6 +1110,12 @@ RAISED_DIAGNOSES: dict[str, Callable[[ModuleType, Bundle, Bundle], list[str]]] =
     "cross_entropy": cross_entropy_raised,
     "adamw": adamw_raised,
     "rmsnorm": rmsnorm_raised,
+    "multihead_self_attention": lambda adapters, inputs, expected: attention_raised(
+        adapters, rope="theta" in inputs
+    ),
+    "scaled_dot_product_attention": lambda adapters, inputs, expected: sdpa_raised(
+        adapters, inputs["q"], inputs["k"], inputs["v"], inputs.get("mask")
+    ),
     "cosine_schedule": schedule_raised,
     "gradient_clipping": lambda adapters, inputs, expected: clipping_raised(
         adapters.run_gradient_clipping
