@@ -817,6 +817,32 @@ def generate_raised(sample: Callable, model: torch.nn.Module, prompt: list[int])
     ]
 
 
+def greedy_difference(
+    model: torch.nn.Module, prompt: list[int], got: list[int], expected: list[int]
+) -> list[str]:
+    """Where greedy tokens ``got`` leave ``expected`` (decoding step by step): how many came
+    back, the first step that differs, and which position's logits its token is the argmax of."""
+    if len(got) != len(expected):
+        return [f"generate returned {len(got)} tokens for max_new_tokens={len(expected)}"]
+    step = next((i for i, (a, b) in enumerate(zip(got, expected, strict=True)) if a != b), None)
+    if step is None:
+        return []
+    sequence = prompt + expected[:step]
+    with torch.no_grad():
+        argmaxes = model(torch.tensor([sequence]))[0].argmax(-1).tolist()
+    line = (
+        f"your first {step} tokens match decoding step by step; at step {step} you drew "
+        f"{got[step]}, the argmax of the last position's logits is {expected[step]}"
+    )
+    elsewhere = [p for p, token in enumerate(argmaxes) if token == got[step]]
+    if elsewhere:
+        line += (
+            f"; yours is the argmax at position {elsewhere[-1]} of the {len(sequence)} "
+            "(the prompt and every token drawn so far)"
+        )
+    return [line]
+
+
 # --- dispatch -------------------------------------------------------------------------------
 
 LOCALIZERS: dict[str, Callable[[ModuleType, Bundle], list[str]]] = {

@@ -230,13 +230,41 @@ def test_sampling_probes_are_silent_without_evidence():
     assert localize.sampling_raised(sample_drawing_two, *broken) == []
 
 
-def test_generate_raising_with_a_working_model_and_sampler_points_at_its_loop():
+PROMPT = [11, 7, 300, 42]
+
+
+def shipped_model() -> torch.nn.Module:
     config = SHIPPED.config
     keys = ("vocab_size", "context_length", "d_model", "num_layers", "num_heads", "d_ff")
-    model = reference.get_transformer_lm(
+    return reference.get_transformer_lm(
         *(config[k] for k in keys), config["rope_theta"], SHIPPED.state_dict
     )
-    (line,) = localize.generate_raised(reference.run_sample_next_token, model, [11, 7, 300, 42])
+
+
+def test_generate_raising_with_a_working_model_and_sampler_points_at_its_loop():
+    model = shipped_model()
+    (line,) = localize.generate_raised(reference.run_sample_next_token, model, PROMPT)
     assert "the error is in generate's own loop" in line
     assert localize.generate_raised(always_raises, model, [11, 7]) == []
     assert localize.generate_raised(reference.run_sample_next_token, always_raises, [1]) == []
+
+
+def test_greedy_tokens_are_compared_step_by_step():
+    model = shipped_model()
+    torch.manual_seed(0)
+    expected = reference.run_generate(model, PROMPT, 8, temperature=1.0, top_p=1e-9, eos_id=None)
+    assert localize.greedy_difference(model, PROMPT, expected, expected) == []
+    (line,) = localize.greedy_difference(model, PROMPT, expected + [1], expected)
+    assert line == "generate returned 9 tokens for max_new_tokens=8"
+    with torch.no_grad():
+        argmaxes = model(torch.tensor([PROMPT + expected[:2]]))[0].argmax(-1).tolist()
+    assert argmaxes[0] != expected[2], "test setup: position 0 predicts another token"
+    got = expected[:2] + [argmaxes[0]] + expected[3:]
+    (line,) = localize.greedy_difference(model, PROMPT, got, expected)
+    assert line.startswith(
+        f"your first 2 tokens match decoding step by step; at step 2 you drew {argmaxes[0]}"
+    )
+    assert "; yours is the argmax at position" in line
+    nobodys = next(t for t in range(SHIPPED.config["vocab_size"]) if t not in argmaxes)
+    got = expected[:2] + [nobodys] + expected[3:]
+    assert "yours is the argmax" not in localize.greedy_difference(model, PROMPT, got, expected)[0]
