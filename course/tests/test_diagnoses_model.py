@@ -23,7 +23,7 @@ INIT_HINTS = dict(std_hint="std", cut_hint="cut")
 
 def truncated_normal(mean: float, std: float) -> torch.Tensor:
     torch.manual_seed(0)
-    weights = torch.empty(1_000_000)
+    weights = torch.empty(100_000)
     return torch.nn.init.trunc_normal_(weights, mean=mean, std=std, a=-3.0, b=3.0)
 
 
@@ -233,7 +233,8 @@ def test_sampling_probes_are_silent_without_evidence():
 PROMPT = [11, 7, 300, 42]
 
 
-def shipped_model() -> torch.nn.Module:
+@pytest.fixture(scope="module")
+def model() -> torch.nn.Module:
     config = SHIPPED.config
     keys = ("vocab_size", "context_length", "d_model", "num_layers", "num_heads", "d_ff")
     return reference.get_transformer_lm(
@@ -241,21 +242,19 @@ def shipped_model() -> torch.nn.Module:
     )
 
 
-def test_generate_raising_with_a_working_model_and_sampler_points_at_its_loop():
-    model = shipped_model()
+def test_generate_raising_with_a_working_model_and_sampler_points_at_its_loop(model):
     (line,) = localize.generate_raised(reference.run_sample_next_token, model, PROMPT)
     assert "the error is in generate's own loop" in line
     assert localize.generate_raised(always_raises, model, [11, 7]) == []
     assert localize.generate_raised(reference.run_sample_next_token, always_raises, [1]) == []
 
 
-def test_greedy_tokens_are_compared_step_by_step():
-    model = shipped_model()
+def test_greedy_tokens_are_compared_step_by_step(model):
     torch.manual_seed(0)
-    expected = reference.run_generate(model, PROMPT, 8, temperature=1.0, top_p=1e-9, eos_id=None)
+    expected = reference.run_generate(model, PROMPT, 4, temperature=1.0, top_p=1e-9, eos_id=None)
     assert localize.greedy_difference(model, PROMPT, expected, expected) == []
     (line,) = localize.greedy_difference(model, PROMPT, expected + [1], expected)
-    assert line == "generate returned 9 tokens for max_new_tokens=8"
+    assert line == "generate returned 5 tokens for max_new_tokens=4"
     with torch.no_grad():
         argmaxes = model(torch.tensor([PROMPT + expected[:2]]))[0].argmax(-1).tolist()
     assert argmaxes[0] != expected[2], "test setup: position 0 predicts another token"
