@@ -823,7 +823,8 @@ def greedy_difference(
     """Where greedy tokens ``got`` leave ``expected`` (decoding step by step): how many came
     back, the first step that differs, and which position's logits its token is the argmax of."""
     if len(got) != len(expected):
-        return [f"generate returned {len(got)} tokens for max_new_tokens={len(expected)}"]
+        count = f"{len(got)} token{'s' * (len(got) != 1)}"
+        return [f"generate returned {count} for max_new_tokens={len(expected)}"]
     step = next((i for i, (a, b) in enumerate(zip(got, expected, strict=True)) if a != b), None)
     if step is None:
         return []
@@ -831,8 +832,9 @@ def greedy_difference(
     with torch.no_grad():
         argmaxes = model(torch.tensor([sequence]))[0].argmax(-1).tolist()
     line = (
-        f"your first {step} tokens match decoding step by step; at step {step} you drew "
-        f"{got[step]}, the argmax of the last position's logits is {expected[step]}"
+        (f"your first {step} tokens match decoding step by step; " if step else "")
+        + f"at step {step} you drew {got[step]}, the argmax of the last position's logits is "
+        f"{expected[step]}"
     )
     elsewhere = [p for p, token in enumerate(argmaxes) if token == got[step]]
     if elsewhere:

@@ -267,3 +267,7 @@ def test_greedy_tokens_are_compared_step_by_step(model):
     nobodys = next(t for t in range(SHIPPED.config["vocab_size"]) if t not in argmaxes)
     got = expected[:2] + [nobodys] + expected[3:]
     assert "yours is the argmax" not in localize.greedy_difference(model, PROMPT, got, expected)[0]
+    (line,) = localize.greedy_difference(model, PROMPT, [nobodys] + expected[1:], expected)
+    assert line.startswith(f"at step 0 you drew {nobodys}, the argmax of the last position's")
+    (line,) = localize.greedy_difference(model, PROMPT, expected[:1], expected)
+    assert line == "generate returned 1 token for max_new_tokens=4"
