@@ -845,6 +845,51 @@ def greedy_difference(
     return [line]
 
 
+def lm_build_lines(adapters: ModuleType, s: Shipped) -> list[str]:
+    """The LM ``get_transformer_lm`` builds for the case's config without weights: whether
+    building raises, how many layers it holds, and the first parameter whose shape differs from
+    the handout's state dict (names the student's model does not share are left out)."""
+    build, layers = getattr(adapters, "get_transformer_lm", None), s.config["num_layers"]
+    if not callable(build):
+        return []  # an adapters.py written for the course's own suite lacks it
+    try:
+        with torch.random.fork_rng():
+            built = build(*lm_args(s, layers)).state_dict()
+    except NotImplementedError:
+        return []
+    except Exception as raised:  # noqa: BLE001  (student code: any exception)
+        return [
+            f"your transformer_lm raised, and building your LM for this config without weights "
+            f"(get_transformer_lm) raises {type(raised).__name__} too: the error is in the "
+            "modules it constructs (the sizes each is given)"
+        ]
+    count = len({name.split(".")[1] for name in built if name.startswith("layers.")})
+    if count and count != layers:
+        return [
+            f"your transformer_lm raised; the LM your get_transformer_lm builds for "
+            f"num_layers={layers} holds {count} layers"
+        ]
+    for name, wanted in s.state_dict.items():
+        got = built.get(name)
+        if got is not None and tuple(got.shape) != tuple(wanted.shape):
+            return [
+                f"your transformer_lm raised; the LM your get_transformer_lm builds for this "
+                f"config has {name} of shape {tuple(got.shape)}, not {tuple(wanted.shape)}"
+            ]
+    return []
+
+
+def lm_raised(adapters: ModuleType) -> list[str]:
+    """transformer_lm raised: the first stage that is off alone; else what the LM built for the
+    config shows; else each stage is right alone (the error is in how the LM joins them)."""
+    s = Shipped()
+    stages = lm_stages(adapters, s)
+    off = first_off(stages)
+    if off:
+        return [stage_line(*off, LM_STAGES)]
+    return lm_build_lines(adapters, s) or composite_raised(stages, LM_STAGES, "transformer_lm")
+
+
 # --- dispatch -------------------------------------------------------------------------------
 
 LOCALIZERS: dict[str, Callable[[ModuleType, Bundle], list[str]]] = {
@@ -1126,9 +1171,7 @@ def composite_raised(stages: list, checked: str, composite: str) -> list[str]:
 
 
 RAISED_DIAGNOSES: dict[str, Callable[[ModuleType, Bundle, Bundle], list[str]]] = {
-    "transformer_lm": lambda adapters, inputs, expected: composite_raised(
-        lm_stages(adapters, Shipped()), LM_STAGES, "transformer_lm"
-    ),
+    "transformer_lm": lambda adapters, inputs, expected: lm_raised(adapters),
     "transformer_block": lambda adapters, inputs, expected: composite_raised(
         block_stages(adapters, Shipped()), BLOCK_STAGES, "transformer_block"
     ),

@@ -6,6 +6,7 @@ breaks."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -271,3 +272,40 @@ def test_greedy_tokens_are_compared_step_by_step(model):
     assert line.startswith(f"at step 0 you drew {nobodys}, the argmax of the last position's")
     (line,) = localize.greedy_difference(model, PROMPT, expected[:1], expected)
     assert line == "generate returned 1 token for max_new_tokens=4"
+
+
+# --- the LM built for the config ----------------------------------------------------------------
+
+
+def lm_building(state_dict: dict | None = None, error: type[Exception] | None = None):
+    def build(*args):
+        if error is not None:
+            raise error("no")
+        return SimpleNamespace(state_dict=lambda: state_dict)
+
+    return with_adapter("get_transformer_lm", build)
+
+
+def test_the_lm_built_for_the_config_names_its_layer_count_and_shapes():
+    two_layers = {n: v for n, v in SHIPPED.state_dict.items() if not n.startswith("layers.2.")}
+    (line,) = localize.lm_build_lines(lm_building(two_layers), SHIPPED)
+    assert line.endswith("builds for num_layers=3 holds 2 layers")
+    flipped = SHIPPED.state_dict | {"lm_head.weight": SHIPPED.state_dict["lm_head.weight"].T}
+    (line,) = localize.lm_build_lines(lm_building(flipped), SHIPPED)
+    assert line.endswith("has lm_head.weight of shape (64, 512), not (512, 64)")
+    (line,) = localize.lm_build_lines(lm_building(error=TypeError), SHIPPED)
+    assert "(get_transformer_lm) raises TypeError too" in line
+
+
+def test_the_lm_built_for_the_config_is_silent_without_evidence():
+    assert localize.lm_build_lines(reference, SHIPPED) == []
+    renamed = {f"model.{n}": v.flip(0)[:1] for n, v in SHIPPED.state_dict.items()}
+    assert localize.lm_build_lines(lm_building(renamed), SHIPPED) == []
+    assert localize.lm_build_lines(lm_building(error=NotImplementedError), SHIPPED) == []
+    without = SimpleNamespace(**{n: getattr(reference, n) for n in ("run_embedding",)})
+    assert localize.lm_build_lines(without, SHIPPED) == []
+
+
+def test_a_raising_lm_with_right_stages_and_build_points_at_how_it_joins_them():
+    (line,) = localize.lm_raised(reference)
+    assert "are each right alone" in line and "your transformer_lm raised" in line
