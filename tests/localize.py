@@ -33,7 +33,7 @@ from tests.cases.shipped import Shipped
 from tests.common import FIXTURES_PATH
 from tests.measure import (
     adamw_steps,
-    bpe_vocab_structure,
+    bpe_training_lines,
     clipping_norms,
     largest,
     rmsnorm_axis,
@@ -671,7 +671,7 @@ OUTPUT_DIAGNOSES: dict[str, Callable[[Bundle, Bundle, Bundle], list[str]]] = {
     "rmsnorm": rmsnorm_axis,
     "silu": silu_ratio,
     "softmax": softmax_rows,
-    "train_bpe": bpe_vocab_structure,
+    "train_bpe": bpe_training_lines,
 }
 
 
@@ -801,6 +801,57 @@ def composite_raised(stages: list, checked: str, composite: str) -> list[str]:
     ]
 
 
+# --- BPE training and the tokenizer ---------------------------------------------------------
+
+SINGLE_BYTES = {i: bytes([i]) for i in range(256)}
+
+
+def tokenizer_probes(adapters: ModuleType) -> list[tuple[str, Callable[[], object]]]:
+    """Small calls, each using one more part of a tokenizer than the one before."""
+
+    def build(merges: list, specials: list[str] | None = None):
+        vocab = SINGLE_BYTES | {256 + k: a + b for k, (a, b) in enumerate(merges)}
+        if specials is None:
+            return adapters.get_tokenizer(vocab, merges)
+        return adapters.get_tokenizer(vocab, merges, specials)
+
+    return [
+        ("builds from the 256 single bytes", lambda: build([])),
+        ("encodes 'hi there' without merges", lambda: build([]).encode("hi there")),
+        ("decodes the ids of 'hi'", lambda: build([]).decode([104, 105])),
+        (
+            "applies the merge (b'h', b'i') to 'hi hi'",
+            lambda: build([(b"h", b"i")]).encode("hi hi"),
+        ),
+        (
+            "encodes 'a<|endoftext|>b' with that special token",
+            lambda: build([], ["<|endoftext|>"]).encode("a<|endoftext|>b"),
+        ),
+        (
+            "runs encode_iterable on ['hi ', 'there']",
+            lambda: list(build([]).encode_iterable(["hi ", "there"])),
+        ),
+    ]
+
+
+def tokenizer_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """The tokenizer raised: the first small probe that raises after the ones before it ran
+    (silent when the first raises too, or none does: nothing located)."""
+    ran = []
+    for doing, call in tokenizer_probes(adapters):
+        try:
+            call()
+        except Exception as error:  # noqa: BLE001  (student code: any exception)
+            if not ran:
+                return []
+            return [
+                f"on a 256-byte vocab your tokenizer {', '.join(ran)}, but raised "
+                f"{type(error).__name__} when it {doing}: the error is in that step"
+            ]
+        ran.append(doing)
+    return []
+
+
 RAISED_DIAGNOSES: dict[str, Callable[[ModuleType, Bundle, Bundle], list[str]]] = {
     "transformer_lm": lambda adapters, inputs, expected: composite_raised(
         lm_stages(adapters, Shipped()), LM_STAGES, "transformer_lm"
@@ -814,6 +865,7 @@ RAISED_DIAGNOSES: dict[str, Callable[[ModuleType, Bundle, Bundle], list[str]]] =
     "gradient_clipping": lambda adapters, inputs, expected: clipping_raised(
         adapters.run_gradient_clipping
     ),
+    "tokenizer": tokenizer_raised,
 }
 
 

@@ -10,6 +10,7 @@ import regex
 
 from .adapters import get_tokenizer, run_train_bpe
 from .expect import raises_an_error
+from .measure import HANDOUT_STEPS, HANDOUT_WORDS, PRETOKEN_PATTERN, handout_merge_line
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CORPUS = FIXTURES / "corpora" / "stories-400k.txt"
@@ -22,52 +23,16 @@ def write(tmp_path: Path, text: str, name: str = "corpus.txt") -> Path:
     return path
 
 
-# The handout example worked by hand: before each merge, every pair's count (each word's pairs
-# times the word's count: low 5, lower 2, widest 3, newest 6) and the merge the counts decide
-# (the most frequent pair; a tie goes to the greater pair). Not a trainer: fixed data.
-HANDOUT_STEPS: list[tuple[tuple[str, str], dict[str, int]]] = [
-    (("s", "t"), {"l o": 7, "o w": 7, "w e": 8, "e r": 2, "w i": 3, "i d": 3, "d e": 3,
-                  "e s": 9, "s t": 9, "n e": 6, "e w": 6}),
-    (("e", "st"), {"l o": 7, "o w": 7, "w e": 8, "e r": 2, "w i": 3, "i d": 3, "d e": 3,
-                   "e st": 9, "n e": 6, "e w": 6}),
-    (("o", "w"), {"l o": 7, "o w": 7, "w e": 2, "e r": 2, "w i": 3, "i d": 3, "d est": 3,
-                  "n e": 6, "e w": 6, "w est": 6}),
-    (("l", "ow"), {"l ow": 7, "ow e": 2, "e r": 2, "w i": 3, "i d": 3, "d est": 3, "n e": 6,
-                   "e w": 6, "w est": 6}),
-    (("w", "est"), {"low e": 2, "e r": 2, "w i": 3, "i d": 3, "d est": 3, "n e": 6, "e w": 6,
-                    "w est": 6}),
-    (("n", "e"), {"low e": 2, "e r": 2, "w i": 3, "i d": 3, "d est": 3, "n e": 6,
-                  "e west": 6}),
-]  # fmt: skip
-
-
 def handout_merge_counts(merges: object) -> str:
-    """The counts that decide the first merge that differs from the handout's (``""`` when
-    none does, or the merges are not pairs of bytes)."""
-    try:
-        got = [(a.decode(), b.decode()) for a, b in merges]  # type: ignore[union-attr]
-    except Exception:  # noqa: BLE001  (not a list of byte pairs: the assertion says so)
-        return ""
-    for k, ((want, counts), mine) in enumerate(zip(HANDOUT_STEPS, got, strict=False)):
-        if mine != want:
-            theirs, yours = counts[" ".join(want)], counts.get(" ".join(mine), 0)
-            why = (
-                "a tie, which goes to the lexicographically greater pair"
-                if theirs == yours
-                else "merge the most frequent pair, counting each word's pairs times its count"
-            )
-            return (
-                f"\ndiagnosis: merge #{k} differs: before it, the expected {want} occurs "
-                f"{theirs} times and your {mine} {yours} times: {why}"
-            )
-    return ""
+    """The handout's pair counts at the first merge that differs, as a diagnosis line."""
+    line = handout_merge_line(merges)
+    return f"\ndiagnosis: {line}" if line else ""
 
 
 def test_train_bpe_handout_example(tmp_path):
     # The handout's corpus with whitespace pre-tokenization: separating the words by a special
     # token makes every word exactly one pre-token (no leading space).
-    words = ["low"] * 5 + ["lower"] * 2 + ["widest"] * 3 + ["newest"] * 6
-    path = write(tmp_path, EOT.join(words))
+    path = write(tmp_path, EOT.join(HANDOUT_WORDS))
     vocab, merges = run_train_bpe(path, 256 + 1 + 6, [EOT])
     expected = [(a.encode(), b.encode()) for (a, b), _ in HANDOUT_STEPS]
     assert merges == expected, f"merges {merges}{handout_merge_counts(merges)}"
@@ -109,8 +74,6 @@ def test_train_bpe_output_drives_the_tokenizer(tmp_path):
     assert len(ids) < 0.6 * len(sample.encode("utf-8"))
 
 
-# GPT-2's pre-tokenization pattern, as the handout gives it.
-PRETOKEN_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 # A trainer may take this many times as long as the plain-Python pass below. Measured here: the
 # reference about 0.4x, a trainer that recounts every pair after each merge (upstream's "toy
 # implementation", which its 1.5 s limit fails) about 15x.
