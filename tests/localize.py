@@ -20,16 +20,19 @@ each one right answers it must stay silent on.
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
+from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import torch
 
 from tests.cases.core import Bundle
-from tests.cases.shipped import Shipped
+from tests.cases.shipped import END_OF_TEXT, Shipped
 from tests.common import FIXTURES_PATH
 from tests.measure import (
     adamw_steps,
@@ -816,40 +819,73 @@ def tokenizer_probes(adapters: ModuleType) -> list[tuple[str, Callable[[], objec
         return adapters.get_tokenizer(vocab, merges, specials)
 
     return [
-        ("builds from the 256 single bytes", lambda: build([])),
-        ("encodes 'hi there' without merges", lambda: build([]).encode("hi there")),
-        ("decodes the ids of 'hi'", lambda: build([]).decode([104, 105])),
+        ("building from the 256 single bytes", lambda: build([])),
+        ("encoding 'hi there' without merges", lambda: build([]).encode("hi there")),
+        ("decoding the ids of 'hi'", lambda: build([]).decode([104, 105])),
         (
-            "applies the merge (b'h', b'i') to 'hi hi'",
+            "applying the merge (b'h', b'i') to 'hi hi'",
             lambda: build([(b"h", b"i")]).encode("hi hi"),
         ),
         (
-            "encodes 'a<|endoftext|>b' with that special token",
+            "encoding 'a<|endoftext|>b' with that special token",
             lambda: build([], ["<|endoftext|>"]).encode("a<|endoftext|>b"),
         ),
         (
-            "runs encode_iterable on ['hi ', 'there']",
+            "running encode_iterable on ['hi ', 'there']",
             lambda: list(build([]).encode_iterable(["hi ", "there"])),
         ),
     ]
 
 
-def tokenizer_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
-    """The tokenizer raised: the first small probe that raises after the ones before it ran
-    (silent when the first raises too, or none does: nothing located)."""
+def first_raising_step(steps: list[tuple[str, Callable[[], object]]], who: str) -> list[str]:
+    """The first step that raises after the ones before it ran (silent when the first raises
+    too, or none does: nothing located)."""
     ran = []
-    for doing, call in tokenizer_probes(adapters):
+    for doing, call in steps:
         try:
             call()
         except Exception as error:  # noqa: BLE001  (student code: any exception)
             if not ran:
                 return []
             return [
-                f"on a 256-byte vocab your tokenizer {', '.join(ran)}, but raised "
-                f"{type(error).__name__} when it {doing}: the error is in that step"
+                f"{who} ran {', '.join(ran)}; it raised {type(error).__name__} on the next "
+                f"step, {doing}: the error is in that step"
             ]
         ran.append(doing)
     return []
+
+
+def tokenizer_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """The tokenizer raised: located by small probes on a 256-byte vocab."""
+    return first_raising_step(tokenizer_probes(adapters), "on a 256-byte vocab your tokenizer")
+
+
+def train_bpe_probes(adapters: ModuleType, scratch: Path) -> list[tuple[str, Callable[[], object]]]:
+    """Small trainings, each using one more part of a trainer than the one before."""
+
+    def train(text: str, vocab_size: int, specials: list[str]) -> Callable[[], object]:
+        def run() -> object:
+            path = scratch / "corpus.txt"
+            path.write_bytes(text.encode("utf-8"))
+            return adapters.run_train_bpe(os.fspath(path), vocab_size, specials)
+
+        return run
+
+    return [
+        ("training on 'ab ab' with vocab_size=257 (one merge)", train("ab ab", 257, [])),
+        ("training with vocab_size=258 (two merges)", train("ab ab", 258, [])),
+        (
+            "training with a special token, on 'ab<|endoftext|>ab'",
+            train("ab<|endoftext|>ab", 258, [END_OF_TEXT]),
+        ),
+        ("training until nothing is left to merge (vocab_size=1000)", train("abc abc", 1000, [])),
+    ]
+
+
+def train_bpe_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """Training raised: the first small training that raises after the ones before it ran."""
+    with tempfile.TemporaryDirectory() as scratch:
+        return first_raising_step(train_bpe_probes(adapters, Path(scratch)), "your train_bpe")
 
 
 RAISED_DIAGNOSES: dict[str, Callable[[ModuleType, Bundle, Bundle], list[str]]] = {
@@ -866,6 +902,7 @@ RAISED_DIAGNOSES: dict[str, Callable[[ModuleType, Bundle, Bundle], list[str]]] =
         adapters.run_gradient_clipping
     ),
     "tokenizer": tokenizer_raised,
+    "train_bpe": train_bpe_raised,
 }
 
 

@@ -10,6 +10,7 @@ from course.tests.test_localize import public_run, with_adapter
 from tests import adapters as reference
 from tests import localize, measure
 from tests.cases import CASES
+from tests.cases.tokenizer_diff import bytes_difference, decode_difference
 
 
 @pytest.fixture(scope="module")
@@ -94,5 +95,47 @@ def test_a_tokenizer_raising_only_with_merges_is_located():
 
     adapters = with_adapter("get_tokenizer", MergesBreakEncode)
     line = localize.tokenizer_raised(adapters, {}, {})[0]
-    assert "encodes 'hi there' without merges, decodes the ids of 'hi', but raised KeyError" in line
-    assert "when it applies the merge (b'h', b'i') to 'hi hi': the error is in that step" in line
+    assert (
+        "encoding 'hi there' without merges, decoding the ids of 'hi'; it raised KeyError" in line
+    )
+    assert "the next step, applying the merge (b'h', b'i') to 'hi hi': the error is in" in line
+
+
+def test_a_trainer_raising_only_with_two_merges_is_located():
+    def one_merge_only(path, vocab_size, special_tokens):
+        if vocab_size - 256 - len(special_tokens) > 1:
+            raise IndexError("heap")
+        return reference.run_train_bpe(path, vocab_size, special_tokens)
+
+    adapters = with_adapter("run_train_bpe", one_merge_only)
+    line = localize.train_bpe_raised(adapters, {}, {})[0]
+    assert "ran training on 'ab ab' with vocab_size=257 (one merge); it raised IndexError" in line
+    assert "step, training with vocab_size=258 (two merges): the error is in that step" in line
+    assert localize.train_bpe_raised(reference, {}, {}) == []
+
+
+def test_ids_that_do_not_spell_the_text_are_named():
+    vocab = {i: bytes([i]) for i in range(256)} | {256: b"ab"}
+    assert bytes_difference([256, 99], b"abc", vocab) == ""
+    line = bytes_difference([256, 256], b"abc", vocab)
+    assert "your ids spell 4 bytes, the text has 3: they first differ at byte 2" in line
+    assert bytes_difference([256, 999], b"abc", vocab).startswith("1 of your ids are not in")
+
+
+def test_decode_difference_holds_the_joined_bytes_to_one_decode():
+    vocab = {0: b"\xe2", 1: b"\x82", 2: b"a"}
+    assert decode_difference("\ufffda", [0, 1, 2], vocab) == ""
+    line = decode_difference("\ufffd\ufffda", [0, 1, 2], vocab)
+    assert "decoded once with errors='replace', give '\ufffda'" in line
+    assert line.endswith("yours equals decoding each id's bytes on its own")
+    assert "on its own" not in decode_difference("?a", [0, 1, 2], vocab)
+
+
+def test_overlapping_specials_hint_what_was_encoded():
+    inputs, outputs, expected = public_run(CASES["tokenizer", "overlapping_specials"])
+    check = CASES["tokenizer", "overlapping_specials"].check
+    assert check(outputs, expected, inputs) is None
+    wrong = outputs | {"triple": outputs["single"] * 3}
+    assert "hint: the longest special token matches first: EEE must be" in check(
+        wrong, expected, inputs
+    )
