@@ -872,8 +872,14 @@ def train_bpe_probes(adapters: ModuleType, scratch: Path) -> list[tuple[str, Cal
         return run
 
     return [
-        ("training on 'ab ab' with vocab_size=257 (one merge)", train("ab ab", 257, [])),
-        ("training with vocab_size=258 (two merges)", train("ab ab", 258, [])),
+        ("training with no merge (vocab_size=256) on 'ab ab'", train("ab ab", 256, [])),
+        ("making one merge in 'ab' (the pair alone in its pre-token)", train("ab", 257, [])),
+        (
+            "making one merge in 'ab ab xaby' (a pair with neighbours on either side)",
+            train("ab ab xaby", 257, []),
+        ),
+        ("making two merges in 'ab ab xaby'", train("ab ab xaby", 258, [])),
+        ("merging a pair that occurs twice in one pre-token ('abab')", train("abab", 257, [])),
         (
             "training with a special token, on 'ab<|endoftext|>ab'",
             train("ab<|endoftext|>ab", 258, [END_OF_TEXT]),

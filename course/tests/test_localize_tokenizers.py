@@ -109,8 +109,8 @@ def test_a_trainer_raising_only_with_two_merges_is_located():
 
     adapters = with_adapter("run_train_bpe", one_merge_only)
     line = localize.train_bpe_raised(adapters, {}, {})[0]
-    assert "ran training on 'ab ab' with vocab_size=257 (one merge); it raised IndexError" in line
-    assert "step, training with vocab_size=258 (two merges): the error is in that step" in line
+    assert "(a pair with neighbours on either side); it raised IndexError on the next" in line
+    assert "step, making two merges in 'ab ab xaby': the error is in that step" in line
     assert localize.train_bpe_raised(reference, {}, {}) == []
 
 
