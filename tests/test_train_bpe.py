@@ -10,7 +10,15 @@ import regex
 
 from .adapters import get_tokenizer, run_train_bpe
 from .expect import raises_an_error
-from .measure import HANDOUT_STEPS, HANDOUT_WORDS, PRETOKEN_PATTERN, handout_merge_line
+from .localize import diagnosed_if_raised, raises
+from .measure import (
+    HANDOUT_STEPS,
+    HANDOUT_WORDS,
+    PRETOKEN_PATTERN,
+    handout_merge_line,
+    merge_order_line,
+    merge_sequence_line,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CORPUS = FIXTURES / "corpora" / "stories-400k.txt"
@@ -26,6 +34,16 @@ def write(tmp_path: Path, text: str, name: str = "corpus.txt") -> Path:
 def handout_merge_counts(merges: object) -> str:
     """The handout's pair counts at the first merge that differs, as a diagnosis line."""
     line = handout_merge_line(merges)
+    return f"\ndiagnosis: {line}" if line else ""
+
+
+def merges_diagnosis(merges: object, expected: list[tuple[bytes, bytes]]) -> str:
+    """Whether each merge joins tokens that exist, and where the merges leave the expected ones."""
+    try:
+        pairs = [(bytes(a), bytes(b)) for a, b in merges]  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001  (not a list of byte pairs: the assertion says so)
+        return ""
+    line = merge_sequence_line(pairs) or merge_order_line(pairs, expected)
     return f"\ndiagnosis: {line}" if line else ""
 
 
@@ -49,7 +67,7 @@ def test_train_bpe_repeated_pairs_in_frequent_pretokens(tmp_path):
     vocab, merges = run_train_bpe(write(tmp_path, text), 257 + 6, [EOT])
     # Then "abeeab" is [ab, ee, ab]: (ab, ee) and (ee, ab) tie at 6 and the greater pair of bytes,
     # (ee, ab), wins; (ab, eeab) at 6 beats (abab, ab) at 5 and (f, g) at 4.
-    assert merges == [
+    expected = [
         (b"a", b"b"),
         (b"ab", b"ab"),
         (b"c", b"d"),
@@ -57,6 +75,7 @@ def test_train_bpe_repeated_pairs_in_frequent_pretokens(tmp_path):
         (b"ee", b"ab"),
         (b"ab", b"eeab"),
     ]
+    assert merges == expected, f"merges {merges}{merges_diagnosis(merges, expected)}"
     assert len(vocab) == 263
 
 
@@ -118,12 +137,28 @@ def test_train_bpe_speed():
 
 def test_train_bpe_stops_when_nothing_is_left_to_merge(tmp_path):
     vocab, merges = run_train_bpe(write(tmp_path, "ab ab"), 1000, [])
-    assert merges == [(b"a", b"b"), (b" ", b"ab")]
+    expected = [(b"a", b"b"), (b" ", b"ab")]
+    assert merges == expected, f"merges {merges}{merges_diagnosis(merges, expected)}"
     assert len(vocab) == 258
 
 
+def refused_only_at_the_smallest_size(path: Path) -> list[str]:
+    """Does the trainer raise at vocab_size=257 with one special token, and run at 258?"""
+    if not raises(lambda: run_train_bpe(path, 257, [EOT]), tries=1):
+        return []
+    if raises(lambda: run_train_bpe(path, 258, [EOT]), tries=1):
+        return []  # it raises there too: nothing located
+    return [
+        "your train_bpe raised at vocab_size=257 with 1 special token (the 256 bytes and the "
+        "special token, no merge) but runs at 258: the smallest valid vocab_size is 256 + the "
+        "number of special tokens"
+    ]
+
+
 def test_train_bpe_vocab_of_exactly_bytes_and_specials(tmp_path):
-    vocab, merges = run_train_bpe(write(tmp_path, "aaaa"), 257, [EOT])
+    path = write(tmp_path, "aaaa")
+    with diagnosed_if_raised(lambda: refused_only_at_the_smallest_size(path)):
+        vocab, merges = run_train_bpe(path, 257, [EOT])
     assert merges == [] and len(vocab) == 257
 
 
@@ -161,6 +196,12 @@ def test_train_bpe_directory_is_not_a_corpus(tmp_path):
 def test_train_bpe_vocab_too_small(tmp_path, vocab_size, specials):
     with raises_an_error():
         run_train_bpe(write(tmp_path, "some text"), vocab_size, specials)
+        pytest.fail(
+            f"train_bpe accepted vocab_size={vocab_size} with {len(specials)} special token(s)\n"
+            f"hint: the vocab must hold the 256 bytes and every special token, so vocab_size "
+            f"must be at least {256 + len(specials)}; yours returned a vocab for "
+            f"vocab_size={vocab_size} instead of raising"
+        )
 
 
 @pytest.mark.robustness

@@ -139,3 +139,38 @@ def test_overlapping_specials_hint_what_was_encoded():
     assert "hint: the longest special token matches first: EEE must be" in check(
         wrong, expected, inputs
     )
+
+
+def test_a_trainer_refusing_only_the_smallest_vocab_is_located(monkeypatch, tmp_path):
+    from tests import test_train_bpe
+
+    path = test_train_bpe.write(tmp_path, "aaaa")
+    assert test_train_bpe.refused_only_at_the_smallest_size(path) == []  # the reference runs
+
+    def refuses_257(path, vocab_size, special_tokens):
+        if vocab_size <= 257:
+            raise ValueError("vocab_size too small")
+        return reference.run_train_bpe(path, vocab_size, special_tokens)
+
+    monkeypatch.setattr(test_train_bpe, "run_train_bpe", refuses_257)
+    line = test_train_bpe.refused_only_at_the_smallest_size(path)[0]
+    assert "raised at vocab_size=257 with 1 special token" in line
+    assert "but runs at 258: the smallest valid vocab_size is 256 + the number" in line
+
+    def refuses_all(path, vocab_size, special_tokens):
+        raise ValueError("never")
+
+    monkeypatch.setattr(test_train_bpe, "run_train_bpe", refuses_all)
+    assert test_train_bpe.refused_only_at_the_smallest_size(path) == []
+
+
+def test_merges_diagnosis_names_a_merge_never_made_and_reads_only_byte_pairs():
+    from tests.test_train_bpe import merges_diagnosis
+
+    expected = [(b"a", b"b"), (b" ", b"ab")]
+    assert merges_diagnosis(expected, expected) == ""
+    assert "merge #1 (b' ', b'a') is not among the 2" in merges_diagnosis(
+        [(b"a", b"b"), (b" ", b"a")], expected
+    )
+    assert merges_diagnosis([[b"a", b"b"], [b" ", b"ab"]], expected) == ""  # lists are pairs too
+    assert merges_diagnosis(None, expected) == ""
