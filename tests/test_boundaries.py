@@ -349,4 +349,11 @@ def test_train_bpe_to_exhaustion_tracks_changing_counts(tmp_path, text, expected
         "the counts of the pairs it changed: a pair with no occurrence left is gone for good, "
         "and a pair whose count dropped is still merged later at its new count"
     )
-    assert len(vocab) == 256 + len(expected)
+    tokens = set(vocab.values())
+    missing = [b for b in range(256) if bytes([b]) not in tokens]
+    assert len(vocab) == 256 + len(expected), f"vocab of {len(vocab)} tokens" + (
+        f"\nhint: the vocab holds the 256 single bytes; yours lacks {len(missing)} of them "
+        f"(e.g. {bytes([missing[0]])!r}), beside the {len(expected)} merged tokens"
+        if missing
+        else ""
+    )
