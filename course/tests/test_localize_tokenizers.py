@@ -189,3 +189,14 @@ def test_the_exhaustion_test_names_single_bytes_missing_from_the_vocab(monkeypat
         test_boundaries.test_train_bpe_to_exhaustion_tracks_changing_counts(
             tmp_path, "abc abc", expected
         )
+
+
+def test_decode_of_an_unknown_id_must_name_it():
+    from tests import test_tokenizer
+
+    class NamesTheWrongId:
+        def decode(self, ids):
+            raise ValueError(f"unknown token id {ids[0]}")
+
+    with pytest.raises(AssertionError, match="hint: the error must name the unknown id, 123456"):
+        test_tokenizer.test_tokenizer_decode_unknown_id(NamesTheWrongId())
