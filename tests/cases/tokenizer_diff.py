@@ -50,14 +50,20 @@ def encode_difference(
     return line
 
 
+def first_difference(got: str | bytes, want: str | bytes) -> int:
+    """The first index where two texts (or byte strings) differ; the shorter's length when one
+    is a prefix of the other."""
+    return next(
+        (k for k, (a, b) in enumerate(zip(got, want, strict=False)) if a != b),
+        min(len(got), len(want)),
+    )
+
+
 def text_difference(got: object, want: str, label: str) -> str:
     """Where a decoded text first differs from the expected one."""
     if not isinstance(got, str) or got == want:
         return ""
-    first = next(
-        (k for k, (a, b) in enumerate(zip(got, want, strict=False)) if a != b),
-        min(len(got), len(want)),
-    )
+    first = first_difference(got, want)
     return (
         f"{label} first differs at character {first}: got {got[first : first + 12]!r}, "
         f"expected {want[first : first + 12]!r} (after {want[max(0, first - 12) : first]!r})"
@@ -75,10 +81,7 @@ def bytes_difference(got: object, text: bytes, vocab: dict[int, bytes]) -> str:
     spelled = b"".join(vocab[i] for i in got)
     if spelled == text:
         return ""
-    first = next(
-        (k for k, (a, b) in enumerate(zip(spelled, text, strict=False)) if a != b),
-        min(len(spelled), len(text)),
-    )
+    first = first_difference(spelled, text)
     return (
         f"your ids spell {len(spelled)} bytes, the text has {len(text)}: they first differ at "
         f"byte {first} (yours {spelled[first : first + 12]!r}, the text's "
