@@ -75,7 +75,11 @@ def test_tokenizer_adds_missing_special_tokens_to_vocab(vocab_and_merges):
     tok = get_tokenizer(dict(vocab), list(merges), [EOT, "<|pad|>"])
     ids = tok.encode("a<|pad|>b")
     assert len(ids) == 3
-    assert ids[1] not in vocab  # a fresh id
+    assert ids[1] not in vocab, (
+        f"'<|pad|>', not in the vocab, encoded as id {ids[1]}\nhint: a special token missing "
+        f"from the vocab gets a fresh id; yours reuses {ids[1]}, the vocab's id of "
+        f"{vocab[ids[1]]!r}"
+    )
     assert tok.decode(ids) == "a<|pad|>b"
 
 
