@@ -200,3 +200,19 @@ def test_decode_of_an_unknown_id_must_name_it():
 
     with pytest.raises(AssertionError, match="hint: the error must name the unknown id, 123456"):
         test_tokenizer.test_tokenizer_decode_unknown_id(NamesTheWrongId())
+
+
+def test_a_special_token_reusing_an_id_names_the_token_it_holds(monkeypatch):
+    from tests import test_tokenizer
+
+    class ReusesId1:
+        def __init__(self, vocab, merges, specials=None):
+            pass
+
+        def encode(self, text):
+            return [97, 1, 98]
+
+    monkeypatch.setattr(test_tokenizer, "get_tokenizer", ReusesId1)
+    vocab = {i: bytes([i]) for i in range(256)}
+    with pytest.raises(AssertionError, match=r"yours reuses 1, the vocab's id of b'\\x01'"):
+        test_tokenizer.test_tokenizer_adds_missing_special_tokens_to_vocab((vocab, []))
