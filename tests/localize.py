@@ -19,6 +19,7 @@ each one right answers it must stay silent on.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import tempfile
@@ -29,10 +30,12 @@ from pathlib import Path
 from types import ModuleType
 
 import numpy as np
+import regex
 import torch
 
 from tests.cases.core import Bundle
 from tests.cases.shipped import END_OF_TEXT, Shipped
+from tests.cases.tokenizers import build_tokenizer
 from tests.common import FIXTURES_PATH
 from tests.measure import (
     adamw_steps,
@@ -807,6 +810,8 @@ def composite_raised(stages: list, checked: str, composite: str) -> list[str]:
 # --- BPE training and the tokenizer ---------------------------------------------------------
 
 SINGLE_BYTES = {i: bytes([i]) for i in range(256)}
+# How many of a case's words are encoded one by one to find one that raises.
+WORDS_TRIED = 5000
 
 
 def tokenizer_probes(adapters: ModuleType) -> list[tuple[str, Callable[[], object]]]:
@@ -856,8 +861,36 @@ def first_raising_step(steps: list[tuple[str, Callable[[], object]]], who: str) 
 
 
 def tokenizer_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
-    """The tokenizer raised: located by small probes on a 256-byte vocab."""
-    return first_raising_step(tokenizer_probes(adapters), "on a 256-byte vocab your tokenizer")
+    """The tokenizer raised: located by small probes on a 256-byte vocab, or, when they all
+    run, by the first word of the case's texts that raises alone, with and without merges."""
+    lines = first_raising_step(tokenizer_probes(adapters), "on a 256-byte vocab your tokenizer")
+    if lines or "texts" not in inputs or raises(tokenizer_probes(adapters)[0][1], tries=1):
+        return lines
+    return raising_word(adapters, inputs)
+
+
+def raising_word(adapters: ModuleType, inputs: Bundle) -> list[str]:
+    """The first whitespace-led word of the case's texts whose encoding raises alone, and
+    whether it still raises without the merges."""
+    tokenizer = build_tokenizer(adapters, inputs)
+    words = (w for text in inputs["texts"].values() for w in regex.findall(r"\s*\S+", text))
+    word = next(
+        (
+            w
+            for w in itertools.islice(words, WORDS_TRIED)
+            if raises(lambda w=w: tokenizer.encode(w), 1)
+        ),
+        None,
+    )
+    if word is None:
+        return []
+    bare = build_tokenizer(adapters, inputs | {"merges": []})
+    stage = (
+        "runs without the merges: the error is in applying the merges to it"
+        if not raises(lambda: bare.encode(word), tries=1)
+        else "raises without the merges too"
+    )
+    return [f"your encode raises on the word {word!r} alone, and {stage}"]
 
 
 def train_bpe_probes(adapters: ModuleType, scratch: Path) -> list[tuple[str, Callable[[], object]]]:

@@ -216,3 +216,30 @@ def test_a_special_token_reusing_an_id_names_the_token_it_holds(monkeypatch):
     vocab = {i: bytes([i]) for i in range(256)}
     with pytest.raises(AssertionError, match=r"yours reuses 1, the vocab's id of b'\\x01'"):
         test_tokenizer.test_tokenizer_adds_missing_special_tokens_to_vocab((vocab, []))
+
+
+def test_a_tokenizer_raising_on_one_word_of_the_case_names_it():
+    inputs, _, _ = public_run(CASES["tokenizer", "stories"])
+
+    class MergesFailOnZ:
+        def __init__(self, vocab, merges, specials=None):
+            self.inner = reference.get_tokenizer(vocab, merges, specials)
+            self.merges = merges
+
+        def encode(self, text):
+            if self.merges and "z" in text:
+                raise IndexError("ranks")
+            return self.inner.encode(text)
+
+        def decode(self, ids):
+            return self.inner.decode(ids)
+
+        def encode_iterable(self, texts):
+            return self.inner.encode_iterable(texts)
+
+    adapters = with_adapter("get_tokenizer", MergesFailOnZ)
+    line = localize.tokenizer_raised(adapters, inputs, {})[0]
+    assert line.startswith("your encode raises on the word ")
+    assert "z" in line.split("alone")[0]
+    assert line.endswith("runs without the merges: the error is in applying the merges to it")
+    assert localize.tokenizer_raised(reference, inputs, {}) == []
