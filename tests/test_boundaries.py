@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from . import lazy_adapters
 from .lazy_adapters import (
     run_gradient_clipping,
     run_load_checkpoint,
@@ -34,7 +35,13 @@ from .lazy_adapters import (
     run_top_p_filter,
     run_train_bpe,
 )
-from .localize import clipping_raised, diagnosed_if_raised, sampling_raised, top_p_raised
+from .localize import (
+    clipping_raised,
+    diagnosed_if_raised,
+    sampling_raised,
+    top_p_raised,
+    train_bpe_raised,
+)
 from .measure import clipping_lines
 
 # --- top-p ------------------------------------------------------------------------------------
@@ -370,10 +377,18 @@ def test_checkpoint_loads_into_ddp_model(tmp_path) -> None:
 def test_train_bpe_to_exhaustion_tracks_changing_counts(tmp_path, text, expected) -> None:
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(text, encoding="utf-8")
-    vocab, merges = run_train_bpe(corpus, 1000, [])
+    with diagnosed_if_raised(lambda: train_bpe_raised(lazy_adapters, {}, {})):
+        vocab, merges = run_train_bpe(corpus, 1000, [])
     assert merges == expected, (
         f"merges on {text!r}: {merges}, expected {expected}\nhint: after each merge update "
         "the counts of the pairs it changed: a pair with no occurrence left is gone for good, "
         "and a pair whose count dropped is still merged later at its new count"
     )
-    assert len(vocab) == 256 + len(expected)
+    tokens = set(vocab.values())
+    missing = [b for b in range(256) if bytes([b]) not in tokens]
+    assert len(vocab) == 256 + len(expected), f"vocab of {len(vocab)} tokens" + (
+        f"\nhint: the vocab holds the 256 single bytes; yours lacks {len(missing)} of them "
+        f"(e.g. {bytes([missing[0]])!r}), beside the {len(expected)} merged tokens"
+        if missing
+        else ""
+    )
