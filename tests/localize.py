@@ -10,7 +10,8 @@ lines after a public case's failure; ``tests/test_cases.py`` calls :func:`locali
 - Attention weights, read off the student's attention with the identity as values: do rows sum
   to 1, are masked positions exactly 0, and which scale do the scores carry?
 - Cross-entropy: does the loss change when the batch or the sequence is repeated (a sum, or a
-  mean over the wrong axes), or when a constant is added to a row of logits?
+  mean over the wrong axes), or when a constant is added to a row of logits? Is it right where
+  the answer is known in closed form (uniform logits, the target's or another logit raised)?
 
 Each diagnosis prints only what it measured, and only when the measurement holds; a probe whose
 own call fails (an adapter not written yet) says nothing. ``course/tests/test_localize.py`` feeds
@@ -21,7 +22,9 @@ from __future__ import annotations
 
 import copy
 import io
+import itertools
 import math
+import os
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,15 +34,18 @@ from pathlib import Path
 from types import ModuleType
 
 import numpy as np
+import regex
 import torch
 
 from tests.cases.core import Bundle
-from tests.cases.shipped import Shipped
+from tests.cases.optim import adamw_formula
+from tests.cases.shipped import END_OF_TEXT, Shipped
+from tests.cases.tokenizers import build_tokenizer
 from tests.cases.training import CHECKPOINT_LR, optimizer_for, small_model, train
 from tests.common import FIXTURES_PATH
 from tests.measure import (
     adamw_steps,
-    bpe_vocab_structure,
+    bpe_training_lines,
     clipping_norms,
     largest,
     rmsnorm_axis,
@@ -51,6 +57,7 @@ from tests.measure import (
     window_layout,
     window_lines,
 )
+from tests.snapshots import Snapshot
 
 STAGES = FIXTURES_PATH / "stages.npz"
 # A stage is off when it differs from the reference's float64 output by more than this share of
@@ -584,6 +591,9 @@ def localize_sdpa(adapters: ModuleType, inputs: Bundle) -> list[str]:
     hints = weights_hints(weights, q, k, mask)
     if hints or not torch.isfinite(weights).all():
         return hints
+    off = weights_not_softmax(weights, q, k, mask)
+    if off:
+        return [off]
     return [
         "your attention weights are right (rows sum to 1, masked positions 0, scores scaled by "
         "1/sqrt(d_k)), so the weighted sum of the values differs: weights @ V"
@@ -591,6 +601,35 @@ def localize_sdpa(adapters: ModuleType, inputs: Bundle) -> list[str]:
 
 
 # --- cross-entropy --------------------------------------------------------------------------
+
+
+def closed_form_lines(adapters: ModuleType, vocab: int, rows: int) -> list[str]:
+    """Losses known in closed form, on ``rows`` rows over ``vocab`` classes: uniform logits
+    (log(vocab)), the target's logit or another logit raised by 10."""
+    targets = torch.arange(rows) % vocab
+    uniform = torch.zeros(rows, vocab)
+    spread = math.log(math.exp(10.0) + vocab - 1)
+    probes = [
+        ("uniform logits (all 0)", uniform, math.log(vocab)),
+        (
+            "the target's logit 10 above the others",
+            uniform.scatter(1, targets[:, None], 10.0),
+            spread - 10,
+        ),
+        (
+            "another logit 10 above the target's",
+            uniform.scatter(1, (targets[:, None] + 1) % vocab, 10.0),
+            spread,
+        ),
+    ]
+    for described, logits, wanted in probes:
+        got = float(adapters.run_cross_entropy(logits, targets))
+        if not math.isclose(got, wanted, rel_tol=1e-4, abs_tol=1e-5):
+            return [
+                f"with {described} ({rows} rows, {vocab} classes) your loss is {got:.6g}, not "
+                f"{wanted:.6g}: the log of the sum of a row's exps, minus its target's logit"
+            ]
+    return []
 
 
 def localize_cross_entropy(adapters: ModuleType, inputs: Bundle) -> list[str]:
@@ -611,6 +650,7 @@ def localize_cross_entropy(adapters: ModuleType, inputs: Bundle) -> list[str]:
                     f"{doubled:.6g}: the loss must be the mean over every leading axis, not a "
                     "sum or a mean over some of them"
                 )
+        hints += closed_form_lines(adapters, logits.shape[-1], logits.shape[0])
         shifted = loss(
             logits + 50.0 * torch.arange(logits.shape[-2]).reshape(-1, 1).expand(logits.shape),
             targets,
@@ -1028,6 +1068,240 @@ def evaluation_raised(
     ]
 
 
+# --- the model's layers and decoding: where a shipped test's failure lies -------------------------
+
+
+def snapshot_located(snapshot, out: object, name: str, diagnose: Callable[[], list[str]]) -> None:
+    """``snapshot.assert_match(out, name)``, a failure getting ``diagnose``'s lines as a note
+    when ``out`` is off the snapshot's expected value by more than float32 code that is right
+    could be (a near miss, as ``--snapshot-exact`` fails, locates nothing)."""
+
+    def lines() -> list[str]:
+        return diagnose() if stage_error(out, Snapshot.load(name).expected) else []
+
+    with diagnosed_if_raised(lines):
+        snapshot.assert_match(out, name)
+
+
+def first_stage_wrong(stages: list) -> tuple[str, str] | None:
+    """Like :func:`first_off`, but a stage whose own call raises is named too (the error lies
+    there); ``None`` when every stage is right or one is not written yet
+    (``NotImplementedError`` locates nothing)."""
+    for stage, run, expected in stages:
+        try:
+            error = stage_error(run(), expected)
+        except NotImplementedError:
+            return None
+        except Exception as raised:  # noqa: BLE001  (student code: any exception)
+            return stage, f"it raised {type(raised).__name__} there"
+        if error:
+            return stage, error
+    return None
+
+
+def attention_raised(adapters: ModuleType, rope: bool) -> list[str]:
+    """Multi-head attention raised: its first stage that raises or is off alone; else each
+    stage is right alone, so the error is in how the layer builds or joins them."""
+    stages = attention_stages(adapters, Shipped(), rope)
+    checked = f"projections, {'RoPE, ' * rope}attention and output projection"
+    off = first_stage_wrong(stages)
+    if off:
+        return [stage_line(*off, checked)]
+    return composite_raised(stages, checked, "multi-head attention")
+
+
+def default_positions_raised(attend_at_positions: Callable[[], object]) -> list[str]:
+    """Attention with RoPE raised without ``token_positions``: does it run with them given?"""
+    if raises(attend_at_positions, tries=1):
+        return []
+    return [
+        "your attention with RoPE runs with token_positions given (0..seq-1) but raised "
+        "without them: when token_positions is None, rotate by the positions 0..seq-1"
+    ]
+
+
+def sdpa_raised(adapters: ModuleType, q, k, v, mask) -> list[str]:
+    """Scaled dot-product attention raised: the simplest of these inputs it runs on says where
+    the error lies: without the mask, as many keys as queries, every size equal."""
+    attend = adapters.run_scaled_dot_product_attention
+    if not raises(lambda: attend(q, k, v, mask), tries=1):
+        return []
+    square = min(q.shape[-2], k.shape[-2])
+    size = min(square, q.shape[-1], v.shape[-1])
+    probes = [
+        (
+            "without the mask",
+            lambda: attend(q, k, v),
+            "the masking step (the mask is (..., queries, keys), True where a query may attend)",
+        ),
+        (
+            "without a mask, on as many keys as queries",
+            lambda: attend(q[..., :square, :], k[..., :square, :], v[..., :square, :]),
+            "an axis taken for another: the scores are (..., queries, keys), one per query and key",
+        ),
+        (
+            "without a mask, with queries, keys, d_k and d_v all of one size",
+            lambda: attend(q[..., :size, :size], k[..., :size, :size], v[..., :size, :size]),
+            "which axes each product contracts: the scores contract d_k (Q K^T), the output the "
+            "keys (weights @ V)",
+        ),
+    ]
+    given = f"Q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)}"
+    for probe, run, where in probes[mask is None :]:
+        if not raises(run, tries=1):
+            return [f"your attention raised on {given}, but runs {probe}: look at {where}"]
+    return []
+
+
+def weights_not_softmax(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, mask) -> str:
+    """``""`` when the attention weights are softmax(q.k / sqrt(d_k)) with masked scores at
+    -inf; else how far off they are (for weights whose rows, mask and scale are not at fault)."""
+    scores = q.double() @ k.double().transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -math.inf)
+    off = largest(weights - torch.softmax(scores, -1).nan_to_num())
+    if off <= 1e-4:
+        return ""
+    return (
+        f"your attention weights (read off with the identity as values) sum to 1 in each row "
+        f"and are 0 where masked, yet differ from softmax(q.k / sqrt(d_k)) by up to {off:.3g} "
+        "and are not that softmax at any other scale: look at the scores, one q.k per query "
+        "and key, over d_k"
+    )
+
+
+def top_p_raised(top_p_filter: Callable) -> list[str]:
+    """top-p raised: does it run where nothing is cut (top_p = 1) and raise where it cuts?"""
+    probabilities = torch.tensor([0.25, 0.125, 0.5, 0.125], dtype=torch.float64)
+    if raises(lambda: top_p_filter(probabilities, 1.0), tries=1):
+        return []
+    if not raises(lambda: top_p_filter(probabilities, 0.6), tries=1):
+        return []
+    return [
+        f"your top_p_filter runs with top_p=1 (every token kept) but raises with top_p=0.6 on "
+        f"{probabilities.tolist()}: the error is in the cut itself (sort, the mass before each "
+        "token, zero the tokens after the nucleus, put them back in vocabulary order, "
+        "renormalize)"
+    ]
+
+
+def sampling_raised(
+    sample: Callable, softmax: Callable, top_p_filter: Callable, logits: torch.Tensor
+) -> list[str]:
+    """sample_next_token raised: only at temperature 0 (which must be the argmax), or at every
+    temperature while the softmax and top-p it builds on run alone on the same logits."""
+
+    def sampled(temperature: float, top_p: float) -> Callable[[], object]:
+        return lambda: sample(logits, temperature, top_p, torch.Generator().manual_seed(0))
+
+    if not raises(sampled(1e-4, 1.0), tries=1):
+        if not raises(sampled(0.0, 1.0), tries=1):
+            return []
+        return [
+            "your sample_next_token runs at temperature 1e-4 but raises at temperature 0: "
+            "logits / 0 are inf or NaN, so temperature 0 needs its own path (greedy: the argmax)"
+        ]
+    if not raises(sampled(1.0, 0.9), tries=1):
+        return []
+    if raises(lambda: top_p_filter(softmax(logits.double(), -1), 0.9), tries=1):
+        return []
+    return [
+        "your softmax and top_p_filter run alone on these logits, but sample_next_token raises "
+        "at every temperature (1, 1e-4): the error is in how it joins them (logits / T, a "
+        "softmax over the vocabulary, top-p, one draw with the generator, returned as an int)"
+    ]
+
+
+def generate_raised(sample: Callable, model: torch.nn.Module, prompt: list[int]) -> list[str]:
+    """generate raised: do the model's forward pass and one sampling step on its last logits
+    run alone?"""
+    try:
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt]))[0, -1]
+    except Exception:  # noqa: BLE001  (the forward pass raises: not generate's loop)
+        return []
+    if raises(lambda: sample(logits, 1.0, 1.0, torch.Generator().manual_seed(0)), tries=1):
+        return []
+    return [
+        "your model's forward pass and sample_next_token on its last position's logits run "
+        "alone, but generate raised: the error is in generate's own loop (a batch of one "
+        "sequence, the last position's logits, each drawn token appended, the stop at eos_id)"
+    ]
+
+
+def greedy_difference(
+    model: torch.nn.Module, prompt: list[int], got: list[int], expected: list[int]
+) -> list[str]:
+    """Where greedy tokens ``got`` leave ``expected`` (decoding step by step): how many came
+    back, the first step that differs, and which position's logits its token is the argmax of."""
+    if len(got) != len(expected):
+        count = f"{len(got)} token{'s' * (len(got) != 1)}"
+        return [f"generate returned {count} for max_new_tokens={len(expected)}"]
+    step = next((i for i, (a, b) in enumerate(zip(got, expected, strict=True)) if a != b), None)
+    if step is None:
+        return []
+    sequence = prompt + expected[:step]
+    with torch.no_grad():
+        argmaxes = model(torch.tensor([sequence]))[0].argmax(-1).tolist()
+    line = (
+        (f"your first {step} tokens match decoding step by step; " if step else "")
+        + f"at step {step} you drew {got[step]}, the argmax of the last position's logits is "
+        f"{expected[step]}"
+    )
+    elsewhere = [p for p, token in enumerate(argmaxes) if token == got[step]]
+    if elsewhere:
+        line += (
+            f"; yours is the argmax at position {elsewhere[-1]} of the {len(sequence)} "
+            "(the prompt and every token drawn so far)"
+        )
+    return [line]
+
+
+def lm_build_lines(adapters: ModuleType, s: Shipped) -> list[str]:
+    """The LM ``get_transformer_lm`` builds for the case's config without weights: whether
+    building raises, how many layers it holds, and the first parameter whose shape differs from
+    the handout's state dict (names the student's model does not share are left out)."""
+    build, layers = getattr(adapters, "get_transformer_lm", None), s.config["num_layers"]
+    if not callable(build):
+        return []  # an adapters.py written for the course's own suite lacks it
+    try:
+        with torch.random.fork_rng():
+            built = build(*lm_args(s, layers)).state_dict()
+    except NotImplementedError:
+        return []
+    except Exception as raised:  # noqa: BLE001  (student code: any exception)
+        return [
+            f"your transformer_lm raised, and building your LM for this config without weights "
+            f"(get_transformer_lm) raises {type(raised).__name__} too: the error is in the "
+            "modules it constructs (the sizes each is given)"
+        ]
+    count = len({name.split(".")[1] for name in built if name.startswith("layers.")})
+    if count and count != layers:
+        return [
+            f"your transformer_lm raised; the LM your get_transformer_lm builds for "
+            f"num_layers={layers} holds {count} layers"
+        ]
+    for name, wanted in s.state_dict.items():
+        got = built.get(name)
+        if got is not None and tuple(got.shape) != tuple(wanted.shape):
+            return [
+                f"your transformer_lm raised; the LM your get_transformer_lm builds for this "
+                f"config has {name} of shape {tuple(got.shape)}, not {tuple(wanted.shape)}"
+            ]
+    return []
+
+
+def lm_raised(adapters: ModuleType) -> list[str]:
+    """transformer_lm raised: the first stage that is off alone; else what the LM built for the
+    config shows; else each stage is right alone (the error is in how the LM joins them)."""
+    s = Shipped()
+    stages = lm_stages(adapters, s)
+    off = first_off(stages)
+    if off:
+        return [stage_line(*off, LM_STAGES)]
+    return lm_build_lines(adapters, s) or composite_raised(stages, LM_STAGES, "transformer_lm")
+
+
 # --- dispatch -------------------------------------------------------------------------------
 
 LOCALIZERS: dict[str, Callable[[ModuleType, Bundle], list[str]]] = {
@@ -1084,7 +1358,7 @@ OUTPUT_DIAGNOSES: dict[str, Callable[[Bundle, Bundle, Bundle], list[str]]] = {
     "rmsnorm": rmsnorm_axis,
     "silu": silu_ratio,
     "softmax": softmax_rows,
-    "train_bpe": bpe_vocab_structure,
+    "train_bpe": bpe_training_lines,
 }
 
 
@@ -1160,6 +1434,27 @@ def schedule_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> l
     ]
 
 
+def adamw_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """AdamW raised: at which step, and whether in the Python-float arithmetic of the scalars
+    computed from the step count (a division by zero, a square root of a negative number)."""
+    for step in range(1, inputs["steps"] + 1):
+        try:
+            adamw_formula.call(adapters, inputs | {"steps": step})
+        except (ZeroDivisionError, ValueError) as error:
+            if isinstance(error, ValueError) and "math domain" not in str(error):
+                return []
+            b1, b2 = inputs["defaults"]["betas"]
+            return [
+                f"your AdamW raised {type(error).__name__} in float arithmetic at step t={step} "
+                f"(counting from 1): the scalars computed from t must stay positive, the bias "
+                f"corrections 1 - beta1^t = {1 - b1**step:.4g} and 1 - beta2^t = {1 - b2**step:.4g} "
+                "and the square root of the second"
+            ]
+        except Exception:  # noqa: BLE001  (another kind of error: nothing located)
+            return []
+    return []
+
+
 def clipping_raised(clip: Callable) -> list[str]:
     """Clipping raised: does it run when no scaling is needed, and raise when it is?"""
 
@@ -1176,23 +1471,101 @@ def clipping_raised(clip: Callable) -> list[str]:
     ]
 
 
-def softmax_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
-    """Softmax raised: is it right on one row alone, a 1-D tensor?"""
-    x, dim, want = inputs["x"], inputs["dim"], expected.get("out")
-    if want is None:
+def linear_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """Linear raised: with a square weight (d_in = d_out), does it run, and compute x W^T?"""
+    weight, x = inputs["weight"], inputs["x"]
+    d_out, d_in = weight.shape
+    if d_out < d_in:
         return []
+    square = weight[:d_in]
+    try:
+        out = adapters.run_linear(d_in, d_in, square, x)
+    except Exception:  # noqa: BLE001  (it raises there too: nothing located)
+        return []
+    x64, w64 = to_array(x), to_array(square)
+    if not stage_error(out, x64 @ w64.T):
+        return [
+            f"your linear runs with a square weight ({d_in}, {d_in}) but raised with weight "
+            f"({d_out}, {d_in}): somewhere d_in and d_out are mixed up (the weight is stored "
+            "(d_out, d_in))"
+        ]
+    if not stage_error(out, x64 @ w64):
+        return [
+            "with a square weight your linear returns x @ W, not x @ W.T: the weight is stored "
+            "(d_out, d_in), so y = x W^T"
+        ]
+    return []
+
+
+def right_on_one_row(
+    call: Callable[[torch.Tensor], object], x: torch.Tensor, want: object, dim: int
+) -> bool:
+    """Whether ``call`` gives the expected output on the first 1-D row of ``x`` along ``dim``."""
     row = x.movedim(dim, -1).reshape(-1, x.shape[dim])[0]
     wanted_row = np.moveaxis(to_array(want), dim, -1).reshape(-1, x.shape[dim])[0]
     try:
-        if stage_error(adapters.run_softmax(row, dim=0), wanted_row):
-            return []
+        return not stage_error(call(row), wanted_row)
     except Exception:  # noqa: BLE001  (it raises on a row too: nothing located)
-        return []
+        return False
+
+
+def row_raised_line(name: str, x: torch.Tensor, along: str) -> list[str]:
     return [
-        f"your softmax is right on one row alone (a 1-D tensor) but raised on shape "
-        f"{tuple(x.shape)} with dim={dim}: each row's max and sum must broadcast back along dim "
-        "(keep dim as an axis of size 1)"
+        f"your {name} is right on one row alone (a 1-D tensor) but raised on shape "
+        f"{tuple(x.shape)}: each row's {along} must broadcast back along its axis (keep that axis, "
+        "with size 1)"
     ]
+
+
+def softmax_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """Softmax raised: is it right on one row alone, a 1-D tensor?"""
+    x, dim = inputs["x"], inputs["dim"]
+    if "out" not in expected or not right_on_one_row(
+        lambda row: adapters.run_softmax(row, dim=0), x, expected["out"], dim
+    ):
+        return []
+    return row_raised_line(f"softmax (dim={dim})", x, "max and sum")
+
+
+def rmsnorm_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """RMSNorm raised: is it right on one position alone, a 1-D vector of features?"""
+    x, weight = inputs["x"], inputs["weight"]
+    call = lambda row: adapters.run_rmsnorm(len(weight), inputs["eps"], weight, row)  # noqa: E731
+    if "out" not in expected or not right_on_one_row(call, x, expected["out"], -1):
+        return []
+    return row_raised_line("RMSNorm", x, "root mean square")
+
+
+def cross_entropy_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """Cross-entropy raised: on uniform logits (every loss is log(vocab_size)), from one row to a
+    batch to leading dimensions, the first shape where it raises or is wrong."""
+    vocab = inputs["logits"].shape[-1]
+    rows = max(2, inputs["logits"].shape[0])
+    shapes = [("one row", (1,)), (f"{rows} rows", (rows,)), ("leading dims (2, 3)", (2, 3))]
+    right_on = None
+    for described, shape in shapes:
+        try:
+            got = float(
+                adapters.run_cross_entropy(
+                    torch.zeros(*shape, vocab), torch.zeros(shape, dtype=torch.long)
+                )
+            )
+        except Exception:  # noqa: BLE001  (where it raises is the measurement)
+            if right_on is None:
+                return []
+            return [
+                f"on uniform logits your cross_entropy is right on {right_on} but raised on "
+                f"{described}: what changes between them is how many rows are reduced and "
+                "broadcast back (every axis but the last is a batch axis)"
+            ]
+        if not math.isclose(got, math.log(vocab), rel_tol=1e-5):
+            return [
+                f"on uniform logits (all 0) over {vocab} classes, {described}, your loss is "
+                f"{got:.6g}, not log({vocab}) = {math.log(vocab):.6g}: the log of the sum of the "
+                "exps over the last axis, minus the target's logit"
+            ]
+        right_on = described
+    return []
 
 
 def composite_raised(stages: list, checked: str, composite: str) -> list[str]:
@@ -1214,20 +1587,150 @@ def composite_raised(stages: list, checked: str, composite: str) -> list[str]:
     ]
 
 
+# --- BPE training and the tokenizer ---------------------------------------------------------
+
+SINGLE_BYTES = {i: bytes([i]) for i in range(256)}
+# How many of a case's words are encoded one by one to find one that raises.
+WORDS_TRIED = 5000
+
+
+def tokenizer_probes(adapters: ModuleType) -> list[tuple[str, Callable[[], object]]]:
+    """Small calls, each using one more part of a tokenizer than the one before."""
+
+    def build(merges: list, specials: list[str] | None = None):
+        vocab = SINGLE_BYTES | {256 + k: a + b for k, (a, b) in enumerate(merges)}
+        if specials is None:
+            return adapters.get_tokenizer(vocab, merges)
+        return adapters.get_tokenizer(vocab, merges, specials)
+
+    return [
+        ("building from the 256 single bytes", lambda: build([])),
+        ("encoding 'hi there' without merges", lambda: build([]).encode("hi there")),
+        ("decoding the ids of 'hi'", lambda: build([]).decode([104, 105])),
+        (
+            "applying the merge (b'h', b'i') to 'hi hi'",
+            lambda: build([(b"h", b"i")]).encode("hi hi"),
+        ),
+        (
+            "encoding 'a<|endoftext|>b' with that special token",
+            lambda: build([], ["<|endoftext|>"]).encode("a<|endoftext|>b"),
+        ),
+        (
+            "running encode_iterable on ['hi ', 'there']",
+            lambda: list(build([]).encode_iterable(["hi ", "there"])),
+        ),
+    ]
+
+
+def first_raising_step(steps: list[tuple[str, Callable[[], object]]], who: str) -> list[str]:
+    """The first step that raises after the ones before it ran (silent when the first raises
+    too, or none does: nothing located)."""
+    ran = []
+    for doing, call in steps:
+        try:
+            call()
+        except Exception as error:  # noqa: BLE001  (student code: any exception)
+            if not ran:
+                return []
+            return [
+                f"{who} ran {', '.join(ran)}; it raised {type(error).__name__} on the next "
+                f"step, {doing}: the error is in that step"
+            ]
+        ran.append(doing)
+    return []
+
+
+def tokenizer_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """The tokenizer raised: located by small probes on a 256-byte vocab, or, when they all
+    run, by the first word of the case's texts that raises alone, with and without merges."""
+    lines = first_raising_step(tokenizer_probes(adapters), "on a 256-byte vocab your tokenizer")
+    if lines or "texts" not in inputs or raises(tokenizer_probes(adapters)[0][1], tries=1):
+        return lines
+    return raising_word(adapters, inputs)
+
+
+def raising_word(adapters: ModuleType, inputs: Bundle) -> list[str]:
+    """The first whitespace-led word of the case's texts whose encoding raises alone, and
+    whether it still raises without the merges."""
+    tokenizer = build_tokenizer(adapters, inputs)
+    words = (w for text in inputs["texts"].values() for w in regex.findall(r"\s*\S+", text))
+    word = next(
+        (
+            w
+            for w in itertools.islice(words, WORDS_TRIED)
+            if raises(lambda w=w: tokenizer.encode(w), 1)
+        ),
+        None,
+    )
+    if word is None:
+        return []
+    bare = build_tokenizer(adapters, inputs | {"merges": []})
+    stage = (
+        "runs without the merges: the error is in applying the merges to it"
+        if not raises(lambda: bare.encode(word), tries=1)
+        else "raises without the merges too"
+    )
+    return [f"your encode raises on the word {word!r} alone, and {stage}"]
+
+
+def train_bpe_probes(adapters: ModuleType, scratch: Path) -> list[tuple[str, Callable[[], object]]]:
+    """Small trainings, each using one more part of a trainer than the one before."""
+
+    def train(text: str, vocab_size: int, specials: list[str]) -> Callable[[], object]:
+        def run() -> object:
+            path = scratch / "corpus.txt"
+            path.write_bytes(text.encode("utf-8"))
+            return adapters.run_train_bpe(os.fspath(path), vocab_size, specials)
+
+        return run
+
+    return [
+        ("training with no merge (vocab_size=256) on 'ab ab'", train("ab ab", 256, [])),
+        ("making one merge in 'ab' (the pair alone in its pre-token)", train("ab", 257, [])),
+        (
+            "making one merge in 'ab ab xaby' (a pair with neighbours on either side)",
+            train("ab ab xaby", 257, []),
+        ),
+        ("making two merges in 'ab ab xaby'", train("ab ab xaby", 258, [])),
+        ("merging a pair that occurs twice in one pre-token ('abab')", train("abab", 257, [])),
+        (
+            "training with a special token, on 'ab<|endoftext|>ab'",
+            train("ab<|endoftext|>ab", 258, [END_OF_TEXT]),
+        ),
+        ("training until nothing is left to merge (vocab_size=1000)", train("abc abc", 1000, [])),
+    ]
+
+
+def train_bpe_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """Training raised: the first small training that raises after the ones before it ran."""
+    with tempfile.TemporaryDirectory() as scratch:
+        return first_raising_step(train_bpe_probes(adapters, Path(scratch)), "your train_bpe")
+
+
 RAISED_DIAGNOSES: dict[str, Callable[[ModuleType, Bundle, Bundle], list[str]]] = {
-    "transformer_lm": lambda adapters, inputs, expected: composite_raised(
-        lm_stages(adapters, Shipped()), LM_STAGES, "transformer_lm"
-    ),
+    "transformer_lm": lambda adapters, inputs, expected: lm_raised(adapters),
     "transformer_block": lambda adapters, inputs, expected: composite_raised(
         block_stages(adapters, Shipped()), BLOCK_STAGES, "transformer_block"
     ),
     "get_batch": get_batch_raised,
+    "linear": linear_raised,
     "softmax": softmax_raised,
     "checkpoint": checkpoint_raised,
+    "cross_entropy": cross_entropy_raised,
+    "adamw": adamw_raised,
+    "rmsnorm": rmsnorm_raised,
+    "multihead_self_attention": lambda adapters, inputs, expected: attention_raised(
+        adapters, rope="theta" in inputs
+    ),
+    "scaled_dot_product_attention": lambda adapters, inputs, expected: sdpa_raised(
+        adapters, inputs["q"], inputs["k"], inputs["v"], inputs.get("mask")
+    ),
     "cosine_schedule": schedule_raised,
     "gradient_clipping": lambda adapters, inputs, expected: clipping_raised(
         adapters.run_gradient_clipping
     ),
+    "tokenizer": tokenizer_raised,
+    "train_bpe": train_bpe_raised,
 }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import regex
 import torch
 
 from tests.cases.core import Bundle
@@ -461,3 +462,135 @@ def accumulation_lines(
         f"gradient of the mean loss over {batches} micro-batches is the sum of theirs divided "
         f"by {batches}"
     ]
+
+
+# --- BPE training and the tokenizer ---------------------------------------------------------
+
+# GPT-2's pre-tokenization pattern, as the handout gives it.
+PRETOKEN_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+# The handout's corpus, one pre-token per word when the words are joined by a special token.
+HANDOUT_WORDS = ["low"] * 5 + ["lower"] * 2 + ["widest"] * 3 + ["newest"] * 6
+# The handout example worked by hand: before each merge, every pair's count (each word's pairs
+# times the word's count: low 5, lower 2, widest 3, newest 6) and the merge the counts decide
+# (the most frequent pair; a tie goes to the greater pair). Not a trainer: fixed data.
+HANDOUT_STEPS: list[tuple[tuple[str, str], dict[str, int]]] = [
+    (("s", "t"), {"l o": 7, "o w": 7, "w e": 8, "e r": 2, "w i": 3, "i d": 3, "d e": 3,
+                  "e s": 9, "s t": 9, "n e": 6, "e w": 6}),
+    (("e", "st"), {"l o": 7, "o w": 7, "w e": 8, "e r": 2, "w i": 3, "i d": 3, "d e": 3,
+                   "e st": 9, "n e": 6, "e w": 6}),
+    (("o", "w"), {"l o": 7, "o w": 7, "w e": 2, "e r": 2, "w i": 3, "i d": 3, "d est": 3,
+                  "n e": 6, "e w": 6, "w est": 6}),
+    (("l", "ow"), {"l ow": 7, "ow e": 2, "e r": 2, "w i": 3, "i d": 3, "d est": 3, "n e": 6,
+                   "e w": 6, "w est": 6}),
+    (("w", "est"), {"low e": 2, "e r": 2, "w i": 3, "i d": 3, "d est": 3, "n e": 6, "e w": 6,
+                    "w est": 6}),
+    (("n", "e"), {"low e": 2, "e r": 2, "w i": 3, "i d": 3, "d est": 3, "n e": 6,
+                  "e west": 6}),
+]  # fmt: skip
+# Enough merges to find the first wrong one; a runaway trainer's thousands are not all read.
+MERGES_READ = 2000
+
+
+def handout_merge_line(merges: object) -> str:
+    """The counts that decide the first merge that differs from the handout's (``""`` when
+    none does, or the merges are not pairs of bytes)."""
+    try:
+        got = [(a.decode(), b.decode()) for a, b in merges]  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001  (not a list of byte pairs: the assertion says so)
+        return ""
+    for k, ((want, counts), mine) in enumerate(zip(HANDOUT_STEPS, got, strict=False)):
+        if mine != want:
+            theirs, yours = counts[" ".join(want)], counts.get(" ".join(mine), 0)
+            why = (
+                "a tie, which goes to the lexicographically greater pair"
+                if theirs == yours
+                else "merge the most frequent pair, counting each word's pairs times its count"
+            )
+            return (
+                f"merge #{k} differs: before it, the expected {want} occurs "
+                f"{theirs} times and your {mine} {yours} times: {why}"
+            )
+    return ""
+
+
+def pretokens_of(text: str, special_tokens: list[str]) -> set[bytes]:
+    """The distinct pre-tokens of ``text``: split on the special tokens, then the GPT-2 pattern."""
+    pieces = [text]
+    if special_tokens:
+        ordered = sorted(special_tokens, key=len, reverse=True)
+        pieces = regex.split("|".join(map(regex.escape, ordered)), text)
+    return {m.group().encode("utf-8") for p in pieces for m in regex.finditer(PRETOKEN_PATTERN, p)}
+
+
+def merge_sequence_line(merges: list[tuple[bytes, bytes]]) -> str:
+    """Each merge must join two tokens that exist by then and make a new one."""
+    made = {bytes([b]) for b in range(256)}
+    for k, (a, b) in enumerate(merges[:MERGES_READ]):
+        unmade = [t for t in (a, b) if t not in made]
+        if unmade:
+            return (
+                f"your merge #{k} {(a, b)} joins {unmade[0]!r}, which is neither a byte nor the "
+                "result of an earlier merge: a merge joins two tokens that exist by then"
+            )
+        if a + b in made:
+            return (
+                f"your merge #{k} {(a, b)} makes {a + b!r}, a token that already exists (a byte "
+                "or an earlier merge's result): each merge makes a new token"
+            )
+        made.add(a + b)
+    return ""
+
+
+def merge_outside_pretokens_line(merges: list[tuple[bytes, bytes]], pretokens: set[bytes]) -> str:
+    """A merge whose token no pre-token of the corpus contains crossed a pre-token boundary."""
+    for k, (a, b) in enumerate(merges[:MERGES_READ]):
+        if not any(a + b in p for p in pretokens):
+            return (
+                f"your merge #{k} makes {a + b!r}, which is inside no pre-token of the corpus (the "
+                "text split on the special tokens, then cut by the GPT-2 pattern): merges must "
+                "stay inside pre-tokens"
+            )
+    return ""
+
+
+def merge_order_line(merges: list[tuple[bytes, bytes]], wanted: list[tuple[bytes, bytes]]) -> str:
+    """Where the merges leave the expected ones: a pair picked early, or one never picked."""
+    first = next((k for k, (a, b) in enumerate(zip(merges, wanted, strict=False)) if a != b), None)
+    if first is None:
+        return ""
+    mine = merges[first]
+    same = f"your first {first} merges are the expected ones; " if first else ""
+    if mine in wanted[first + 1 :]:
+        later = wanted.index(mine, first + 1)
+        return (
+            f"{same}your merge #{first} {mine} is the expected merge #{later}: from #{first} on "
+            f"your trainer picks pairs in another order (expected next: {wanted[first]})"
+        )
+    return (
+        f"{same}your merge #{first} {mine} is not among the {len(wanted)} expected merges: the "
+        f"pair counts your trainer picks from differ from the corpus's at #{first}"
+    )
+
+
+def bpe_training_lines(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
+    """A trained vocabulary's structure, then properties of the merges: each joins tokens that
+    exist, stays inside a pre-token, and where the sequence leaves the expected one (with the
+    handout example's pair counts there)."""
+    lines = bpe_vocab_structure(inputs, outputs, expected)
+    wire = outputs.get("merges")
+    if len(lines) >= 2 or not isinstance(wire, list):
+        return lines
+    merges = [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in wire]
+    wanted = [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in expected["merges"]]
+    specials = list(inputs["special_tokens"])
+    # A corpus of one unit repeated has the pre-tokens of three units (each join included).
+    text = inputs["text"] if "text" in inputs else inputs["unit"] * min(inputs["repeat"], 3)
+    handout = text == specials[0].join(HANDOUT_WORDS) if specials else False
+    checks = [
+        lambda: merge_sequence_line(merges),
+        lambda: merge_outside_pretokens_line(merges, pretokens_of(text, specials)),
+        lambda: handout_merge_line(merges) if handout else "",
+        lambda: merge_order_line(merges, wanted),
+    ]
+    found = next((line for line in (check() for check in checks) if line), "")
+    return [*lines, found][:2] if found else lines

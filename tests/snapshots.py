@@ -216,6 +216,8 @@ def constant_factor_hint(actual: np.ndarray, expected: np.ndarray, tolerance: fl
         return ""
     if math.isclose(factor, -1.0, rel_tol=1e-3):
         return "your output is the expected one with its sign flipped (got = -expected)"
+    if np.count_nonzero(expected) < 2:
+        return ""  # one value is always some constant times another: no evidence
     name = named_constant(factor, expected.shape)
     which = f" = {name}" if name else ""
     return (
@@ -251,9 +253,28 @@ def low_precision_hint(actual: np.ndarray, expected: np.ndarray, tolerance: floa
 
 
 def axes_hints(actual: np.ndarray, expected: np.ndarray, atol: float) -> list[str]:
-    """For a shape mismatch: is the output the expected one with its axes permuted?"""
+    """For a shape mismatch: is the output the expected one with its axes permuted, or does
+    its shape lack some of the expected axes?"""
     hint = axes_hint(actual, expected, relation_tolerance(atol, expected))
+    hint = hint or missing_axes_hint(actual.shape, expected.shape)
     return [hint] if hint else []
+
+
+def missing_axes_hint(actual: tuple[int, ...], expected: tuple[int, ...]) -> str:
+    """Which axes of ``expected`` the output's shape lacks, when dropping them gives it."""
+    kept, position = [], 0
+    for axis, size in enumerate(expected):
+        if position < len(actual) and actual[position] == size:
+            kept.append(axis)
+            position += 1
+    if position != len(actual) or len(actual) == len(expected):
+        return ""
+    lacking = [axis for axis in range(len(expected)) if axis not in kept]
+    sizes = ", ".join(str(expected[axis]) for axis in lacking)
+    return (
+        f"your output lacks axis {', '.join(map(str, lacking))} (size {sizes}) of the expected "
+        f"shape {expected}, as if reduced or indexed away"
+    )
 
 
 def axes_hint(actual: np.ndarray, expected: np.ndarray, tolerance: float) -> str:
@@ -403,8 +424,9 @@ def non_finite_hint(actual: np.ndarray, expected: np.ndarray) -> str:
         rows = int(bad.all(axis=-1).sum())
         return (
             f"{kinds} of {actual.size} values, filling {rows} whole rows of the last axis, where "
-            "the expected rows are finite: a row that is entirely NaN is a normalization of 0/0 "
-            "or inf/inf, as from a softmax over a fully masked row (all -inf; is the diagonal "
+            "the expected rows are finite: a value the whole row shares went bad (its sum, max "
+            "or mean square: 0/0, inf/inf, or a root of a negative number), as from a softmax "
+            "over a fully masked row (all -inf; is the diagonal "
             "allowed?), exp() overflowing (no max subtracted), or exp() underflowing to 0 in the "
             "whole row (a max subtracted that is not the row's own: the global max, or the max "
             "along another dim)"

@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from . import adapters
 from .adapters import (
     run_multihead_self_attention,
     run_multihead_self_attention_with_rope,
@@ -13,6 +14,15 @@ from .adapters import (
 )
 from .expect import raises_an_error
 from .hints import dtype_kept
+from .localize import (
+    attention_raised,
+    default_positions_raised,
+    diagnosed_if_raised,
+    localize_attention,
+    localize_sdpa,
+    sdpa_raised,
+    snapshot_located,
+)
 
 THETA, MAX_SEQ_LEN = 10000.0, 16
 
@@ -22,8 +32,15 @@ def attention_weights(state_dict: dict[str, torch.Tensor]) -> list[torch.Tensor]
 
 
 def test_scaled_dot_product_attention(snapshot, inputs):
-    out = run_scaled_dot_product_attention(inputs["q"], inputs["k"], inputs["v"], inputs["mask"])
-    snapshot.assert_match(out, "scaled_dot_product_attention")
+    q, k, v, mask = (inputs[n] for n in ("q", "k", "v", "mask"))
+    with diagnosed_if_raised(lambda: sdpa_raised(adapters, q, k, v, mask)):
+        out = run_scaled_dot_product_attention(q, k, v, mask)
+    snapshot_located(
+        snapshot,
+        out,
+        "scaled_dot_product_attention",
+        lambda: localize_sdpa(adapters, {"q": q, "k": k, "mask": mask}),
+    )
 
 
 def test_scaled_dot_product_attention_without_mask_and_with_extra_dims(inputs):
@@ -42,20 +59,29 @@ def test_scaled_dot_product_attention_broadcasts_a_2d_mask(inputs):
 
 def test_multihead_self_attention(snapshot, inputs, state_dict, model_config):
     d_model, num_heads = model_config["d_model"], model_config["num_heads"]
-    out = run_multihead_self_attention(
-        d_model, num_heads, *attention_weights(state_dict), inputs["in_embeddings"]
+    with diagnosed_if_raised(lambda: attention_raised(adapters, rope=False)):
+        out = run_multihead_self_attention(
+            d_model, num_heads, *attention_weights(state_dict), inputs["in_embeddings"]
+        )
+    snapshot_located(
+        snapshot, out, "multihead_self_attention", lambda: localize_attention(adapters, rope=False)
     )
-    snapshot.assert_match(out, "multihead_self_attention")
 
 
 def test_multihead_self_attention_with_rope(snapshot, inputs, state_dict, model_config):
     d_model, num_heads = model_config["d_model"], model_config["num_heads"]
     x = inputs["in_embeddings"]
     positions = torch.arange(x.shape[1]).expand(x.shape[0], -1)
-    out = run_multihead_self_attention_with_rope(
-        d_model, num_heads, MAX_SEQ_LEN, THETA, *attention_weights(state_dict), x, positions
+    with diagnosed_if_raised(lambda: attention_raised(adapters, rope=True)):
+        out = run_multihead_self_attention_with_rope(
+            d_model, num_heads, MAX_SEQ_LEN, THETA, *attention_weights(state_dict), x, positions
+        )
+    snapshot_located(
+        snapshot,
+        out,
+        "multihead_self_attention_with_rope",
+        lambda: localize_attention(adapters, rope=True),
     )
-    snapshot.assert_match(out, "multihead_self_attention_with_rope")
 
 
 @pytest.mark.robustness
@@ -64,12 +90,14 @@ def test_multihead_self_attention_with_rope_default_positions(inputs, state_dict
     x = inputs["in_embeddings"]
     weights = attention_weights(state_dict)
     explicit = torch.arange(x.shape[1]).expand(x.shape[0], -1)
-    torch.testing.assert_close(
-        run_multihead_self_attention_with_rope(d_model, num_heads, MAX_SEQ_LEN, THETA, *weights, x),
-        run_multihead_self_attention_with_rope(
-            d_model, num_heads, MAX_SEQ_LEN, THETA, *weights, x, explicit
-        ),
-    )
+    args = (d_model, num_heads, MAX_SEQ_LEN, THETA, *weights, x)
+    with diagnosed_if_raised(
+        lambda: default_positions_raised(
+            lambda: run_multihead_self_attention_with_rope(*args, explicit)
+        )
+    ):
+        default = run_multihead_self_attention_with_rope(*args)
+    torch.testing.assert_close(default, run_multihead_self_attention_with_rope(*args, explicit))
 
 
 def test_multihead_self_attention_with_rope_uses_token_positions(inputs, state_dict, model_config):

@@ -26,18 +26,33 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from . import lazy_adapters
 from .lazy_adapters import (
     run_gradient_clipping,
     run_load_checkpoint,
     run_sample_next_token,
     run_save_checkpoint,
+    run_softmax,
     run_top_p_filter,
     run_train_bpe,
 )
-from .localize import clipping_raised, diagnosed_if_raised, saved_file_lines
+from .localize import (
+    clipping_raised,
+    diagnosed_if_raised,
+    sampling_raised,
+    saved_file_lines,
+    top_p_raised,
+    train_bpe_raised,
+)
 from .measure import clipping_lines
 
 # --- top-p ------------------------------------------------------------------------------------
+
+
+def top_p_kept(probabilities: torch.Tensor, top_p: float) -> torch.Tensor:
+    """The student's top-p filter; raising gets a note on what a probe located."""
+    with diagnosed_if_raised(lambda: top_p_raised(run_top_p_filter)):
+        return run_top_p_filter(probabilities, top_p)
 
 
 def nucleus_diagnosis(probabilities: torch.Tensor, top_p: float, kept: torch.Tensor) -> str:
@@ -73,7 +88,7 @@ def nucleus_diagnosis(probabilities: torch.Tensor, top_p: float, kept: torch.Ten
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_top_p_mass_exactly_at_threshold_is_inclusive(dtype) -> None:
     probabilities = torch.tensor([0.125, 0.5, 0.0625, 0.25, 0.0625], dtype=dtype)
-    kept = run_top_p_filter(probabilities, 0.75)  # 0.5 + 0.25 reaches 0.75 exactly
+    kept = top_p_kept(probabilities, 0.75)  # 0.5 + 0.25 reaches 0.75 exactly
     expected = torch.tensor([0.0, 2 / 3, 0.0, 1 / 3, 0.0], dtype=torch.float64)
     assert torch.allclose(kept.double(), expected, atol=1e-6), (
         f"top_p=0.75 on {probabilities.tolist()} kept {kept.tolist()}, expected "
@@ -85,7 +100,7 @@ def test_top_p_mass_exactly_at_threshold_is_inclusive(dtype) -> None:
 
 def test_top_p_keeps_only_as_many_tied_tokens_as_needed() -> None:
     probabilities = torch.tensor([0.125, 0.5, 0.125, 0.125, 0.125], dtype=torch.float64)
-    kept = run_top_p_filter(probabilities, 0.625)  # 0.5 and any one of the four 0.125s
+    kept = top_p_kept(probabilities, 0.625)  # 0.5 and any one of the four 0.125s
     assert kept[1].item() == pytest.approx(0.8), f"kept {kept.tolist()}"
     assert sorted(kept.tolist()) == pytest.approx([0, 0, 0, 0.2, 0.8]), (
         f"top_p=0.625 on {probabilities.tolist()} kept {kept.tolist()}: the smallest nucleus "
@@ -95,13 +110,13 @@ def test_top_p_keeps_only_as_many_tied_tokens_as_needed() -> None:
 
 def test_top_p_limits() -> None:
     probabilities = torch.tensor([0.25, 0.125, 0.5, 0.125], dtype=torch.float64)
-    assert torch.allclose(run_top_p_filter(probabilities, 1.0).double(), probabilities)
-    only_best = run_top_p_filter(probabilities, 1e-9)
+    assert torch.allclose(top_p_kept(probabilities, 1.0).double(), probabilities)
+    only_best = top_p_kept(probabilities, 1e-9)
     assert torch.allclose(only_best.double(), torch.tensor([0.0, 0, 1, 0], dtype=torch.float64)), (
         f"a tiny top_p keeps just the most likely token, got {only_best.tolist()}"
         + nucleus_diagnosis(probabilities, 1e-9, only_best)
     )
-    just_over = run_top_p_filter(probabilities, 0.5 + 1e-9)  # now 0.5 alone is not enough
+    just_over = top_p_kept(probabilities, 0.5 + 1e-9)  # now 0.5 alone is not enough
     assert torch.allclose(
         just_over.double(), torch.tensor([1 / 3, 0, 2 / 3, 0], dtype=torch.float64)
     ), (
@@ -111,6 +126,16 @@ def test_top_p_limits() -> None:
 
 
 # --- temperature ------------------------------------------------------------------------------
+
+
+def sampled_token(logits: torch.Tensor, temperature: float, top_p: float, generator) -> int:
+    """The student's sampler; raising gets a note on what a probe located."""
+
+    def located() -> list[str]:
+        return sampling_raised(run_sample_next_token, run_softmax, run_top_p_filter, logits)
+
+    with diagnosed_if_raised(located):
+        return run_sample_next_token(logits, temperature, top_p, generator)
 
 
 @pytest.mark.parametrize(
@@ -126,7 +151,7 @@ def test_sample_next_token_temperature_to_zero_is_greedy(temperature: float) -> 
         top2 = logits.topk(2).values
         logits[logits.argmax()] += max(0.0, 0.05 - float(top2[0] - top2[1]))
         best = int(logits.argmax())
-        token = run_sample_next_token(logits, temperature, 1.0, generator)
+        token = sampled_token(logits, temperature, 1.0, generator)
         assert token == best, (
             f"trial {trial}: temperature {temperature} sampled {token}, argmax is {best}"
             "\nhint: temperature 0 means greedy decoding; divide the logits by T (and "
@@ -136,7 +161,7 @@ def test_sample_next_token_temperature_to_zero_is_greedy(temperature: float) -> 
 
 def test_sample_next_token_large_logits_small_temperature_stay_finite() -> None:
     logits = torch.tensor([1000.0, 999.0, -1000.0])
-    assert run_sample_next_token(logits, 0.01, 1.0, torch.Generator().manual_seed(0)) == 0
+    assert sampled_token(logits, 0.01, 1.0, torch.Generator().manual_seed(0)) == 0
 
 
 @pytest.mark.parametrize("temperature", [0.5, 2.0])
@@ -145,9 +170,7 @@ def test_sample_next_token_frequencies_follow_tempered_softmax(temperature) -> N
     draws = 4000
     generator = torch.Generator().manual_seed(1)
     counts = torch.bincount(
-        torch.tensor(
-            [run_sample_next_token(logits, temperature, 1.0, generator) for _ in range(draws)]
-        ),
+        torch.tensor([sampled_token(logits, temperature, 1.0, generator) for _ in range(draws)]),
         minlength=4,
     ).double()
     expected = torch.exp(logits.double() / temperature)
@@ -156,8 +179,22 @@ def test_sample_next_token_frequencies_follow_tempered_softmax(temperature) -> N
     bound = 6 * torch.sqrt(draws * expected * (1 - expected)) + 1
     assert torch.all((counts - draws * expected).abs() <= bound), (
         f"at T={temperature} token counts {counts.tolist()} of {draws}, expected about "
-        f"{(draws * expected).round().tolist()}\nhint: sample from softmax(logits / T), "
-        "not softmax(logits * T)"
+        f"{(draws * expected).round().tolist()}\nhint: {implied_temperature(logits, counts, temperature)}"
+    )
+
+
+def implied_temperature(logits: torch.Tensor, counts: torch.Tensor, temperature: float) -> str:
+    """The temperature the drawn frequencies fit: log(count) against the logits has slope 1/T."""
+    seen = counts > 0
+    if int(seen.sum()) < 2:
+        return f"only token(s) {seen.nonzero().flatten().tolist()} were drawn"
+    x, y = logits.double()[seen], counts[seen].log()
+    slope = float(((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum())
+    if slope <= 0:
+        return "larger logits must be drawn more often; yours are drawn less often"
+    return (
+        f"your frequencies fit a temperature of about {1 / slope:.3g}, not {temperature:g}: "
+        "sample from softmax(logits / T)"
     )
 
 
@@ -355,10 +392,18 @@ def test_checkpoint_loads_into_ddp_model(tmp_path) -> None:
 def test_train_bpe_to_exhaustion_tracks_changing_counts(tmp_path, text, expected) -> None:
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(text, encoding="utf-8")
-    vocab, merges = run_train_bpe(corpus, 1000, [])
+    with diagnosed_if_raised(lambda: train_bpe_raised(lazy_adapters, {}, {})):
+        vocab, merges = run_train_bpe(corpus, 1000, [])
     assert merges == expected, (
         f"merges on {text!r}: {merges}, expected {expected}\nhint: after each merge update "
         "the counts of the pairs it changed: a pair with no occurrence left is gone for good, "
         "and a pair whose count dropped is still merged later at its new count"
     )
-    assert len(vocab) == 256 + len(expected)
+    tokens = set(vocab.values())
+    missing = [b for b in range(256) if bytes([b]) not in tokens]
+    assert len(vocab) == 256 + len(expected), f"vocab of {len(vocab)} tokens" + (
+        f"\nhint: the vocab holds the 256 single bytes; yours lacks {len(missing)} of them "
+        f"(e.g. {bytes([missing[0]])!r}), beside the {len(expected)} merged tokens"
+        if missing
+        else ""
+    )

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from .lazy_adapters import get_transformer_lm, run_generate
+from .lazy_adapters import get_transformer_lm, run_generate, run_sample_next_token
+from .localize import as_lines, diagnosed_if_raised, generate_raised, greedy_difference
 
 PROMPT = [11, 7, 300, 42]
 # A nucleus this small keeps only the most likely token: sampling becomes greedy decoding
@@ -38,11 +39,13 @@ def test_generate_greedy_matches_step_by_step_forward(model, model_config):
     steps = model_config["context_length"] - len(PROMPT)
     expected = step_by_step_greedy(model, PROMPT, steps)
     torch.manual_seed(0)
-    got = run_generate(model, PROMPT, steps, eos_id=None, **GREEDY)
+    with diagnosed_if_raised(lambda: generate_raised(run_sample_next_token, model, PROMPT)):
+        got = run_generate(model, PROMPT, steps, eos_id=None, **GREEDY)
     assert got == expected, (
         f"generate produced {got}; decoding step by step with your model's forward pass gives "
         f"{expected}\nhint: generate must return only the new tokens, feed back every sampled "
         "token, and take each step's distribution from the last position's logits"
+        + as_lines(lambda: greedy_difference(model, PROMPT, got, expected))
     )
 
 

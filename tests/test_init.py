@@ -41,11 +41,13 @@ def check_truncated_normal(
     expected_std = truncated_normal_std(std, 3.0)
     largest = float(x.abs().max())
     assert largest <= 3 * std * (1 + 1e-6), (
-        f"{what}: |weight| reaches {largest:.4g}, beyond the ±3σ = ±{3 * std:.4g} cut\nhint: {cut_hint}"
+        f"{what}: |weight| reaches {largest:.4g}, beyond the ±3σ = ±{3 * std:.4g} cut\nhint: "
+        + beyond_the_cut(x, std, std_hint=std_hint, cut_hint=cut_hint)
     )
     mean_bound = SIGMAS * expected_std / math.sqrt(n)
     assert abs(float(x.mean())) <= mean_bound, (
         f"{what}: mean {float(x.mean()):.3g} is not 0 (allowed ±{mean_bound:.2g} for {n} weights)"
+        "\nhint: the weights must be centred on 0: mean 0 and a cut symmetric about it (a = -b)"
     )
     # The sample variance has standard error sqrt((m4 - s^4) / n) <= sqrt(2 / n) * s^2, because a
     # truncated normal is lighter-tailed than the normal (m4 <= 3 s^4).
@@ -64,8 +66,19 @@ def check_truncated_normal(
     distance_bound = math.sqrt(math.log(2 / 1e-9) / (2 * n))
     assert distance <= distance_bound, (
         f"{what}: the weights' distribution is not a truncated normal (KS distance {distance:.4f} "
-        f"> {distance_bound:.4f}); draw with torch.nn.init.trunc_normal_"
+        f"> {distance_bound:.4f})\nhint: the right mean and spread, but not the shape of "
+        "N(0, σ²) cut at ±3σ: draw with torch.nn.init.trunc_normal_"
     )
+
+
+def beyond_the_cut(x: torch.Tensor, std: float, *, std_hint: str, cut_hint: str) -> str:
+    """Weights beyond ±3σ: cut at 3 of their own (wrong) σ, or not at ±3σ at all?"""
+    # The σ of the normal the weights were drawn from, read off their spread as if cut at ±3σ.
+    spread = float(x.std()) * std / truncated_normal_std(std, 3.0)
+    reach = float(x.abs().max()) / spread
+    if abs(reach - 3) <= 0.1:
+        return f"they are cut at ±3 of their own σ, about {spread:.4g}, not {std:.4g}: {std_hint}"
+    return f"they reach ±{reach:.2g} of their own σ, about {spread:.4g}: {cut_hint}"
 
 
 def test_linear_init_is_truncated_normal_with_glorot_variance() -> None:

@@ -75,7 +75,11 @@ def test_tokenizer_adds_missing_special_tokens_to_vocab(vocab_and_merges):
     tok = get_tokenizer(dict(vocab), list(merges), [EOT, "<|pad|>"])
     ids = tok.encode("a<|pad|>b")
     assert len(ids) == 3
-    assert ids[1] not in vocab  # a fresh id
+    assert ids[1] not in vocab, (
+        f"'<|pad|>', not in the vocab, encoded as id {ids[1]}\nhint: a special token missing "
+        f"from the vocab gets a fresh id; yours reuses {ids[1]}, the vocab's id of "
+        f"{vocab[ids[1]]!r}"
+    )
     assert tok.decode(ids) == "a<|pad|>b"
 
 
@@ -258,8 +262,14 @@ def test_tokenizer_bad_special_tokens(vocab_and_merges, specials):
 
 @pytest.mark.robustness
 def test_tokenizer_decode_unknown_id(tokenizer):
-    with raises_an_error(match="123456"):
+    with raises_an_error() as raised:
         tokenizer.decode([1, 2, 123456])
+    message = str(raised.value)
+    assert "123456" in message, (
+        f"decode([1, 2, 123456]) raised {type(raised.value).__name__}: {message!r}\n"
+        "hint: the error must name the unknown id, 123456 (ids 1 and 2 are in the vocab); "
+        "yours does not mention it"
+    )
     with raises_an_error():
         tokenizer.decode([-1])
 

@@ -10,6 +10,15 @@ import regex
 
 from .adapters import get_tokenizer, run_train_bpe
 from .expect import raises_an_error
+from .localize import diagnosed_if_raised, raises
+from .measure import (
+    HANDOUT_STEPS,
+    HANDOUT_WORDS,
+    PRETOKEN_PATTERN,
+    handout_merge_line,
+    merge_order_line,
+    merge_sequence_line,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CORPUS = FIXTURES / "corpora" / "stories-400k.txt"
@@ -22,52 +31,26 @@ def write(tmp_path: Path, text: str, name: str = "corpus.txt") -> Path:
     return path
 
 
-# The handout example worked by hand: before each merge, every pair's count (each word's pairs
-# times the word's count: low 5, lower 2, widest 3, newest 6) and the merge the counts decide
-# (the most frequent pair; a tie goes to the greater pair). Not a trainer: fixed data.
-HANDOUT_STEPS: list[tuple[tuple[str, str], dict[str, int]]] = [
-    (("s", "t"), {"l o": 7, "o w": 7, "w e": 8, "e r": 2, "w i": 3, "i d": 3, "d e": 3,
-                  "e s": 9, "s t": 9, "n e": 6, "e w": 6}),
-    (("e", "st"), {"l o": 7, "o w": 7, "w e": 8, "e r": 2, "w i": 3, "i d": 3, "d e": 3,
-                   "e st": 9, "n e": 6, "e w": 6}),
-    (("o", "w"), {"l o": 7, "o w": 7, "w e": 2, "e r": 2, "w i": 3, "i d": 3, "d est": 3,
-                  "n e": 6, "e w": 6, "w est": 6}),
-    (("l", "ow"), {"l ow": 7, "ow e": 2, "e r": 2, "w i": 3, "i d": 3, "d est": 3, "n e": 6,
-                   "e w": 6, "w est": 6}),
-    (("w", "est"), {"low e": 2, "e r": 2, "w i": 3, "i d": 3, "d est": 3, "n e": 6, "e w": 6,
-                    "w est": 6}),
-    (("n", "e"), {"low e": 2, "e r": 2, "w i": 3, "i d": 3, "d est": 3, "n e": 6,
-                  "e west": 6}),
-]  # fmt: skip
-
-
 def handout_merge_counts(merges: object) -> str:
-    """The counts that decide the first merge that differs from the handout's (``""`` when
-    none does, or the merges are not pairs of bytes)."""
+    """The handout's pair counts at the first merge that differs, as a diagnosis line."""
+    line = handout_merge_line(merges)
+    return f"\ndiagnosis: {line}" if line else ""
+
+
+def merges_diagnosis(merges: object, expected: list[tuple[bytes, bytes]]) -> str:
+    """Whether each merge joins tokens that exist, and where the merges leave the expected ones."""
     try:
-        got = [(a.decode(), b.decode()) for a, b in merges]  # type: ignore[union-attr]
+        pairs = [(bytes(a), bytes(b)) for a, b in merges]  # type: ignore[union-attr]
     except Exception:  # noqa: BLE001  (not a list of byte pairs: the assertion says so)
         return ""
-    for k, ((want, counts), mine) in enumerate(zip(HANDOUT_STEPS, got, strict=False)):
-        if mine != want:
-            theirs, yours = counts[" ".join(want)], counts.get(" ".join(mine), 0)
-            why = (
-                "a tie, which goes to the lexicographically greater pair"
-                if theirs == yours
-                else "merge the most frequent pair, counting each word's pairs times its count"
-            )
-            return (
-                f"\ndiagnosis: merge #{k} differs: before it, the expected {want} occurs "
-                f"{theirs} times and your {mine} {yours} times: {why}"
-            )
-    return ""
+    line = merge_sequence_line(pairs) or merge_order_line(pairs, expected)
+    return f"\ndiagnosis: {line}" if line else ""
 
 
 def test_train_bpe_handout_example(tmp_path):
     # The handout's corpus with whitespace pre-tokenization: separating the words by a special
     # token makes every word exactly one pre-token (no leading space).
-    words = ["low"] * 5 + ["lower"] * 2 + ["widest"] * 3 + ["newest"] * 6
-    path = write(tmp_path, EOT.join(words))
+    path = write(tmp_path, EOT.join(HANDOUT_WORDS))
     vocab, merges = run_train_bpe(path, 256 + 1 + 6, [EOT])
     expected = [(a.encode(), b.encode()) for (a, b), _ in HANDOUT_STEPS]
     assert merges == expected, f"merges {merges}{handout_merge_counts(merges)}"
@@ -84,7 +67,7 @@ def test_train_bpe_repeated_pairs_in_frequent_pretokens(tmp_path):
     vocab, merges = run_train_bpe(write(tmp_path, text), 257 + 6, [EOT])
     # Then "abeeab" is [ab, ee, ab]: (ab, ee) and (ee, ab) tie at 6 and the greater pair of bytes,
     # (ee, ab), wins; (ab, eeab) at 6 beats (abab, ab) at 5 and (f, g) at 4.
-    assert merges == [
+    expected = [
         (b"a", b"b"),
         (b"ab", b"ab"),
         (b"c", b"d"),
@@ -92,6 +75,7 @@ def test_train_bpe_repeated_pairs_in_frequent_pretokens(tmp_path):
         (b"ee", b"ab"),
         (b"ab", b"eeab"),
     ]
+    assert merges == expected, f"merges {merges}{merges_diagnosis(merges, expected)}"
     assert len(vocab) == 263
 
 
@@ -109,8 +93,6 @@ def test_train_bpe_output_drives_the_tokenizer(tmp_path):
     assert len(ids) < 0.6 * len(sample.encode("utf-8"))
 
 
-# GPT-2's pre-tokenization pattern, as the handout gives it.
-PRETOKEN_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 # A trainer may take this many times as long as the plain-Python pass below. Measured here: the
 # reference about 0.4x, a trainer that recounts every pair after each merge (upstream's "toy
 # implementation", which its 1.5 s limit fails) about 15x.
@@ -155,12 +137,28 @@ def test_train_bpe_speed():
 
 def test_train_bpe_stops_when_nothing_is_left_to_merge(tmp_path):
     vocab, merges = run_train_bpe(write(tmp_path, "ab ab"), 1000, [])
-    assert merges == [(b"a", b"b"), (b" ", b"ab")]
+    expected = [(b"a", b"b"), (b" ", b"ab")]
+    assert merges == expected, f"merges {merges}{merges_diagnosis(merges, expected)}"
     assert len(vocab) == 258
 
 
+def refused_only_at_the_smallest_size(path: Path) -> list[str]:
+    """Does the trainer raise at vocab_size=257 with one special token, and run at 258?"""
+    if not raises(lambda: run_train_bpe(path, 257, [EOT]), tries=1):
+        return []
+    if raises(lambda: run_train_bpe(path, 258, [EOT]), tries=1):
+        return []  # it raises there too: nothing located
+    return [
+        "your train_bpe raised at vocab_size=257 with 1 special token (the 256 bytes and the "
+        "special token, no merge) but runs at 258: the smallest valid vocab_size is 256 + the "
+        "number of special tokens"
+    ]
+
+
 def test_train_bpe_vocab_of_exactly_bytes_and_specials(tmp_path):
-    vocab, merges = run_train_bpe(write(tmp_path, "aaaa"), 257, [EOT])
+    path = write(tmp_path, "aaaa")
+    with diagnosed_if_raised(lambda: refused_only_at_the_smallest_size(path)):
+        vocab, merges = run_train_bpe(path, 257, [EOT])
     assert merges == [] and len(vocab) == 257
 
 
@@ -198,6 +196,12 @@ def test_train_bpe_directory_is_not_a_corpus(tmp_path):
 def test_train_bpe_vocab_too_small(tmp_path, vocab_size, specials):
     with raises_an_error():
         run_train_bpe(write(tmp_path, "some text"), vocab_size, specials)
+        pytest.fail(
+            f"train_bpe accepted vocab_size={vocab_size} with {len(specials)} special token(s)\n"
+            f"hint: the vocab must hold the 256 bytes and every special token, so vocab_size "
+            f"must be at least {256 + len(specials)}; yours returned a vocab for "
+            f"vocab_size={vocab_size} instead of raising"
+        )
 
 
 @pytest.mark.robustness

@@ -59,6 +59,11 @@ def parser() -> argparse.ArgumentParser:
         help=f"generated: only {', '.join(generated.SMOKE_MODULES)} (the CI-sized run)",
     )
     options.add_argument(
+        "--graded",
+        action="store_true",
+        help="generated: only the graded modules (what students write; not the compiled tokenizer)",
+    )
+    options.add_argument(
         "--match", action="append", default=[], help="generated: only mutants whose key has this"
     )
     options.add_argument("--list", action="store_true", help="generated: print the mutants only")
@@ -75,7 +80,10 @@ def check_combination(options: argparse.ArgumentParser, args: argparse.Namespace
     tests_only = [flag for flag, given in (("--log", args.log),) if given]
     generated_only = [
         flag
-        for flag, given in (("--smoke", args.smoke), ("--match", args.match), ("--list", args.list))
+        for flag, given in (
+            *(("--smoke", args.smoke), ("--graded", args.graded)),
+            *(("--match", args.match), ("--list", args.list)),
+        )
         if given
     ]
     if "generated" in args.source and args.judge == "grader":
@@ -123,14 +131,23 @@ def run_bugs(options: argparse.ArgumentParser, source: str, args: argparse.Names
     return all(r.caught for r in results)
 
 
-def run_generated(options: argparse.ArgumentParser, args: argparse.Namespace) -> bool:
-    """Judge the generated mutants by the tests; print the report; return whether it is clean."""
-    default = generated.graded_modules() + list(generated.REFERENCE_MODULE_TESTS)
-    modules = generated.SMOKE_MODULES if args.smoke else (args.names or default)
+def generated_modules(options: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The modules whose mutants are asked for: named, the smoke set, the graded ones, or all."""
+    if args.smoke and args.graded:
+        options.error("--smoke or --graded, not both")
+    graded = generated.graded_modules()
+    everything = graded + ([] if args.graded else list(generated.REFERENCE_MODULE_TESTS))
+    modules = generated.SMOKE_MODULES if args.smoke else (args.names or everything)
     known = set(generated.MODULE_TESTS) | set(generated.REFERENCE_MODULE_TESTS)
     unknown = sorted(set(modules) - known)
     if unknown:
         options.error(f"not modules with known tests: {unknown}")
+    return modules
+
+
+def run_generated(options: argparse.ArgumentParser, args: argparse.Namespace) -> bool:
+    """Judge the generated mutants by the tests; print the report; return whether it is clean."""
+    modules = generated_modules(options, args)
     if args.list:
         for module in modules:
             mutants = generate(REPO_ROOT, f"cs336_basics/{module}")

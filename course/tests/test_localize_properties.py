@@ -5,16 +5,20 @@ property a wrong answer breaks."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
 
 from course.tests.test_localize import SHIPPED, public_run, with_adapter
 from tests import adapters as reference
-from tests import localize, measure
+from tests import localize, measure, snapshots
 from tests.cases import CASES
 from tests.cases.core import normalize
 from tests.cases.public import public_expected, public_inputs
+from tests.test_boundaries import implied_temperature
+from tests.test_init import beyond_the_cut
 
 DATA = torch.arange(10, 30)  # distinct ids
 
@@ -234,6 +238,125 @@ def test_softmax_rows_is_silent_on_softmax_and_names_the_broken_property():
     assert measure.softmax_rows(inputs, {"out": flipped[..., :1]}, expected) == []
 
 
+def test_rmsnorm_that_raises_on_batches_only_is_located():
+    inputs, expected = layer_case("rmsnorm", "basic")
+
+    def without_keepdim(d_model, eps, weight, x):
+        return x / x.pow(2).mean(-1).add(eps).sqrt() * weight
+
+    adapters = with_adapter("run_rmsnorm", without_keepdim)
+    line = localize.rmsnorm_raised(adapters, inputs, expected)[0]
+    assert line.startswith("your RMSNorm is right on one row alone")
+
+    def unnormalized(d_model, eps, weight, x):
+        if x.dim() > 1:
+            raise RuntimeError("no")
+        return x * weight
+
+    adapters = with_adapter("run_rmsnorm", unnormalized)
+    assert localize.rmsnorm_raised(adapters, inputs, expected) == []
+
+
+def test_an_output_lacking_axes_is_named_by_the_axes_it_lacks():
+    hint = snapshots.missing_axes_hint((64,), (4, 12, 64))
+    assert hint.startswith("your output lacks axis 0, 1 (size 4, 12) of the expected shape")
+    assert snapshots.missing_axes_hint((4, 64), (4, 12, 64)).startswith("your output lacks axis 1")
+    assert snapshots.missing_axes_hint((4, 12, 64), (4, 12, 64)) == ""
+    assert snapshots.missing_axes_hint((12, 4), (4, 12, 64)) == ""
+    assert snapshots.missing_axes_hint((4, 12, 64, 1), (4, 12, 64)) == ""
+
+
+def test_cross_entropy_closed_forms_are_silent_on_the_reference_and_name_the_probe_off():
+    assert localize.closed_form_lines(reference, 5, 8) == []
+    ignoring_target = with_adapter(
+        "run_cross_entropy", lambda logits, targets: logits.logsumexp(-1).mean()
+    )
+    line = localize.closed_form_lines(ignoring_target, 5, 8)[0]
+    assert line.startswith(
+        "with the target's logit 10 above the others (8 rows, 5 classes) your loss"
+    )
+    doubled = with_adapter(
+        "run_cross_entropy",
+        lambda logits, targets: 2 * reference.run_cross_entropy(logits, targets),
+    )
+    line = localize.closed_form_lines(doubled, 5, 8)[0]
+    assert line.startswith("with uniform logits (all 0) (8 rows, 5 classes) your loss is 3.21888")
+
+
+def test_cross_entropy_that_raises_is_probed_on_uniform_logits():
+    inputs, expected = layer_case("cross_entropy", "basic")
+    raised = localize.cross_entropy_raised
+    assert raised(reference, inputs, expected) == []
+
+    def row_broadcast(logits, targets):
+        top = logits.amax(-1)
+        return reference.run_cross_entropy(logits - top, targets)
+
+    line = raised(with_adapter("run_cross_entropy", row_broadcast), inputs, expected)[0]
+    assert line.startswith("on uniform logits your cross_entropy is right on one row but raised")
+
+    def summed_over_rows(logits, targets):
+        lse = logits.exp().sum(-2, keepdim=True).log()
+        return (lse - logits.gather(-1, targets.unsqueeze(-1))).mean()
+
+    line = raised(with_adapter("run_cross_entropy", summed_over_rows), inputs, expected)[0]
+    vocab = inputs["logits"].shape[-1]
+    assert f"over {vocab} classes, one row, your loss is 0, not log({vocab})" in line
+
+    def flat_only(logits, targets):
+        if logits.dim() > 2:
+            raise RuntimeError("no")
+        return reference.run_cross_entropy(logits, targets)
+
+    line = raised(with_adapter("run_cross_entropy", flat_only), inputs, expected)[0]
+    assert "right on 8 rows but raised on leading dims (2, 3)" in line
+
+
+def test_adamw_raising_in_scalar_arithmetic_is_located_at_its_step():
+    inputs, expected = layer_case("adamw", "formula")
+    assert localize.adamw_raised(reference, inputs, expected) == []
+    adamw = reference.get_adamw_cls()
+
+    class CorrectionFromZero(adamw):
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    t = self.state[p].get("t", 0)
+                    math.sqrt(1 - group["betas"][1] ** t - 1e-12)  # t counted from 0: negative
+                    self.state[p]["t"] = t + 1
+            return super().step(closure)
+
+    adapters = with_adapter("get_adamw_cls", lambda: CorrectionFromZero)
+    line = localize.adamw_raised(adapters, inputs, expected)[0]
+    assert line.startswith("your AdamW raised ValueError in float arithmetic at step t=1")
+
+    class ShapeError(adamw):
+        def step(self, closure=None):
+            raise RuntimeError("size mismatch")
+
+    adapters = with_adapter("get_adamw_cls", lambda: ShapeError)
+    assert localize.adamw_raised(adapters, inputs, expected) == []
+
+
+def test_linear_that_raises_is_probed_with_a_square_weight():
+    inputs, expected = layer_case("linear", "basic")
+    square = with_adapter("run_linear", lambda d_in, d_out, weight, x: x @ weight)
+    line = localize.linear_raised(square, inputs, expected)[0]
+    assert line.startswith("with a square weight your linear returns x @ W, not x @ W.T")
+
+    def mixed_sizes(d_in, d_out, weight, x):
+        return x @ weight.T.reshape(d_in, d_out)
+
+    line = localize.linear_raised(with_adapter("run_linear", mixed_sizes), inputs, expected)[0]
+    assert "runs with a square weight" in line
+    assert localize.linear_raised(reference, inputs, expected)[0].startswith("your linear runs")
+
+    def doubled(d_in, d_out, weight, x):
+        return 2 * x @ weight.T
+
+    assert localize.linear_raised(with_adapter("run_linear", doubled), inputs, expected) == []
+
+
 def test_softmax_that_raises_on_batches_only_is_located():
     inputs, expected = layer_case("softmax", "basic")
 
@@ -243,6 +366,7 @@ def test_softmax_that_raises_on_batches_only_is_located():
 
     line = localize.softmax_raised(with_adapter("run_softmax", without_keepdim), inputs, expected)
     assert "right on one row alone (a 1-D tensor) but raised on shape" in line[0]
+    assert "max and sum must broadcast back" in line[0]
 
     def never_runs(x, dim):
         raise RuntimeError("no")
@@ -320,3 +444,31 @@ def test_handout_merge_counts_name_a_tie_and_a_count():
         handout_merge_counts(fewer)
     )
     assert handout_merge_counts("not merges") == ""
+
+
+def test_sampling_frequencies_are_read_as_the_temperature_they_fit():
+    logits = torch.tensor([0.0, 1.0, 2.0, -1.0])
+    for temperature in (0.5, 2.0):
+        counts = 4000 * torch.softmax(logits.double() / temperature, 0)
+        hint = implied_temperature(logits, counts, 1.0)
+        assert f"fit a temperature of about {temperature:.3g}, not 1:" in hint
+    reversed_counts = 4000 * torch.softmax(-logits.double(), 0)
+    assert implied_temperature(logits, reversed_counts, 1.0).startswith(
+        "larger logits must be drawn"
+    )
+    one = torch.tensor([0.0, 0.0, 4000.0, 0.0], dtype=torch.float64)
+    assert implied_temperature(logits, one, 1.0) == "only token(s) [2] were drawn"
+
+
+def test_weights_beyond_the_cut_are_read_as_a_wrong_spread_or_a_wrong_cut():
+    torch.manual_seed(0)
+    std = 0.03
+    wrong_spread = torch.nn.init.trunc_normal_(
+        torch.empty(10**6), std=2 * std, a=-6 * std, b=6 * std
+    )
+    hint = beyond_the_cut(wrong_spread, std, std_hint="SPREAD", cut_hint="CUT")
+    assert hint.startswith("they are cut at ±3 of their own σ")
+    assert hint.endswith("not 0.03: SPREAD")
+    uncut = torch.nn.init.trunc_normal_(torch.empty(10**6), std=std, a=-3.0, b=3.0)
+    hint = beyond_the_cut(uncut, std, std_hint="SPREAD", cut_hint="CUT")
+    assert hint.startswith("they reach ±4") and hint.endswith("CUT")

@@ -63,6 +63,14 @@ def test_constant_factor_is_named(factor, named) -> None:
     assert "times a constant" in hint and named in hint, hint
 
 
+def test_one_value_is_never_called_a_multiple_but_its_sign_flip_is_named() -> None:
+    expected = np.array([1.7])
+    for factor in (0.731, 2.0):
+        hints = hints_of(diagnosis(expected * factor, expected))
+        assert not any("times a constant" in h for h in hints), hints
+    assert any("sign flipped" in h for h in hints_of(diagnosis(-expected, expected)))
+
+
 def test_sign_flip() -> None:
     expected = RNG.normal(size=(4, 8))
     (hint,) = hints_of(diagnosis(-expected, expected))

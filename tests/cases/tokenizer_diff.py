@@ -50,15 +50,57 @@ def encode_difference(
     return line
 
 
+def first_difference(got: str | bytes, want: str | bytes) -> int:
+    """The first index where two texts (or byte strings) differ; the shorter's length when one
+    is a prefix of the other."""
+    return next(
+        (k for k, (a, b) in enumerate(zip(got, want, strict=False)) if a != b),
+        min(len(got), len(want)),
+    )
+
+
 def text_difference(got: object, want: str, label: str) -> str:
     """Where a decoded text first differs from the expected one."""
     if not isinstance(got, str) or got == want:
         return ""
-    first = next(
-        (k for k, (a, b) in enumerate(zip(got, want, strict=False)) if a != b),
-        min(len(got), len(want)),
-    )
+    first = first_difference(got, want)
     return (
         f"{label} first differs at character {first}: got {got[first : first + 12]!r}, "
         f"expected {want[first : first + 12]!r} (after {want[max(0, first - 12) : first]!r})"
     )
+
+
+def bytes_difference(got: object, text: bytes, vocab: dict[int, bytes]) -> str:
+    """Whether your ids spell the text: ids outside the vocab, or where their bytes first leave
+    the text's (bytes lost or repeated, not only cut differently)."""
+    if not isinstance(got, list):
+        return ""
+    unknown = [i for i in got if not isinstance(i, int) or i not in vocab]
+    if unknown:
+        return f"{len(unknown)} of your ids are not in the vocab, e.g. {unknown[0]!r}"
+    spelled = b"".join(vocab[i] for i in got)
+    if spelled == text:
+        return ""
+    first = first_difference(spelled, text)
+    return (
+        f"your ids spell {len(spelled)} bytes, the text has {len(text)}: they first differ at "
+        f"byte {first} (yours {spelled[first : first + 12]!r}, the text's "
+        f"{text[first : first + 12]!r}, after {text[max(0, first - 12) : first]!r})"
+    )
+
+
+def decode_difference(got: object, ids: list[int], vocab: dict[int, bytes]) -> str:
+    """A decoded text against the property decode must have: the ids' bytes joined, then decoded
+    once with U+FFFD for malformed UTF-8 (and whether yours decodes each id on its own)."""
+    data = b"".join(vocab[i] for i in ids)
+    want = data.decode("utf-8", errors="replace")
+    if not isinstance(got, str) or got == want:
+        return ""
+    line = (
+        f"decode({ids}) gave {got!r}; the ids' bytes {data!r}, joined and decoded once with "
+        f"errors='replace', give {want!r}"
+    )
+    one_by_one = "".join(vocab[i].decode("utf-8", errors="replace") for i in ids)
+    if got == one_by_one:
+        line += ": yours equals decoding each id's bytes on its own"
+    return line

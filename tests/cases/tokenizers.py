@@ -13,7 +13,12 @@ from pathlib import Path
 from tests.cases.compare import equal_mismatch, first_failure
 from tests.cases.core import Bundle, case
 from tests.cases.shipped import END_OF_TEXT
-from tests.cases.tokenizer_diff import encode_difference, text_difference
+from tests.cases.tokenizer_diff import (
+    bytes_difference,
+    decode_difference,
+    encode_difference,
+    text_difference,
+)
 
 
 def vocab_to_wire(vocab: dict[int, bytes]) -> dict[str, str]:
@@ -116,8 +121,12 @@ def check_encode(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | Non
     for name, text in inputs["texts"].items():
         got, want = outputs["ids"].get(name), expected["ids"][name]
         mismatch = equal_mismatch(got, want, f"encode({name})", reveal)
-        where = mismatch and reveal and encode_difference(got, want, *vocab_and_merges(inputs))
         if mismatch:
+            vocab, merges = vocab_and_merges(inputs)
+            where = reveal and (
+                encode_difference(got, want, vocab, merges)
+                or bytes_difference(got, text.encode("utf-8"), vocab)
+            )
             return mismatch + (f"\n  diagnosis: {where}" if where else "")
         decoded = outputs["decoded"].get(name)
         if decoded != text:
@@ -180,10 +189,17 @@ case(
 def check_iterable(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
     """Fed a file's lines, lazily or as a list, encode_iterable gives encode's ids of the file."""
     reveal = expected.get("reveal", True)
-    return first_failure(
-        equal_mismatch(outputs.get("file"), expected["ids"], "encode_iterable(file)", reveal),
-        equal_mismatch(outputs.get("lines"), expected["ids"], "encode_iterable(lines)", reveal),
-    )
+    for label in ("file", "lines"):
+        got, want = outputs.get(label), expected["ids"]
+        mismatch = equal_mismatch(got, want, f"encode_iterable({label})", reveal)
+        if mismatch:
+            vocab, merges = vocab_and_merges(inputs)
+            text = "".join(inputs["texts"].values()).encode("utf-8")
+            where = reveal and (
+                bytes_difference(got, text, vocab) or encode_difference(got, want, vocab, merges)
+            )
+            return mismatch + (f"\n  diagnosis: {where}" if where else "")
+    return None
 
 
 @case(
@@ -210,13 +226,20 @@ def encode_iterable(adapters, inputs: Bundle) -> Bundle:
 def check_overlapping(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
     """With specials E and EE, "EE" is one token, "EEE" is [EE, E], and text round-trips."""
     single, double, triple = outputs["single"], outputs["double"], outputs["triple"]
+    text, round_trip = inputs["texts"]["mixed"], outputs["round_trip"]
+    reveal = expected.get("reveal", True)
+    where = reveal and text_difference(round_trip, text, "decode(encode(text))")
     return first_failure(
         (len(single) != 1 or len(double) != 1 or single == double)
-        and "each special token must encode to its own single id",
+        and "each special token must encode to its own single id\n  hint: special tokens E and "
+        f"EE must each be one id of its own; yours encodes E as {single}, EE as {double}",
         triple != double + single
-        and "overlapping special tokens must match longest first: EEE is [EE, E]",
-        outputs["round_trip"] != inputs["texts"]["mixed"]
-        and "decode(encode(text)) does not give the text back",
+        and "overlapping special tokens must match longest first: EEE is [EE, E]\n  hint: the "
+        f"longest special token matches first: EEE must be [EE, E] = {double + single}; yours "
+        f"gives {triple}",
+        round_trip != text
+        and "decode(encode(text)) does not give the text back"
+        + (f"\n  hint: {where}" if where else ""),
     )
 
 
@@ -240,6 +263,21 @@ def overlapping(adapters, inputs: Bundle) -> Bundle:
     }
 
 
+def check_malformed(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
+    reveal = expected.get("reveal", True)
+    decoded = outputs.get("decoded")
+    mismatch = equal_mismatch(decoded, expected["decoded"], "decoded texts", reveal)
+    if not mismatch or not reveal or not isinstance(decoded, list):
+        return mismatch
+    vocab = vocab_from_wire(inputs["vocab"])
+    found = (
+        decode_difference(got, ids, vocab)
+        for got, ids in zip(decoded, inputs["sequences"], strict=False)
+    )
+    where = next((line for line in found if line), "")
+    return mismatch + (f"\n  diagnosis: {where}" if where else "")
+
+
 def malformed_inputs(s) -> Bundle:
     inputs = tokenizer_inputs(s, {})
     byte_id = {bytes.fromhex(t): int(i) for i, t in inputs["vocab"].items()}
@@ -252,9 +290,7 @@ def malformed_inputs(s) -> Bundle:
 @case(
     "tokenizer",
     "decode_malformed",
-    check=lambda o, e, i: equal_mismatch(
-        o.get("decoded"), e["decoded"], "decoded texts", e.get("reveal", True)
-    ),
+    check=check_malformed,
     public=malformed_inputs,
 )
 def decode_malformed(adapters, inputs: Bundle) -> Bundle:
