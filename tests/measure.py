@@ -1,4 +1,4 @@
-"""Diagnoses read off a failed case's outputs (``diagnosis:`` lines; see ``tests/localize.py``):
+"""Diagnoses read off a failed case's outputs (``diagnosis:`` lines; see ``tests/localize/``):
 the cosine schedule phase by phase, gradient clipping against the global L2 norm, AdamW step
 by step, with step 1 fitted term by term (the learning rate used, bias correction, decay), and
 the defining properties of the single layers (SiLU's ratio, softmax's rows, RMSNorm's axis).

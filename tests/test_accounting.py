@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.localize import flop_terms, parameter_terms
+from tests.localize.accounting import flop_terms, parameter_terms
 
 from .lazy_adapters import get_transformer_lm, run_count_parameters, run_forward_flops
 

@@ -14,15 +14,9 @@ from .adapters import (
 )
 from .expect import raises_an_error
 from .hints import dtype_kept
-from .localize import (
-    attention_raised,
-    default_positions_raised,
-    diagnosed_if_raised,
-    localize_attention,
-    localize_sdpa,
-    sdpa_raised,
-    snapshot_located,
-)
+from .localize import diagnosed_if_raised, snapshot_located
+from .localize.attention import localize_sdpa, sdpa_raised
+from .localize.multihead import attention_raised, default_positions_raised, localize_attention
 
 THETA, MAX_SEQ_LEN = 10000.0, 16
 

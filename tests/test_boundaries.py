@@ -36,14 +36,11 @@ from .lazy_adapters import (
     run_top_p_filter,
     run_train_bpe,
 )
-from .localize import (
-    clipping_raised,
-    diagnosed_if_raised,
-    sampling_raised,
-    saved_file_lines,
-    top_p_raised,
-    train_bpe_raised,
-)
+from .localize import diagnosed_if_raised
+from .localize.decoding import sampling_raised, top_p_raised
+from .localize.raised import clipping_raised
+from .localize.tokenizers import train_bpe_raised
+from .localize.training import saved_file_lines
 from .measure import clipping_lines
 
 # --- top-p ------------------------------------------------------------------------------------

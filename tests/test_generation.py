@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from .lazy_adapters import get_transformer_lm, run_generate, run_sample_next_token
-from .localize import as_lines, diagnosed_if_raised, generate_raised, greedy_difference
+from .localize import as_lines, diagnosed_if_raised
+from .localize.decoding import generate_raised, greedy_difference
 
 PROMPT = [11, 7, 300, 42]
 # A nucleus this small keeps only the most likely token: sampling becomes greedy decoding

@@ -10,7 +10,8 @@ import regex
 
 from .adapters import get_tokenizer, run_train_bpe
 from .expect import raises_an_error
-from .localize import diagnosed_if_raised, raises
+from .localize import diagnosed_if_raised
+from .localize.stages import raises
 from .measure import (
     HANDOUT_STEPS,
     HANDOUT_WORDS,

@@ -23,7 +23,8 @@ from .lazy_adapters import (
     run_evaluate,
     run_train,
 )
-from .localize import diagnosed_if_raised, evaluation_raised, training_step_raised
+from .localize import diagnosed_if_raised
+from .localize.training import evaluation_raised, training_step_raised
 from .measure import accumulation_lines
 
 TINY = dict(

@@ -1,5 +1,5 @@
 """The diagnoses of the model's layers and of decoding (embedding init, RoPE, attention, the
-block and LM, generation: tests/localize.py, tests/measure.py, the advice tests): silent on
+block and LM, generation: tests/localize/, tests/measure.py, the advice tests): silent on
 right answers and where their evidence does not hold, naming the property a wrong answer
 breaks."""
 
@@ -13,9 +13,24 @@ import torch
 
 from course.tests.test_localize import SHIPPED, with_adapter
 from tests import adapters as reference
-from tests import localize
 from tests.cases import CASES
 from tests.cases.public import public_inputs
+from tests.localize import localize_raised, snapshot_located
+from tests.localize.attention import (
+    attention_weights,
+    localize_sdpa,
+    sdpa_raised,
+    weights_not_softmax,
+)
+from tests.localize.composites import lm_build_lines, lm_raised
+from tests.localize.decoding import (
+    generate_raised,
+    greedy_difference,
+    sampling_raised,
+    top_p_raised,
+)
+from tests.localize.multihead import attention_raised, attention_stages, default_positions_raised
+from tests.localize.stages import first_stage_wrong
 from tests.snapshots import SnapshotChecker
 from tests.test_init import check_truncated_normal
 
@@ -56,13 +71,13 @@ def rope_raising(error: type[Exception]):
 
 def test_attention_stages_with_the_reference_adapters_are_all_right():
     for rope in (False, True):
-        stages = localize.attention_stages(reference, SHIPPED, rope)
-        assert localize.first_stage_wrong(stages) is None
+        stages = attention_stages(reference, SHIPPED, rope)
+        assert first_stage_wrong(stages) is None
 
 
 def test_a_raising_stage_of_attention_is_named():
     adapters = with_adapter("run_rope", rope_raising(TypeError))
-    (line,) = localize.attention_raised(adapters, rope=True)
+    (line,) = attention_raised(adapters, rope=True)
     assert line.startswith(
         "the first stage whose output leaves the reference's is RoPE on the qs of each head "
         "(run_rope) (it raised TypeError there)"
@@ -71,11 +86,11 @@ def test_a_raising_stage_of_attention_is_named():
 
 def test_a_stage_not_written_yet_locates_nothing():
     adapters = with_adapter("run_rope", rope_raising(NotImplementedError))
-    assert localize.attention_raised(adapters, rope=True) == []
+    assert attention_raised(adapters, rope=True) == []
 
 
 def test_attention_raising_with_every_stage_right_points_at_how_it_joins_them():
-    (line,) = localize.attention_raised(reference, rope=False)
+    (line,) = attention_raised(reference, rope=False)
     assert line.startswith("projections, attention and output projection are each right alone")
     assert "your multi-head attention raised" in line
 
@@ -85,20 +100,20 @@ def test_a_wrong_rope_stage_is_named_by_its_output():
         return reference.run_rope(d_k, theta, max_seq_len, x, torch.zeros_like(positions))
 
     adapters = with_adapter("run_rope", rope_at_zero)
-    (line,) = localize.attention_raised(adapters, rope=True)
+    (line,) = attention_raised(adapters, rope=True)
     assert "is RoPE on the qs of each head (run_rope) (max abs error" in line
 
 
 def test_attention_raising_is_located_through_the_public_case():
     inputs = public_inputs(CASES["multihead_self_attention", "rope_causal"], SHIPPED)
     adapters = with_adapter("run_rope", rope_raising(IndexError))
-    (line,) = localize.localize_raised("multihead_self_attention", adapters, inputs, {})
+    (line,) = localize_raised("multihead_self_attention", adapters, inputs, {})
     assert "(run_rope) (it raised IndexError there)" in line
 
 
 def test_default_positions_that_raise_are_named_only_when_given_positions_run():
-    assert "raised without them" in localize.default_positions_raised(lambda: None)[0]
-    assert localize.default_positions_raised(rope_raising(RuntimeError)) == []
+    assert "raised without them" in default_positions_raised(lambda: None)[0]
+    assert default_positions_raised(rope_raising(RuntimeError)) == []
 
 
 # --- scaled dot-product attention ---------------------------------------------------------------
@@ -138,7 +153,7 @@ def always_raises(*args, **kwargs):
 def test_sdpa_raising_is_located_by_the_simplest_input_it_runs_on(wrong, named):
     q, k, v, mask = (SHIPPED.inputs[n] for n in ("q", "k", "v", "mask"))
     adapters = with_adapter("run_scaled_dot_product_attention", wrong)
-    (line,) = localize.sdpa_raised(adapters, q, k, v, mask)
+    (line,) = sdpa_raised(adapters, q, k, v, mask)
     assert line.startswith("your attention raised on Q (4, 12, 16), K (4, 16, 16), V (4, 16, 24)")
     assert named in line
 
@@ -146,11 +161,11 @@ def test_sdpa_raising_is_located_by_the_simplest_input_it_runs_on(wrong, named):
 def test_sdpa_raising_on_every_input_locates_nothing():
     q, k, v, mask = (SHIPPED.inputs[n] for n in ("q", "k", "v", "mask"))
     adapters = with_adapter("run_scaled_dot_product_attention", always_raises)
-    assert localize.sdpa_raised(adapters, q, k, v, mask) == []
+    assert sdpa_raised(adapters, q, k, v, mask) == []
     case = CASES["scaled_dot_product_attention", "unmasked_extra_dims"]
     inputs = public_inputs(case, SHIPPED)
     adapters = with_adapter("run_scaled_dot_product_attention", masking_raises)
-    assert localize.localize_raised("scaled_dot_product_attention", adapters, inputs, {}) == []
+    assert localize_raised("scaled_dot_product_attention", adapters, inputs, {}) == []
 
 
 def test_weights_that_are_no_softmax_of_the_scores_are_not_called_right():
@@ -161,12 +176,12 @@ def test_weights_that_are_no_softmax_of_the_scores_are_not_called_right():
     q, k, mask = (SHIPPED.inputs[n] for n in ("q", "k", "mask"))
     inputs = {"q": q, "k": k, "mask": mask}
     wrong = with_adapter("run_scaled_dot_product_attention", scale_over_scores)
-    (line,) = localize.localize_sdpa(wrong, inputs)
+    (line,) = localize_sdpa(wrong, inputs)
     assert "yet differ from softmax(q.k / sqrt(d_k)) by up to" in line
-    weights = localize.attention_weights(reference, q, k, mask)
-    assert localize.weights_not_softmax(weights, q, k, mask) == ""
+    weights = attention_weights(reference, q, k, mask)
+    assert weights_not_softmax(weights, q, k, mask) == ""
     # Right weights: the output's error lies after them (localize_sdpa runs when it is off).
-    assert "weighted sum of the values differs" in localize.localize_sdpa(reference, inputs)[0]
+    assert "weighted sum of the values differs" in localize_sdpa(reference, inputs)[0]
 
 
 # --- a snapshot failure located only when clearly off ---------------------------------------------
@@ -178,12 +193,12 @@ def test_a_snapshot_failure_gets_the_diagnosis_only_when_clearly_off():
     exact = SnapshotChecker(update=False, exact=True)
     name = "scaled_dot_product_attention"
     with pytest.raises(AssertionError) as near_miss:
-        localize.snapshot_located(exact, out + 1e-6, name, lambda: ["located"])
+        snapshot_located(exact, out + 1e-6, name, lambda: ["located"])
     assert not hasattr(near_miss.value, "__notes__")
     with pytest.raises(AssertionError) as off:
-        localize.snapshot_located(exact, out * 2, name, lambda: ["located"])
+        snapshot_located(exact, out * 2, name, lambda: ["located"])
     assert off.value.__notes__ == ["  diagnosis: located"]
-    localize.snapshot_located(exact, out, name, lambda: ["located"])  # right: nothing raised
+    snapshot_located(exact, out, name, lambda: ["located"])  # right: nothing raised
 
 
 # --- decoding -------------------------------------------------------------------------------------
@@ -197,10 +212,10 @@ def test_top_p_raising_only_where_it_cuts_is_located():
             return probabilities
         return torch.zeros_like(probabilities).scatter(probabilities.argsort(), -1, probabilities)
 
-    (line,) = localize.top_p_raised(cuts_with_a_bad_scatter)
+    (line,) = top_p_raised(cuts_with_a_bad_scatter)
     assert "runs with top_p=1 (every token kept) but raises with top_p=0.6" in line
-    assert localize.top_p_raised(reference.run_top_p_filter) == []
-    assert localize.top_p_raised(always_raises) == []
+    assert top_p_raised(reference.run_top_p_filter) == []
+    assert top_p_raised(always_raises) == []
 
 
 LOGITS = torch.tensor([0.0, 1.0, 2.0, -1.0])
@@ -218,17 +233,17 @@ def sample_drawing_two(logits, temperature, top_p, generator=None):
 
 def test_sampling_raising_at_temperature_zero_only_is_named():
     adapters = (reference.run_softmax, reference.run_top_p_filter, LOGITS)
-    (line,) = localize.sampling_raised(sample_dividing_by_zero, *adapters)
+    (line,) = sampling_raised(sample_dividing_by_zero, *adapters)
     assert "runs at temperature 1e-4 but raises at temperature 0" in line
-    (line,) = localize.sampling_raised(sample_drawing_two, *adapters)
+    (line,) = sampling_raised(sample_drawing_two, *adapters)
     assert "your softmax and top_p_filter run alone on these logits" in line
 
 
 def test_sampling_probes_are_silent_without_evidence():
     adapters = (reference.run_softmax, reference.run_top_p_filter, LOGITS)
-    assert localize.sampling_raised(reference.run_sample_next_token, *adapters) == []
+    assert sampling_raised(reference.run_sample_next_token, *adapters) == []
     broken = (reference.run_softmax, always_raises, LOGITS)
-    assert localize.sampling_raised(sample_drawing_two, *broken) == []
+    assert sampling_raised(sample_drawing_two, *broken) == []
 
 
 PROMPT = [11, 7, 300, 42]
@@ -244,33 +259,33 @@ def model() -> torch.nn.Module:
 
 
 def test_generate_raising_with_a_working_model_and_sampler_points_at_its_loop(model):
-    (line,) = localize.generate_raised(reference.run_sample_next_token, model, PROMPT)
+    (line,) = generate_raised(reference.run_sample_next_token, model, PROMPT)
     assert "the error is in generate's own loop" in line
-    assert localize.generate_raised(always_raises, model, [11, 7]) == []
-    assert localize.generate_raised(reference.run_sample_next_token, always_raises, [1]) == []
+    assert generate_raised(always_raises, model, [11, 7]) == []
+    assert generate_raised(reference.run_sample_next_token, always_raises, [1]) == []
 
 
 def test_greedy_tokens_are_compared_step_by_step(model):
     torch.manual_seed(0)
     expected = reference.run_generate(model, PROMPT, 4, temperature=1.0, top_p=1e-9, eos_id=None)
-    assert localize.greedy_difference(model, PROMPT, expected, expected) == []
-    (line,) = localize.greedy_difference(model, PROMPT, expected + [1], expected)
+    assert greedy_difference(model, PROMPT, expected, expected) == []
+    (line,) = greedy_difference(model, PROMPT, expected + [1], expected)
     assert line == "generate returned 5 tokens for max_new_tokens=4"
     with torch.no_grad():
         argmaxes = model(torch.tensor([PROMPT + expected[:2]]))[0].argmax(-1).tolist()
     assert argmaxes[0] != expected[2], "test setup: position 0 predicts another token"
     got = expected[:2] + [argmaxes[0]] + expected[3:]
-    (line,) = localize.greedy_difference(model, PROMPT, got, expected)
+    (line,) = greedy_difference(model, PROMPT, got, expected)
     assert line.startswith(
         f"your first 2 tokens match decoding step by step; at step 2 you drew {argmaxes[0]}"
     )
     assert "; yours is the argmax at position" in line
     nobodys = next(t for t in range(SHIPPED.config["vocab_size"]) if t not in argmaxes)
     got = expected[:2] + [nobodys] + expected[3:]
-    assert "yours is the argmax" not in localize.greedy_difference(model, PROMPT, got, expected)[0]
-    (line,) = localize.greedy_difference(model, PROMPT, [nobodys] + expected[1:], expected)
+    assert "yours is the argmax" not in greedy_difference(model, PROMPT, got, expected)[0]
+    (line,) = greedy_difference(model, PROMPT, [nobodys] + expected[1:], expected)
     assert line.startswith(f"at step 0 you drew {nobodys}, the argmax of the last position's")
-    (line,) = localize.greedy_difference(model, PROMPT, expected[:1], expected)
+    (line,) = greedy_difference(model, PROMPT, expected[:1], expected)
     assert line == "generate returned 1 token for max_new_tokens=4"
 
 
@@ -288,24 +303,24 @@ def lm_building(state_dict: dict | None = None, error: type[Exception] | None = 
 
 def test_the_lm_built_for_the_config_names_its_layer_count_and_shapes():
     two_layers = {n: v for n, v in SHIPPED.state_dict.items() if not n.startswith("layers.2.")}
-    (line,) = localize.lm_build_lines(lm_building(two_layers), SHIPPED)
+    (line,) = lm_build_lines(lm_building(two_layers), SHIPPED)
     assert line.endswith("builds for num_layers=3 holds 2 layers")
     flipped = SHIPPED.state_dict | {"lm_head.weight": SHIPPED.state_dict["lm_head.weight"].T}
-    (line,) = localize.lm_build_lines(lm_building(flipped), SHIPPED)
+    (line,) = lm_build_lines(lm_building(flipped), SHIPPED)
     assert line.endswith("has lm_head.weight of shape (64, 512), not (512, 64)")
-    (line,) = localize.lm_build_lines(lm_building(error=TypeError), SHIPPED)
+    (line,) = lm_build_lines(lm_building(error=TypeError), SHIPPED)
     assert "(get_transformer_lm) raises TypeError too" in line
 
 
 def test_the_lm_built_for_the_config_is_silent_without_evidence():
-    assert localize.lm_build_lines(reference, SHIPPED) == []
+    assert lm_build_lines(reference, SHIPPED) == []
     renamed = {f"model.{n}": v.flip(0)[:1] for n, v in SHIPPED.state_dict.items()}
-    assert localize.lm_build_lines(lm_building(renamed), SHIPPED) == []
-    assert localize.lm_build_lines(lm_building(error=NotImplementedError), SHIPPED) == []
+    assert lm_build_lines(lm_building(renamed), SHIPPED) == []
+    assert lm_build_lines(lm_building(error=NotImplementedError), SHIPPED) == []
     without = SimpleNamespace(**{n: getattr(reference, n) for n in ("run_embedding",)})
-    assert localize.lm_build_lines(without, SHIPPED) == []
+    assert lm_build_lines(without, SHIPPED) == []
 
 
 def test_a_raising_lm_with_right_stages_and_build_points_at_how_it_joins_them():
-    (line,) = localize.lm_raised(reference)
+    (line,) = lm_raised(reference)
     assert "are each right alone" in line and "your transformer_lm raised" in line

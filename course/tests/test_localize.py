@@ -1,4 +1,4 @@
-"""The localizing diagnoses (tests/localize.py, tests/measure.py) stay silent on right answers
+"""The localizing diagnoses (tests/localize/, tests/measure.py) stay silent on right answers
 and name the stage or property a wrong one breaks."""
 
 from __future__ import annotations
@@ -10,14 +10,28 @@ import pytest
 import torch
 
 from tests import adapters as reference
-from tests import localize, measure
+from tests import measure
 from tests.cases import CASES
 from tests.cases.core import normalize
 from tests.cases.public import public_expected, public_inputs
 from tests.cases.shipped import Shipped
+from tests.localize import LOCALIZERS, OUTPUT_DIAGNOSES, localize
+from tests.localize.attention import attention_weights, localize_sdpa, weights_hints
+from tests.localize.composites import (
+    block_probes,
+    block_stages,
+    lm_probes,
+    lm_stages,
+    localize_block,
+    localize_lm,
+    localize_swiglu,
+)
+from tests.localize.losses import localize_cross_entropy
+from tests.localize.multihead import attention_probes, attention_stages
+from tests.localize.stages import first_off, first_probe_off
 
 SHIPPED = Shipped()
-DIAGNOSED = sorted(set(localize.LOCALIZERS) | set(localize.OUTPUT_DIAGNOSES))
+DIAGNOSED = sorted(set(LOCALIZERS) | set(OUTPUT_DIAGNOSES))
 
 
 def with_adapter(name: str, replacement) -> SimpleNamespace:
@@ -36,22 +50,22 @@ def public_run(case, adapters=reference):
 )
 def test_right_outputs_get_no_diagnosis(case):
     inputs, outputs, expected = public_run(case)
-    assert localize.localize(case.component, reference, inputs, outputs, expected) == ""
+    assert localize(case.component, reference, inputs, outputs, expected) == ""
 
 
 def test_every_stage_and_probe_matches_with_the_reference_adapters():
     for rope in (False, True):
-        assert localize.first_off(localize.attention_stages(reference, SHIPPED, rope)) is None
-        assert localize.first_probe_off(localize.attention_probes(reference, SHIPPED, rope)) is None
-    assert localize.first_off(localize.block_stages(reference, SHIPPED)) is None
-    assert localize.first_probe_off(localize.block_probes(reference, SHIPPED)) is None
-    assert localize.first_off(localize.lm_stages(reference, SHIPPED)) is None
-    assert localize.first_probe_off(localize.lm_probes(reference, SHIPPED)) is None
+        assert first_off(attention_stages(reference, SHIPPED, rope)) is None
+        assert first_probe_off(attention_probes(reference, SHIPPED, rope)) is None
+    assert first_off(block_stages(reference, SHIPPED)) is None
+    assert first_probe_off(block_probes(reference, SHIPPED)) is None
+    assert first_off(lm_stages(reference, SHIPPED)) is None
+    assert first_probe_off(lm_probes(reference, SHIPPED)) is None
     q, k, mask = (SHIPPED.inputs[n] for n in ("q", "k", "mask"))
-    weights = localize.attention_weights(reference, q, k, mask)
-    assert localize.weights_hints(weights, q, k, mask) == []
+    weights = attention_weights(reference, q, k, mask)
+    assert weights_hints(weights, q, k, mask) == []
     inputs = public_inputs(CASES["cross_entropy", "leading_dims"], SHIPPED)
-    assert localize.localize_cross_entropy(reference, inputs) == []
+    assert localize_cross_entropy(reference, inputs) == []
 
 
 def sdpa(fill: float, scale) -> object:
@@ -75,7 +89,7 @@ def sdpa(fill: float, scale) -> object:
 def test_attention_weights_name_the_property_that_fails(fill, scale, named):
     q, k, mask = (SHIPPED.inputs[n] for n in ("q", "k", "mask"))
     wrong = with_adapter("run_scaled_dot_product_attention", sdpa(fill, scale))
-    assert named in localize.localize_sdpa(wrong, {"q": q, "k": k, "mask": mask})[0]
+    assert named in localize_sdpa(wrong, {"q": q, "k": k, "mask": mask})[0]
 
 
 def test_composites_name_the_first_wrong_stage_or_connection():
@@ -85,22 +99,19 @@ def test_composites_name_the_first_wrong_stage_or_connection():
     inputs = public_inputs(CASES["swiglu", "basic"], SHIPPED)
     assert (
         "SiLU(W1 x) (run_silu)"
-        in localize.localize_swiglu(with_adapter("run_silu", silu_doubled), inputs)[0]
+        in localize_swiglu(with_adapter("run_silu", silu_doubled), inputs)[0]
     )
 
     def tied(*args):
         weights = dict(args[-2]) | {"lm_head.weight": args[-2]["token_embeddings.weight"]}
         return reference.run_transformer_lm(*args[:-2], weights, args[-1])
 
-    assert (
-        "final norm and LM head"
-        in localize.localize_lm(with_adapter("run_transformer_lm", tied))[0]
-    )
+    assert "final norm and LM head" in localize_lm(with_adapter("run_transformer_lm", tied))[0]
 
     def extra_residual(*args):
         return reference.run_transformer_block(*args) + args[-1]
 
-    line = localize.localize_block(with_adapter("run_transformer_block", extra_residual))[0]
+    line = localize_block(with_adapter("run_transformer_block", extra_residual))[0]
     assert "does not return its input" in line
 
 
@@ -109,7 +120,7 @@ def test_cross_entropy_names_the_axis_it_sums_over():
         return reference.run_cross_entropy(logits, targets) * targets.numel()
 
     inputs = public_inputs(CASES["cross_entropy", "leading_dims"], SHIPPED)
-    line = localize.localize_cross_entropy(with_adapter("run_cross_entropy", summed), inputs)[0]
+    line = localize_cross_entropy(with_adapter("run_cross_entropy", summed), inputs)[0]
     assert line.startswith("repeating the batch (axis 0)")
 
 
@@ -171,4 +182,4 @@ def test_attention_weights_that_are_not_finite_get_no_verdict():
 
     q, k, mask = (SHIPPED.inputs[n] for n in ("q", "k", "mask"))
     wrong = with_adapter("run_scaled_dot_product_attention", over_queries)
-    assert localize.localize_sdpa(wrong, {"q": q, "k": k, "mask": mask}) == []
+    assert localize_sdpa(wrong, {"q": q, "k": k, "mask": mask}) == []

@@ -1,7 +1,7 @@
 """The term-by-term diagnoses of parameter and FLOP counts, the checkpoint probes and the
-training step's (tests/localize.py, tests/measure.py): silent on right answers and where their
-evidence does not hold, naming the term, the restored state or the part of a step that is
-wrong."""
+training step's (tests/localize/accounting.py and training.py, tests/measure.py): silent on
+right answers and where their evidence does not hold, naming the term, the restored state or
+the part of a step that is wrong."""
 
 from __future__ import annotations
 
@@ -14,8 +14,16 @@ import torch
 from course.tests.test_localize import public_run, with_adapter
 from cs336_basics import checkpoint as reference_checkpoint
 from tests import adapters as reference
-from tests import localize, measure
+from tests import measure
 from tests.cases import CASES
+from tests.localize import localize, localize_raised
+from tests.localize.accounting import flop_terms, parameter_terms
+from tests.localize.training import (
+    evaluation_raised,
+    prefixed_key,
+    saved_file_lines,
+    training_step_raised,
+)
 from tests.variants.test_variants import loss_terms_line
 
 
@@ -42,15 +50,15 @@ def handout_flops(
 
 
 def test_right_counts_get_no_line():
-    assert localize.parameter_terms(handout_parameters) == []
-    assert localize.flop_terms(handout_flops) == []
-    assert localize.parameter_terms(reference.run_count_parameters) == []
-    assert localize.flop_terms(reference.run_forward_flops) == []
+    assert parameter_terms(handout_parameters) == []
+    assert flop_terms(handout_flops) == []
+    assert parameter_terms(reference.run_count_parameters) == []
+    assert flop_terms(reference.run_forward_flops) == []
 
 
 def test_a_count_returned_as_a_float_or_a_tensor_is_read_exactly():
-    assert localize.flop_terms(lambda **shape: float(handout_flops(**shape))) == []
-    assert localize.parameter_terms(lambda **shape: torch.tensor(handout_parameters(**shape))) == []
+    assert flop_terms(lambda **shape: float(handout_flops(**shape))) == []
+    assert parameter_terms(lambda **shape: torch.tensor(handout_parameters(**shape))) == []
 
 
 @pytest.mark.parametrize(
@@ -83,7 +91,7 @@ def test_a_wrong_parameter_term_is_named(off, expected):
     def count(**shape):
         return handout_parameters(**shape, **off(shape))
 
-    lines = localize.parameter_terms(count)
+    lines = parameter_terms(count)
     assert len(lines) == 1 and expected in lines[0], lines
 
 
@@ -91,7 +99,7 @@ def test_a_parameter_count_that_grows_with_the_heads_is_named():
     def count(**shape):
         return handout_parameters(**shape) + shape["num_heads"]
 
-    (line,) = localize.parameter_terms(count)
+    (line,) = parameter_terms(count)
     assert "changes by 4 when num_heads and context_length double, the handout's by 0" in line
 
 
@@ -145,7 +153,7 @@ def shifted_flops(extra):
     ],
 )
 def test_a_wrong_flop_term_is_named(extra, expected):
-    lines = localize.flop_terms(shifted_flops(extra))
+    lines = flop_terms(shifted_flops(extra))
     assert len(lines) == 1 and expected in lines[0], lines
 
 
@@ -153,12 +161,12 @@ def test_counts_that_refuse_or_are_not_numbers_get_no_line():
     def refuses(**shape):
         raise ValueError("unsupported shape")
 
-    assert localize.parameter_terms(refuses) == []
-    assert localize.flop_terms(refuses) == []
-    assert localize.flop_terms(lambda **shape: str(handout_flops(**shape))) == []
+    assert parameter_terms(refuses) == []
+    assert flop_terms(refuses) == []
+    assert flop_terms(lambda **shape: str(handout_flops(**shape))) == []
     # Right on small shapes, wrong only on large ones (a 32-bit overflow): nothing to name there.
     overflowing = lambda **shape: handout_parameters(**shape) % 2**31  # noqa: E731
-    assert localize.parameter_terms(overflowing) == []
+    assert parameter_terms(overflowing) == []
 
 
 # --- checkpoints ------------------------------------------------------------------------------
@@ -177,7 +185,7 @@ def adapters_with(**replaced):
 def diagnosis_of(**replaced) -> str:
     adapters = adapters_with(**replaced)
     inputs, outputs, expected = public_run(CASE, adapters)
-    return localize.localize("checkpoint", adapters, inputs, outputs, expected)
+    return localize("checkpoint", adapters, inputs, outputs, expected)
 
 
 def test_a_load_that_skips_the_optimizer_is_named():
@@ -212,7 +220,7 @@ def test_a_load_that_loses_the_moments_is_named():
 
 def raised_lines(**replaced) -> list[str]:
     inputs, _, expected = public_run(CASE)
-    return localize.localize_raised("checkpoint", adapters_with(**replaced), inputs, expected)
+    return localize_raised("checkpoint", adapters_with(**replaced), inputs, expected)
 
 
 def refuse(*args):
@@ -249,12 +257,12 @@ def test_a_saved_file_with_wrapper_prefixes_is_named_before_what_it_holds():
     model = torch.nn.Linear(2, 2)
     state = model.state_dict()
     prefixed = {"model": {f"_orig_mod.{k}": v for k, v in state.items()}, "optimizer": None}
-    (line,) = localize.saved_file_lines(prefixed, state, {"state": {}, "param_groups": []})
+    (line,) = saved_file_lines(prefixed, state, {"state": {}, "param_groups": []})
     assert "keys like '_orig_mod.weight'" in line
     nested = {"model": state, "optimizer": {"state": {}, "param_groups": []}}
-    (line,) = localize.saved_file_lines(nested, state, {"state": {}, "param_groups": [{"lr": 0.1}]})
+    (line,) = saved_file_lines(nested, state, {"state": {}, "param_groups": [{"lr": 0.1}]})
     assert "holds no copy of the optimizer's state dict" in line
-    assert localize.prefixed_key([{"weight": 1}, ("module",)]) == ""
+    assert prefixed_key([{"weight": 1}, ("module",)]) == ""
 
 
 # --- the training step ------------------------------------------------------------------------
@@ -299,13 +307,11 @@ def training_adapters(**replaced):
 
 
 def test_a_raising_training_step_is_located():
-    (line,) = localize.training_step_raised(
-        training_adapters(run_accumulate_gradients=refuse), TINY
-    )
+    (line,) = training_step_raised(training_adapters(run_accumulate_gradients=refuse), TINY)
     assert "your gradient accumulation (run_accumulate_gradients) raises too" in line
-    (line,) = localize.training_step_raised(training_adapters(run_evaluate=refuse), TINY)
+    (line,) = training_step_raised(training_adapters(run_evaluate=refuse), TINY)
     assert "your evaluation (run_evaluate) raises: the error is in the evaluation" in line
-    (line,) = localize.training_step_raised(training_adapters(), TINY)
+    (line,) = training_step_raised(training_adapters(), TINY)
     assert "your gradient accumulation and your evaluation run" in line
 
 
@@ -313,21 +319,18 @@ def test_training_probes_say_nothing_when_a_part_is_unwired_or_the_loss_raises()
     def unwired(*args):
         raise NotImplementedError
 
-    assert localize.training_step_raised(training_adapters(run_evaluate=unwired), TINY) == []
-    assert localize.training_step_raised(training_adapters(run_cross_entropy=refuse), TINY) == []
+    assert training_step_raised(training_adapters(run_evaluate=unwired), TINY) == []
+    assert training_step_raised(training_adapters(run_cross_entropy=refuse), TINY) == []
 
 
 def test_a_raising_evaluation_is_located():
     model = reference.get_transformer_lm(**TINY)
     data = np.full(200, 5, dtype=np.uint16)
-    (line,) = localize.evaluation_raised(training_adapters(), model, data, 3, 8)
+    (line,) = evaluation_raised(training_adapters(), model, data, 3, 8)
     assert "each run alone on this dataset (200 tokens, batch_size=3, context_length=8)" in line
-    (line,) = localize.evaluation_raised(training_adapters(run_get_batch=refuse), model, data, 3, 8)
+    (line,) = evaluation_raised(training_adapters(run_get_batch=refuse), model, data, 3, 8)
     assert "your get_batch raises alone on this dataset" in line
-    assert (
-        localize.evaluation_raised(training_adapters(run_cross_entropy=refuse), model, data, 3, 8)
-        == []
-    )
+    assert evaluation_raised(training_adapters(run_cross_entropy=refuse), model, data, 3, 8) == []
 
 
 def test_a_training_loss_missing_a_term_is_named():

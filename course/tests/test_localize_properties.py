@@ -1,5 +1,5 @@
 """The property diagnoses of get_batch's rows, gradient clipping's factor, RoPE's positions,
-RMSNorm's axis and SiLU's shape, and of a public case whose call raised (tests/localize.py,
+RMSNorm's axis and SiLU's shape, and of a public case whose call raised (tests/localize/raised.py,
 tests/measure.py): silent on right answers and on evidence that does not hold, naming the
 property a wrong answer breaks."""
 
@@ -13,10 +13,21 @@ import torch
 
 from course.tests.test_localize import SHIPPED, public_run, with_adapter
 from tests import adapters as reference
-from tests import localize, measure, snapshots
+from tests import measure, snapshots
 from tests.cases import CASES
 from tests.cases.core import normalize
 from tests.cases.public import public_expected, public_inputs
+from tests.localize import RAISED_DIAGNOSES, diagnosed_if_raised
+from tests.localize.losses import closed_form_lines, cross_entropy_raised
+from tests.localize.raised import (
+    adamw_raised,
+    clipping_raised,
+    get_batch_raised,
+    linear_raised,
+    rmsnorm_raised,
+    schedule_raised,
+    softmax_raised,
+)
 from tests.test_boundaries import implied_temperature
 from tests.test_init import beyond_the_cut
 
@@ -73,7 +84,7 @@ def test_get_batch_raising_only_on_one_window_is_located():
 
     inputs, expected = layer_case("get_batch", "one_window")
     adapters = with_adapter("run_get_batch", no_zero_start)
-    line = localize.get_batch_raised(adapters, inputs, expected)[0]
+    line = get_batch_raised(adapters, inputs, expected)[0]
     assert "raised on 5 tokens with context_length=4 (valid window starts 0 .. 0)" in line
 
 
@@ -84,7 +95,7 @@ def test_get_batch_raising_with_wrong_rows_names_them_from_a_longer_dataset():
 
     inputs, expected = layer_case("get_batch", "one_window")
     adapters = with_adapter("run_get_batch", window_too_long)
-    line = localize.get_batch_raised(adapters, inputs, expected)[0]
+    line = get_batch_raised(adapters, inputs, expected)[0]
     assert "x rows are runs of 5 consecutive dataset tokens, not context_length=4" in line
 
 
@@ -95,7 +106,7 @@ def test_get_batch_probe_is_silent_without_evidence(fails):
 
     inputs, expected = layer_case("get_batch", "one_window")
     adapters = with_adapter("run_get_batch", always_raises) if fails == "always" else reference
-    assert localize.get_batch_raised(adapters, inputs, expected) == []
+    assert get_batch_raised(adapters, inputs, expected) == []
 
 
 def test_schedule_raising_names_the_iteration_and_phase():
@@ -107,16 +118,16 @@ def test_schedule_raising_names_the_iteration_and_phase():
     case = CASES["cosine_schedule", "no_warmup"]
     inputs, outputs, expected = public_run(case)
     adapters = with_adapter("run_get_lr_cosine_schedule", divides_by_warmup)
-    line = localize.schedule_raised(adapters, inputs, expected)[0]
+    line = schedule_raised(adapters, inputs, expected)[0]
     assert line.startswith("your schedule raised ZeroDivisionError at it=0")
     assert "cosine (0 <= it <= 10): 1 rates off, first at it=0" in line
-    assert localize.schedule_raised(reference, inputs, expected) == []
+    assert schedule_raised(reference, inputs, expected) == []
 
     def unwritten(*args):
         raise ValueError("raises at every iteration")
 
     adapters = with_adapter("run_get_lr_cosine_schedule", unwritten)
-    assert localize.schedule_raised(adapters, inputs, expected) == []
+    assert schedule_raised(adapters, inputs, expected) == []
 
 
 def test_clipping_raising_only_when_it_scales_is_located():
@@ -127,13 +138,13 @@ def test_clipping_raising_only_when_it_scales_is_located():
             for g in grads:
                 g.mul_((max_l2_norm / norm).to(g.dtype))  # a float has no .to
 
-    assert "the error is in the scaling step" in localize.clipping_raised(scales_with_a_float)[0]
-    assert localize.clipping_raised(reference.run_gradient_clipping) == []
+    assert "the error is in the scaling step" in clipping_raised(scales_with_a_float)[0]
+    assert clipping_raised(reference.run_gradient_clipping) == []
 
     def always_raises(parameters, max_l2_norm):
         raise RuntimeError("no")
 
-    assert localize.clipping_raised(always_raises) == []
+    assert clipping_raised(always_raises) == []
 
 
 def test_clipping_lines_name_a_growing_or_unscaled_clip_and_stay_silent_when_right():
@@ -149,13 +160,13 @@ def test_clipping_lines_name_a_growing_or_unscaled_clip_and_stay_silent_when_rig
 
 
 def test_a_raised_case_gets_the_note_and_keeps_its_exception():
-    with pytest.raises(ValueError) as raised, localize.diagnosed_if_raised(lambda: ["measured"]):
+    with pytest.raises(ValueError) as raised, diagnosed_if_raised(lambda: ["measured"]):
         raise ValueError("student code")
     assert raised.value.__notes__ == ["  diagnosis: measured"]
-    with pytest.raises(ValueError) as raised, localize.diagnosed_if_raised(lambda: 1 / 0):
+    with pytest.raises(ValueError) as raised, diagnosed_if_raised(lambda: 1 / 0):
         raise ValueError("student code")
     assert not hasattr(raised.value, "__notes__")
-    with pytest.raises(NotImplementedError) as raised, localize.diagnosed_if_raised(lambda: ["x"]):
+    with pytest.raises(NotImplementedError) as raised, diagnosed_if_raised(lambda: ["x"]):
         raise NotImplementedError
     assert not hasattr(raised.value, "__notes__")
 
@@ -245,7 +256,7 @@ def test_rmsnorm_that_raises_on_batches_only_is_located():
         return x / x.pow(2).mean(-1).add(eps).sqrt() * weight
 
     adapters = with_adapter("run_rmsnorm", without_keepdim)
-    line = localize.rmsnorm_raised(adapters, inputs, expected)[0]
+    line = rmsnorm_raised(adapters, inputs, expected)[0]
     assert line.startswith("your RMSNorm is right on one row alone")
 
     def unnormalized(d_model, eps, weight, x):
@@ -254,7 +265,7 @@ def test_rmsnorm_that_raises_on_batches_only_is_located():
         return x * weight
 
     adapters = with_adapter("run_rmsnorm", unnormalized)
-    assert localize.rmsnorm_raised(adapters, inputs, expected) == []
+    assert rmsnorm_raised(adapters, inputs, expected) == []
 
 
 def test_an_output_lacking_axes_is_named_by_the_axes_it_lacks():
@@ -267,11 +278,11 @@ def test_an_output_lacking_axes_is_named_by_the_axes_it_lacks():
 
 
 def test_cross_entropy_closed_forms_are_silent_on_the_reference_and_name_the_probe_off():
-    assert localize.closed_form_lines(reference, 5, 8) == []
+    assert closed_form_lines(reference, 5, 8) == []
     ignoring_target = with_adapter(
         "run_cross_entropy", lambda logits, targets: logits.logsumexp(-1).mean()
     )
-    line = localize.closed_form_lines(ignoring_target, 5, 8)[0]
+    line = closed_form_lines(ignoring_target, 5, 8)[0]
     assert line.startswith(
         "with the target's logit 10 above the others (8 rows, 5 classes) your loss"
     )
@@ -279,13 +290,13 @@ def test_cross_entropy_closed_forms_are_silent_on_the_reference_and_name_the_pro
         "run_cross_entropy",
         lambda logits, targets: 2 * reference.run_cross_entropy(logits, targets),
     )
-    line = localize.closed_form_lines(doubled, 5, 8)[0]
+    line = closed_form_lines(doubled, 5, 8)[0]
     assert line.startswith("with uniform logits (all 0) (8 rows, 5 classes) your loss is 3.21888")
 
 
 def test_cross_entropy_that_raises_is_probed_on_uniform_logits():
     inputs, expected = layer_case("cross_entropy", "basic")
-    raised = localize.cross_entropy_raised
+    raised = cross_entropy_raised
     assert raised(reference, inputs, expected) == []
 
     def row_broadcast(logits, targets):
@@ -314,7 +325,7 @@ def test_cross_entropy_that_raises_is_probed_on_uniform_logits():
 
 def test_adamw_raising_in_scalar_arithmetic_is_located_at_its_step():
     inputs, expected = layer_case("adamw", "formula")
-    assert localize.adamw_raised(reference, inputs, expected) == []
+    assert adamw_raised(reference, inputs, expected) == []
     adamw = reference.get_adamw_cls()
 
     class CorrectionFromZero(adamw):
@@ -327,7 +338,7 @@ def test_adamw_raising_in_scalar_arithmetic_is_located_at_its_step():
             return super().step(closure)
 
     adapters = with_adapter("get_adamw_cls", lambda: CorrectionFromZero)
-    line = localize.adamw_raised(adapters, inputs, expected)[0]
+    line = adamw_raised(adapters, inputs, expected)[0]
     assert line.startswith("your AdamW raised ValueError in float arithmetic at step t=1")
 
     class ShapeError(adamw):
@@ -335,26 +346,26 @@ def test_adamw_raising_in_scalar_arithmetic_is_located_at_its_step():
             raise RuntimeError("size mismatch")
 
     adapters = with_adapter("get_adamw_cls", lambda: ShapeError)
-    assert localize.adamw_raised(adapters, inputs, expected) == []
+    assert adamw_raised(adapters, inputs, expected) == []
 
 
 def test_linear_that_raises_is_probed_with_a_square_weight():
     inputs, expected = layer_case("linear", "basic")
     square = with_adapter("run_linear", lambda d_in, d_out, weight, x: x @ weight)
-    line = localize.linear_raised(square, inputs, expected)[0]
+    line = linear_raised(square, inputs, expected)[0]
     assert line.startswith("with a square weight your linear returns x @ W, not x @ W.T")
 
     def mixed_sizes(d_in, d_out, weight, x):
         return x @ weight.T.reshape(d_in, d_out)
 
-    line = localize.linear_raised(with_adapter("run_linear", mixed_sizes), inputs, expected)[0]
+    line = linear_raised(with_adapter("run_linear", mixed_sizes), inputs, expected)[0]
     assert "runs with a square weight" in line
-    assert localize.linear_raised(reference, inputs, expected)[0].startswith("your linear runs")
+    assert linear_raised(reference, inputs, expected)[0].startswith("your linear runs")
 
     def doubled(d_in, d_out, weight, x):
         return 2 * x @ weight.T
 
-    assert localize.linear_raised(with_adapter("run_linear", doubled), inputs, expected) == []
+    assert linear_raised(with_adapter("run_linear", doubled), inputs, expected) == []
 
 
 def test_softmax_that_raises_on_batches_only_is_located():
@@ -364,14 +375,14 @@ def test_softmax_that_raises_on_batches_only_is_located():
         shifted = x - x.amax(dim=dim)
         return torch.exp(shifted) / torch.exp(shifted).sum(dim=dim)
 
-    line = localize.softmax_raised(with_adapter("run_softmax", without_keepdim), inputs, expected)
+    line = softmax_raised(with_adapter("run_softmax", without_keepdim), inputs, expected)
     assert "right on one row alone (a 1-D tensor) but raised on shape" in line[0]
     assert "max and sum must broadcast back" in line[0]
 
     def never_runs(x, dim):
         raise RuntimeError("no")
 
-    assert localize.softmax_raised(with_adapter("run_softmax", never_runs), inputs, expected) == []
+    assert softmax_raised(with_adapter("run_softmax", never_runs), inputs, expected) == []
 
 
 def test_bpe_vocab_structure_names_missing_specials_and_the_merge_count():
@@ -395,7 +406,7 @@ def test_bpe_vocab_structure_names_missing_specials_and_the_merge_count():
 
 
 def test_a_raising_lm_is_located_in_its_stages_or_in_how_it_joins_them():
-    lm = localize.RAISED_DIAGNOSES["transformer_lm"]
+    lm = RAISED_DIAGNOSES["transformer_lm"]
     line = lm(reference, {}, {})[0]
     assert line.startswith("embedding, each layer, final norm and LM head are each right alone")
 

@@ -1,5 +1,5 @@
 """The diagnoses of BPE training's merges and of a tokenizer that raises (tests/measure.py,
-tests/localize.py): silent on the reference's outputs and where their evidence does not hold,
+tests/localize/tokenizers.py): silent on the reference's outputs and where their evidence does not hold,
 naming the property a wrong output breaks."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ import pytest
 
 from course.tests.test_localize import public_run, with_adapter
 from tests import adapters as reference
-from tests import localize, measure
+from tests import measure
 from tests.cases import CASES
 from tests.cases.tokenizer_diff import bytes_difference, decode_difference
+from tests.localize.tokenizers import tokenizer_raised, train_bpe_raised
 
 
 @pytest.fixture(scope="module")
@@ -71,12 +72,12 @@ def test_pretokens_split_on_specials_before_the_pattern():
 
 
 def test_a_tokenizer_is_silent_when_every_probe_runs_or_the_first_raises():
-    assert localize.tokenizer_raised(reference, {}, {}) == []
+    assert tokenizer_raised(reference, {}, {}) == []
 
     def never_builds(*args):
         raise ValueError("no")
 
-    assert localize.tokenizer_raised(with_adapter("get_tokenizer", never_builds), {}, {}) == []
+    assert tokenizer_raised(with_adapter("get_tokenizer", never_builds), {}, {}) == []
 
 
 def test_a_tokenizer_raising_only_with_merges_is_located():
@@ -94,7 +95,7 @@ def test_a_tokenizer_raising_only_with_merges_is_located():
             return self.inner.decode(ids)
 
     adapters = with_adapter("get_tokenizer", MergesBreakEncode)
-    line = localize.tokenizer_raised(adapters, {}, {})[0]
+    line = tokenizer_raised(adapters, {}, {})[0]
     assert (
         "encoding 'hi there' without merges, decoding the ids of 'hi'; it raised KeyError" in line
     )
@@ -108,10 +109,10 @@ def test_a_trainer_raising_only_with_two_merges_is_located():
         return reference.run_train_bpe(path, vocab_size, special_tokens)
 
     adapters = with_adapter("run_train_bpe", one_merge_only)
-    line = localize.train_bpe_raised(adapters, {}, {})[0]
+    line = train_bpe_raised(adapters, {}, {})[0]
     assert "(a pair with neighbours on either side); it raised IndexError on the next" in line
     assert "step, making two merges in 'ab ab xaby': the error is in that step" in line
-    assert localize.train_bpe_raised(reference, {}, {}) == []
+    assert train_bpe_raised(reference, {}, {}) == []
 
 
 def test_ids_that_do_not_spell_the_text_are_named():
@@ -238,8 +239,8 @@ def test_a_tokenizer_raising_on_one_word_of_the_case_names_it():
             return self.inner.encode_iterable(texts)
 
     adapters = with_adapter("get_tokenizer", MergesFailOnZ)
-    line = localize.tokenizer_raised(adapters, inputs, {})[0]
+    line = tokenizer_raised(adapters, inputs, {})[0]
     assert line.startswith("your encode raises on the word ")
     assert "z" in line.split("alone")[0]
     assert line.endswith("runs without the merges: the error is in applying the merges to it")
-    assert localize.tokenizer_raised(reference, inputs, {}) == []
+    assert tokenizer_raised(reference, inputs, {}) == []

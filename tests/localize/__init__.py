@@ -1,0 +1,192 @@
+"""Where a failing graded case goes wrong, measured with the student's own code (``diagnosis:``
+lines after a public case's failure; ``tests/test_cases.py`` calls :func:`localize` and
+:func:`localize_raised`, the shipped tests :func:`diagnosed_if_raised` and
+:func:`snapshot_located`). This module holds the dispatch; each component's diagnosis lives in
+its own module:
+
+- ``stages``: shared helpers: the reference's output at each stage of a composite
+  (``fixtures/stages.npz``), how far an output is off it, the first stage or probe that is off.
+- ``multihead`` and ``composites`` (multi-head attention; the Transformer block and LM, SwiGLU):
+  the student's sub-components run, through their adapters, on the reference's input to each
+  stage, and the first stage whose output leaves the reference's is named. When every stage is
+  right alone, probes of the student's composite (a sublayer's output weights zeroed, the
+  queries zeroed, fewer layers, one token) name the connection that is wrong.
+- ``attention``: attention weights, read off the student's attention with the identity as
+  values: do rows sum to 1, are masked positions exactly 0, and which scale do the scores carry?
+- ``losses``: cross-entropy: does the loss change when the batch or the sequence is repeated (a
+  sum, or a mean over the wrong axes), or when a constant is added to a row of logits? Is it
+  right where the answer is known in closed form (uniform logits, the target's or another logit
+  raised)?
+- ``accounting``: parameter and FLOP counts, term by term; ``training``: checkpoints and the
+  training loop; ``decoding``: top-p, sampling and generation in the shipped tests;
+  ``tokenizers``: BPE training and the tokenizer; ``raised``: the other components whose call
+  raised, each run on simpler inputs.
+
+Each diagnosis prints only what it measured, and only when the measurement holds; a probe whose
+own call fails (an adapter not written yet) says nothing. ``course/tests/test_localize.py`` feeds
+each one right answers it must stay silent on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import ModuleType
+
+from tests.cases.core import Bundle
+from tests.cases.shipped import Shipped
+from tests.localize.attention import localize_sdpa, sdpa_raised
+from tests.localize.composites import (
+    BLOCK_STAGES,
+    block_stages,
+    lm_raised,
+    localize_block,
+    localize_lm,
+    localize_swiglu,
+)
+from tests.localize.losses import cross_entropy_raised, localize_cross_entropy
+from tests.localize.multihead import attention_raised, localize_attention
+from tests.localize.raised import (
+    adamw_raised,
+    clipping_raised,
+    get_batch_raised,
+    linear_raised,
+    rmsnorm_raised,
+    schedule_raised,
+    softmax_raised,
+)
+from tests.localize.stages import composite_raised, stage_error, to_array
+from tests.localize.tokenizers import tokenizer_raised, train_bpe_raised
+from tests.localize.training import checkpoint_raised, checkpoint_restored
+from tests.measure import (
+    adamw_steps,
+    bpe_training_lines,
+    clipping_norms,
+    rmsnorm_axis,
+    rope_positions,
+    schedule_phases,
+    silu_ratio,
+    softmax_rows,
+    window_layout,
+)
+from tests.snapshots import Snapshot
+
+
+def snapshot_located(snapshot, out: object, name: str, diagnose: Callable[[], list[str]]) -> None:
+    """``snapshot.assert_match(out, name)``, a failure getting ``diagnose``'s lines as a note
+    when ``out`` is off the snapshot's expected value by more than float32 code that is right
+    could be (a near miss, as ``--snapshot-exact`` fails, locates nothing)."""
+
+    def lines() -> list[str]:
+        return diagnose() if stage_error(out, Snapshot.load(name).expected) else []
+
+    with diagnosed_if_raised(lines):
+        snapshot.assert_match(out, name)
+
+
+# --- dispatch -------------------------------------------------------------------------------
+
+LOCALIZERS: dict[str, Callable[[ModuleType, Bundle], list[str]]] = {
+    "transformer_lm": lambda adapters, inputs: localize_lm(adapters),
+    "transformer_block": lambda adapters, inputs: localize_block(adapters),
+    "multihead_self_attention": lambda adapters, inputs: localize_attention(
+        adapters, rope="theta" in inputs
+    ),
+    "swiglu": localize_swiglu,
+    "scaled_dot_product_attention": localize_sdpa,
+    "cross_entropy": localize_cross_entropy,
+    "checkpoint": checkpoint_restored,
+}
+MAIN_OUTPUT = {"cross_entropy": "loss", "checkpoint": "resumed"}
+# The expected value a main output is checked against, where its name differs: training on
+# after loading must reach the parameters of training on without saving.
+COMPARED_WITH = {"checkpoint": "continued"}
+
+
+def localize(
+    component: str, adapters: ModuleType, inputs: Bundle, outputs: Bundle, expected: Bundle
+) -> str:
+    """``diagnosis:`` lines for a failed public case: measured from its outputs, or, for a
+    component with a localizer, only when its main output is clearly off (by more than a
+    float32 computation could be); ``""`` when nothing was measured."""
+    measured = OUTPUT_DIAGNOSES.get(component)
+    localizer = LOCALIZERS.get(component)
+    key = MAIN_OUTPUT.get(component, "out")
+    wanted = COMPARED_WITH.get(component, key)
+    if measured is not None:
+        return as_lines(lambda: measured(inputs, outputs, expected))
+    if localizer is None or key not in outputs or wanted not in expected:
+        return ""
+    if not stage_error(outputs[key], to_array(expected[wanted])):
+        return ""
+    return as_lines(lambda: localizer(adapters, inputs))
+
+
+def as_lines(diagnose: Callable[[], list[str]]) -> str:
+    try:
+        lines = diagnose()
+    except Exception:  # noqa: BLE001  (a diagnosis must never break the test it explains)
+        return ""
+    return "".join(f"\n  diagnosis: {line}" for line in lines)
+
+
+# Diagnoses read off the outputs alone (the inputs, outputs and expected values of the case).
+OUTPUT_DIAGNOSES: dict[str, Callable[[Bundle, Bundle, Bundle], list[str]]] = {
+    "cosine_schedule": schedule_phases,
+    "gradient_clipping": clipping_norms,
+    "adamw": adamw_steps,
+    "get_batch": window_layout,
+    "rope": rope_positions,
+    "rmsnorm": rmsnorm_axis,
+    "silu": silu_ratio,
+    "softmax": softmax_rows,
+    "train_bpe": bpe_training_lines,
+}
+
+
+@contextmanager
+def diagnosed_if_raised(diagnose: Callable[[], list[str]]) -> Iterator[None]:
+    """An exception raised inside gets ``diagnose``'s lines as a note (its traceback stays);
+    not ``NotImplementedError``: code not written yet has nothing to locate."""
+    try:
+        yield
+    except Exception as error:
+        note = "" if isinstance(error, NotImplementedError) else as_lines(diagnose).lstrip("\n")
+        if note:
+            error.add_note(note)
+        raise
+
+
+RAISED_DIAGNOSES: dict[str, Callable[[ModuleType, Bundle, Bundle], list[str]]] = {
+    "transformer_lm": lambda adapters, inputs, expected: lm_raised(adapters),
+    "transformer_block": lambda adapters, inputs, expected: composite_raised(
+        block_stages(adapters, Shipped()), BLOCK_STAGES, "transformer_block"
+    ),
+    "get_batch": get_batch_raised,
+    "linear": linear_raised,
+    "softmax": softmax_raised,
+    "checkpoint": checkpoint_raised,
+    "cross_entropy": cross_entropy_raised,
+    "adamw": adamw_raised,
+    "rmsnorm": rmsnorm_raised,
+    "multihead_self_attention": lambda adapters, inputs, expected: attention_raised(
+        adapters, rope="theta" in inputs
+    ),
+    "scaled_dot_product_attention": lambda adapters, inputs, expected: sdpa_raised(
+        adapters, inputs["q"], inputs["k"], inputs["v"], inputs.get("mask")
+    ),
+    "cosine_schedule": schedule_raised,
+    "gradient_clipping": lambda adapters, inputs, expected: clipping_raised(
+        adapters.run_gradient_clipping
+    ),
+    "tokenizer": tokenizer_raised,
+    "train_bpe": train_bpe_raised,
+}
+
+
+def localize_raised(
+    component: str, adapters: ModuleType, inputs: Bundle, expected: Bundle
+) -> list[str]:
+    """Lines for a public case whose call raised (``[]`` when nothing was measured)."""
+    diagnose = RAISED_DIAGNOSES.get(component)
+    return diagnose(adapters, inputs, expected) if diagnose else []
