@@ -2,7 +2,7 @@
 ``fixtures/stages.npz`` (written by ``make fixtures``).
 
 A failing ``transformer_lm``, ``transformer_block``, multi-head attention or SwiGLU case is
-localized with them (``tests/stages.py``): the student's own sub-components run, through their
+localized with them (``tests/localize/``): the student's own sub-components run, through their
 adapters, on the reference's input to each stage, and the first stage whose output leaves the
 reference's is named; probes (the student's composite with some weights zeroed, or fewer layers)
 are compared with the reference's output for the same probe. Everything here is computed in
