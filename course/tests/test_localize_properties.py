@@ -28,7 +28,7 @@ from tests.localize.raised import (
     schedule_raised,
     softmax_raised,
 )
-from tests.test_boundaries import implied_temperature
+from tests.test_boundaries import exhaustion_line, implied_temperature
 from tests.test_init import beyond_the_cut
 
 DATA = torch.arange(10, 30)  # distinct ids
@@ -483,3 +483,8 @@ def test_weights_beyond_the_cut_are_read_as_a_wrong_spread_or_a_wrong_cut():
     uncut = torch.nn.init.trunc_normal_(torch.empty(10**6), std=std, a=-3.0, b=3.0)
     hint = beyond_the_cut(uncut, std, std_hint="SPREAD", cut_hint="CUT")
     assert hint.startswith("they reach ±4") and hint.endswith("CUT")
+
+
+def test_merges_that_agree_as_far_as_both_go_are_read_as_too_few_or_too_many():
+    assert exhaustion_line(2, 3).startswith("your trainer stopped after 2 merges; 3 are possible")
+    assert exhaustion_line(4, 3).startswith("your trainer made 4 merges where only 3 are possible")
