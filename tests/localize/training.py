@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import io
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -31,14 +32,23 @@ def same_state(a: object, b: object) -> bool:
     return type(a) is type(b) and a == b
 
 
-def holds_state(saved: object, wanted: dict, depth: int = 4) -> bool:
-    """Whether ``saved`` is, or contains within ``depth`` levels of dicts and lists, ``wanted``."""
-    if same_state(saved, wanted):
-        return True
-    if depth == 0 or not isinstance(saved, dict | list | tuple):
-        return False
-    items = saved.values() if isinstance(saved, dict) else saved
-    return any(holds_state(item, wanted, depth - 1) for item in items)
+# How deep in a checkpoint's nested dicts and lists its state dicts are looked for.
+SEARCHED_LEVELS = 4
+
+
+def nested(contents: object, depth: int) -> Iterator[object]:
+    """``contents`` and everything it holds within ``depth`` levels of dicts, lists and tuples,
+    depth first."""
+    yield contents
+    if depth > 0 and isinstance(contents, dict | list | tuple):
+        for item in contents.values() if isinstance(contents, dict) else contents:
+            yield from nested(item, depth - 1)
+
+
+def holds_state(saved: object, wanted: dict) -> bool:
+    """Whether ``saved`` is, or contains within ``SEARCHED_LEVELS`` levels of dicts and lists,
+    ``wanted``."""
+    return any(same_state(node, wanted) for node in nested(saved, SEARCHED_LEVELS))
 
 
 def checkpoint_at_save(adapters: ModuleType, inputs: Bundle, scratch: Path):
@@ -111,17 +121,18 @@ def checkpoint_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) ->
 WRAPPER_PREFIXES = ("_orig_mod.", "module.")
 
 
-def prefixed_key(contents: object, depth: int = 4) -> str:
-    """A state-dict key in ``contents`` that starts with a wrapper's prefix (torch.compile's,
+def prefixed_key(contents: object) -> str:
+    """A state-dict key in ``contents``, within ``SEARCHED_LEVELS`` levels (a dict's keys one
+    level below it), that starts with a wrapper's prefix (torch.compile's,
     DistributedDataParallel's); ``""`` when none does."""
-    if depth == 0 or not isinstance(contents, dict | list | tuple):
-        return ""
-    if isinstance(contents, dict):
-        keys = [k for k in contents if isinstance(k, str) and k.startswith(WRAPPER_PREFIXES)]
-        if keys:
-            return keys[0]
-    items = contents.values() if isinstance(contents, dict) else contents
-    return next(filter(None, (prefixed_key(item, depth - 1) for item in items)), "")
+    keys = (
+        key
+        for node in nested(contents, SEARCHED_LEVELS - 1)
+        if isinstance(node, dict)
+        for key in node
+        if isinstance(key, str) and key.startswith(WRAPPER_PREFIXES)
+    )
+    return next(keys, "")
 
 
 def saved_file_lines(contents: object, model_state: dict, optimizer_state: dict) -> list[str]:
