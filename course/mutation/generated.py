@@ -15,7 +15,6 @@ an interpreter start; ``-x`` stops a mutant's run at its first failing test.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -33,6 +32,7 @@ from course.mutation.judge_tests import (
     hint_lines,
     make_copy,
     test_files_for,
+    write_json_lines,
 )
 from course.paths import HANDOUT_MANIFEST, REPO_ROOT
 from course.pytest_outcomes import summarize
@@ -354,7 +354,7 @@ def write_log(outcomes: list[Outcome], path: Path) -> None:
         }
         for o in outcomes
     ]
-    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    write_json_lines(path, records)
 
 
 def report(

@@ -252,6 +252,11 @@ def write_log(results: list[MutantResult], path: Path) -> None:
         }
         for r in results
     ]
+    write_json_lines(path, records)
+
+
+def write_json_lines(path: Path, records: list[dict]) -> None:
+    """A log of one JSON object per line (``--log``)."""
     path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
 
 
