@@ -3,7 +3,7 @@ the failure says which mistake that is (the snapshot tests do the same; see snap
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import torch
 
@@ -13,6 +13,11 @@ def matching_hints(
 ) -> str:
     """``"\\nhint: ..."`` lines for every mistake whose outcome ``same``-matches ``actual``."""
     return "".join(f"\nhint: {hint}" for hint, outcome in mistakes.items() if same(actual, outcome))
+
+
+def diagnosis_lines(lines: Iterable[str], indent: str = "") -> str:
+    """``"\\n<indent>diagnosis: ..."`` for each non-empty line (a measured diagnosis)."""
+    return "".join(f"\n{indent}diagnosis: {line}" for line in lines if line)
 
 
 def close(a: object, b: object, tolerance: float = 1e-6) -> bool:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.hints import diagnosis_lines
 from tests.localize.accounting import flop_terms, parameter_terms
 
 from .lazy_adapters import get_transformer_lm, run_count_parameters, run_forward_flops
@@ -37,9 +38,7 @@ def test_accounting_parameter_count_matches_model(shape):
     ]
     if got != want:
         named = parameter_terms(run_count_parameters) or named
-    assert got == want, f"{got} parameters, your model has {want}" + "".join(
-        f"\ndiagnosis: {line}" for line in named[:1]
-    )
+    assert got == want, f"{got} parameters, your model has {want}" + diagnosis_lines(named[:1])
 
 
 def term_difference(got: object, terms: dict[str, int], probed: Callable[[], list[str]]) -> str:
@@ -54,7 +53,7 @@ def term_difference(got: object, terms: dict[str, int], probed: Callable[[], lis
     if 2 * got == total:
         return "\ndiagnosis: your count is half the handout's: multiply-accumulates counted as one FLOP each (a (m x n)(n x p) matmul is 2mnp FLOPs)"
     if found := probed():
-        return f"\ndiagnosis: {found[0]}"
+        return diagnosis_lines(found[:1])
     shares = ((-1, 1, "misses"), (1, 1, "counts twice"), (-1, 3, "misses a third of"))
     shares += ((-1, 2, "misses half of"),)
     fits = [

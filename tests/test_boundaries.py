@@ -27,6 +27,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from . import lazy_adapters
+from .hints import diagnosis_lines
 from .lazy_adapters import (
     run_gradient_clipping,
     run_load_checkpoint,
@@ -79,7 +80,7 @@ def nucleus_diagnosis(probabilities: torch.Tensor, top_p: float, kept: torch.Ten
         lines.append(f"tokens {outside} after the one that reaches top_p were kept")
     if not math.isclose(float(got.sum()), 1.0, abs_tol=1e-6):
         lines.append(f"the kept probabilities sum to {float(got.sum()):.6g}: renormalize them")
-    return "".join(f"\ndiagnosis: {line}" for line in lines)
+    return diagnosis_lines(lines)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -217,7 +218,7 @@ def clipped(gradients: list[list[float]], max_l2_norm: float) -> list[torch.Tens
 
 def clipping_diagnosis(gradients: list[list[float]], got: list[torch.Tensor], max_norm) -> str:
     lines = clipping_lines([torch.tensor(g) for g in gradients], got, max_norm)
-    return "".join(f"\ndiagnosis: {line}" for line in lines)
+    return diagnosis_lines(lines)
 
 
 def test_gradient_clipping_norm_equal_to_max_is_left_alone() -> None:
@@ -290,8 +291,7 @@ def check_plain_round_trip(wrapped: torch.nn.Module, plain: torch.nn.Module, pat
     except Exception as error:
         raise AssertionError(
             f"a checkpoint of a {type(wrapped).__name__} does not load into the plain model: "
-            f"{error}"
-            + "".join(f"\ndiagnosis: {line}" for line in saved_file_lines_of(path, *saved))
+            f"{error}" + diagnosis_lines(saved_file_lines_of(path, *saved))
         ) from error
     assert iteration == 7
     for (name, want), got in zip(

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from .adapters import run_get_lr_cosine_schedule
-from .hints import matching_hints
+from .hints import diagnosis_lines, matching_hints
 from .measure import schedule_phases
 
 # The handout's example: max 1, min 0.1, 7 warmup iterations, cycle ends at 21.
@@ -101,9 +101,7 @@ def test_cosine_schedule_matches_torch_schedulers():
         {"lrs": [as_float(lr) for lr in actual]},
         {"lrs": expected},
     )
-    assert actual == pytest.approx(expected, rel=1e-9, abs=1e-12), "".join(
-        f"\ndiagnosis: {line}" for line in phases
-    )
+    assert actual == pytest.approx(expected, rel=1e-9, abs=1e-12), diagnosis_lines(phases)
     assert run_get_lr_cosine_schedule(cycle + 100, max_lr, min_lr, warmup, cycle) == min_lr
 
 

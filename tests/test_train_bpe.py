@@ -10,6 +10,7 @@ import regex
 
 from .adapters import get_tokenizer, run_train_bpe
 from .expect import raises_an_error
+from .hints import diagnosis_lines
 from .localize import diagnosed_if_raised
 from .localize.stages import raises
 from .measure import (
@@ -35,7 +36,7 @@ def write(tmp_path: Path, text: str, name: str = "corpus.txt") -> Path:
 def handout_merge_counts(merges: object) -> str:
     """The handout's pair counts at the first merge that differs, as a diagnosis line."""
     line = handout_merge_line(merges)
-    return f"\ndiagnosis: {line}" if line else ""
+    return diagnosis_lines([line])
 
 
 def merges_diagnosis(merges: object, expected: list[tuple[bytes, bytes]]) -> str:
@@ -45,7 +46,7 @@ def merges_diagnosis(merges: object, expected: list[tuple[bytes, bytes]]) -> str
     except Exception:  # noqa: BLE001  (not a list of byte pairs: the assertion says so)
         return ""
     line = merge_sequence_line(pairs) or merge_order_line(pairs, expected)
-    return f"\ndiagnosis: {line}" if line else ""
+    return diagnosis_lines([line])
 
 
 def test_train_bpe_handout_example(tmp_path):

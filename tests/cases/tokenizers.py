@@ -19,6 +19,7 @@ from tests.cases.tokenizer_diff import (
     encode_difference,
     text_difference,
 )
+from tests.hints import diagnosis_lines
 
 
 def vocab_to_wire(vocab: dict[int, bytes]) -> dict[str, str]:
@@ -127,12 +128,12 @@ def check_encode(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | Non
                 encode_difference(got, want, vocab, merges)
                 or bytes_difference(got, text.encode("utf-8"), vocab)
             )
-            return mismatch + (f"\n  diagnosis: {where}" if where else "")
+            return mismatch + diagnosis_lines([where], "  ")
         decoded = outputs["decoded"].get(name)
         if decoded != text:
             where = reveal and text_difference(decoded, text, f"decode(encode({name}))")
-            return f"decode(encode({name})) does not give the text back" + (
-                f"\n  diagnosis: {where}" if where else ""
+            return f"decode(encode({name})) does not give the text back" + diagnosis_lines(
+                [where], "  "
             )
     return None
 
@@ -198,7 +199,7 @@ def check_iterable(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | N
             where = reveal and (
                 bytes_difference(got, text, vocab) or encode_difference(got, want, vocab, merges)
             )
-            return mismatch + (f"\n  diagnosis: {where}" if where else "")
+            return mismatch + diagnosis_lines([where], "  ")
     return None
 
 
@@ -274,8 +275,7 @@ def check_malformed(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | 
         decode_difference(got, ids, vocab)
         for got, ids in zip(decoded, inputs["sequences"], strict=False)
     )
-    where = next((line for line in found if line), "")
-    return mismatch + (f"\n  diagnosis: {where}" if where else "")
+    return mismatch + diagnosis_lines([next((line for line in found if line), "")], "  ")
 
 
 def malformed_inputs(s) -> Bundle:

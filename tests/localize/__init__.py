@@ -35,6 +35,7 @@ from types import ModuleType
 
 from tests.cases.core import Bundle
 from tests.cases.shipped import Shipped
+from tests.hints import diagnosis_lines
 from tests.localize.attention import localize_sdpa, sdpa_raised
 from tests.localize.composites import (
     BLOCK_STAGES,
@@ -127,7 +128,7 @@ def as_lines(diagnose: Callable[[], list[str]]) -> str:
         lines = diagnose()
     except Exception:  # noqa: BLE001  (a diagnosis must never break the test it explains)
         return ""
-    return "".join(f"\n  diagnosis: {line}" for line in lines)
+    return diagnosis_lines(lines, "  ")
 
 
 # Diagnoses read off the outputs alone (the inputs, outputs and expected values of the case).
