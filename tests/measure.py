@@ -7,6 +7,7 @@ Each says only what it measured, and nothing when its measurement does not hold.
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import regex
 import torch
@@ -515,11 +516,31 @@ def handout_merge_line(merges: object) -> str:
 
 def pretokens_of(text: str, special_tokens: list[str]) -> set[bytes]:
     """The distinct pre-tokens of ``text``: split on the special tokens, then the GPT-2 pattern."""
+    return set(pretoken_counts(text, special_tokens))
+
+
+def pretoken_counts(text: str, special_tokens: list[str]) -> Counter[bytes]:
+    """Each pre-token of ``text`` and how often it occurs (``pretokens_of``'s split)."""
     pieces = [text]
     if special_tokens:
         ordered = sorted(special_tokens, key=len, reverse=True)
         pieces = regex.split("|".join(map(regex.escape, ordered)), text)
-    return {m.group().encode("utf-8") for p in pieces for m in regex.finditer(PRETOKEN_PATTERN, p)}
+    return Counter(
+        m.group().encode("utf-8") for p in pieces for m in regex.finditer(PRETOKEN_PATTERN, p)
+    )
+
+
+def corpus_pretoken_counts(inputs: Bundle) -> Counter[bytes]:
+    """The pre-token counts of a training case's corpus: its ``text``, or ``unit`` repeated
+    ``repeat`` times (counted on one and two units: each further unit adds what the second
+    one added, its join with the one before included)."""
+    specials = list(inputs["special_tokens"])
+    if "text" in inputs:
+        return pretoken_counts(inputs["text"], specials)
+    one = pretoken_counts(inputs["unit"], specials)
+    step = pretoken_counts(inputs["unit"] * 2, specials)
+    step.subtract(one)
+    return Counter({t: one[t] + (inputs["repeat"] - 1) * step[t] for t in one | step})
 
 
 def merge_sequence_line(merges: list[tuple[bytes, bytes]]) -> str:
@@ -553,11 +574,102 @@ def merge_outside_pretokens_line(merges: list[tuple[bytes, bytes]], pretokens: s
     return ""
 
 
-def merge_order_line(merges: list[tuple[bytes, bytes]], wanted: list[tuple[bytes, bytes]]) -> str:
-    """Where the merges leave the expected ones: a pair picked early, or one never picked."""
+def pair_counts_after(
+    words: Counter[bytes], merges: list[tuple[bytes, bytes]]
+) -> Counter[tuple[bytes, bytes]]:
+    """Every adjacent pair's count over ``words`` (pre-token -> count) once ``merges`` are
+    applied in order: the counts a trainer picks its next merge from. Plain and slow: a
+    diagnosis replays only the merges before the first wrong one (``MERGES_REPLAYED``)."""
+    split = Counter({tuple(bytes([b]) for b in word): n for word, n in words.items()})
+    for pair in merges:
+        joined: Counter[tuple[bytes, ...]] = Counter()
+        for parts, n in split.items():
+            joined[join_pair(parts, pair)] += n
+        split = joined
+    pairs: Counter[tuple[bytes, bytes]] = Counter()
+    for parts, n in split.items():
+        for pair in zip(parts, parts[1:], strict=False):
+            pairs[pair] += n
+    return pairs
+
+
+def join_pair(parts: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[bytes, ...]:
+    """``parts`` with every occurrence of ``pair``, left to right, made one token."""
+    out, i = [], 0
+    while i < len(parts):
+        if parts[i : i + 2] == pair:
+            out.append(pair[0] + pair[1])
+            i += 2
+        else:
+            out.append(parts[i])
+            i += 1
+    return tuple(out)
+
+
+def tie_break_reason(winner: tuple[bytes, bytes], loser: tuple[bytes, bytes]) -> str:
+    """Why ``winner`` is the greater pair of bytes: the first of its tokens that differs from
+    ``loser``'s, and the byte (or the end of the shorter token) that decides."""
+    side = 0 if winner[0] != loser[0] else 1
+    big, small = winner[side], loser[side]
+    at = next(
+        (i for i, (x, y) in enumerate(zip(big, small, strict=False)) if x != y),
+        min(len(big), len(small)),
+    )
+    which = ("first", "second")[side]
+    if at == len(small):
+        return f"their {which} tokens agree until {small!r} ends, and the longer is greater"
+    return (
+        f"their {which} tokens differ first at byte {at}: "
+        f"{bytes([big[at]])!r} ({big[at]}) > {bytes([small[at]])!r} ({small[at]})"
+    )
+
+
+MERGES_REPLAYED = 300  # ties are looked for among the first merges only (the replay is slow)
+
+
+def counted_order_line(
+    first: int, merges: list[tuple[bytes, bytes]], want: tuple[bytes, bytes], words: Counter
+) -> str:
+    """At the first wrong merge, the corpus's counts of the student's pair and the expected
+    one: a tie broken the other way (pairs compared as something other than bytes), or a
+    pair picked with the smaller count. ``""`` past ``MERGES_REPLAYED`` or for a pair the
+    corpus does not hold there."""
+    if first >= MERGES_REPLAYED:
+        return ""
+    mine = merges[first]
+    counts = pair_counts_after(words, merges[:first])
+    theirs, yours = counts[want], counts[mine]
+    if not yours or not theirs:
+        return ""
+    same = f"your first {first} merges are the expected ones; " if first else ""
+    if yours == theirs:
+        return (
+            f"{same}your merge #{first} {mine} and the expected {want} both occur {yours} times "
+            f"there: a tie, which goes to the lexicographically greater pair of bytes, the "
+            f"expected one ({tie_break_reason(want, mine)}); compare the pairs as bytes, not "
+            "as decoded strings or joined tokens"
+        )
+    return (
+        f"{same}your merge #{first} {mine} occurs {yours} times there, the expected {want} "
+        f"{theirs} times: merge the most frequent pair, counting each pre-token's pairs times "
+        "its count"
+    )
+
+
+def merge_order_line(
+    merges: list[tuple[bytes, bytes]],
+    wanted: list[tuple[bytes, bytes]],
+    words: Counter[bytes] | None = None,
+) -> str:
+    """Where the merges leave the expected ones: with the corpus's pre-token counts
+    ``words``, the two pairs' counts there (a tie, or the smaller count picked); else a pair
+    picked early, or one never picked."""
     first = next((k for k, (a, b) in enumerate(zip(merges, wanted, strict=False)) if a != b), None)
     if first is None:
         return ""
+    counted = counted_order_line(first, merges, wanted[first], words) if words else ""
+    if counted:
+        return counted
     mine = merges[first]
     same = f"your first {first} merges are the expected ones; " if first else ""
     if mine in wanted[first + 1 :]:
@@ -572,10 +684,24 @@ def merge_order_line(merges: list[tuple[bytes, bytes]], wanted: list[tuple[bytes
     )
 
 
+def exhaustion_line(made: int, possible: int) -> str:
+    """The merges agree as far as both go, but there are too few or too many for the corpus."""
+    if made < possible:
+        return (
+            f"your trainer stopped after {made} merges; {possible} are possible before every "
+            "pre-token is one token: a pair whose count dropped is still merged at its new count"
+        )
+    return (
+        f"your trainer made {made} merges where only {possible} are possible on this corpus "
+        "(by then every pre-token is one token): stop when no pair is left, vocab_size is a "
+        "maximum"
+    )
+
+
 def bpe_training_lines(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
-    """A trained vocabulary's structure, then properties of the merges: each joins tokens that
-    exist, stays inside a pre-token, and where the sequence leaves the expected one (with the
-    handout example's pair counts there)."""
+    """A trained vocabulary's structure, then properties of the merges: too many for a corpus
+    that runs out of pairs, each joins tokens that exist, stays inside a pre-token, and where
+    the sequence leaves the expected one (with the two pairs' counts there)."""
     lines = bpe_vocab_structure(inputs, outputs, expected)
     wire = outputs.get("merges")
     if len(lines) >= 2 or not isinstance(wire, list):
@@ -583,14 +709,20 @@ def bpe_training_lines(inputs: Bundle, outputs: Bundle, expected: Bundle) -> lis
     merges = [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in wire]
     wanted = [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in expected["merges"]]
     specials = list(inputs["special_tokens"])
-    # A corpus of one unit repeated has the pre-tokens of three units (each join included).
-    text = inputs["text"] if "text" in inputs else inputs["unit"] * min(inputs["repeat"], 3)
-    handout = text == specials[0].join(HANDOUT_WORDS) if specials else False
+    words = corpus_pretoken_counts(inputs)
+    ran_out = len(expected.get("vocab", ())) < inputs["vocab_size"]
+    text = inputs.get("text")
+    handout = bool(specials) and text == specials[0].join(HANDOUT_WORDS)
     checks = [
+        lambda: (
+            exhaustion_line(len(merges), len(wanted))
+            if ran_out and len(merges) > len(wanted) and merges[: len(wanted)] == wanted
+            else ""
+        ),
         lambda: merge_sequence_line(merges),
-        lambda: merge_outside_pretokens_line(merges, pretokens_of(text, specials)),
+        lambda: merge_outside_pretokens_line(merges, set(words)),
         lambda: handout_merge_line(merges) if handout else "",
-        lambda: merge_order_line(merges, wanted),
+        lambda: merge_order_line(merges, wanted, words),
     ]
     found = next((line for line in (check() for check in checks) if line), "")
     return [*lines, found][:2] if found else lines

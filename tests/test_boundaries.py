@@ -42,7 +42,7 @@ from .localize.decoding import sampling_raised, top_p_raised
 from .localize.raised import clipping_raised
 from .localize.tokenizers import train_bpe_raised
 from .localize.training import saved_file_lines
-from .measure import clipping_lines, merge_order_line
+from .measure import clipping_lines, exhaustion_line, merge_order_line, pretoken_counts
 
 # --- top-p ------------------------------------------------------------------------------------
 
@@ -370,19 +370,6 @@ def test_checkpoint_loads_into_ddp_model(tmp_path) -> None:
 # --- BPE training until nothing is left ---------------------------------------------------------
 
 
-def exhaustion_line(made: int, possible: int) -> str:
-    """The merges agree as far as both go: too few or too many for the corpus."""
-    if made < possible:
-        return (
-            f"your trainer stopped after {made} merges; {possible} are possible before every "
-            "pre-token is one token: a pair whose count dropped is still merged at its new count"
-        )
-    return (
-        f"your trainer made {made} merges where only {possible} are possible: a pair with no "
-        "occurrence left is gone for good"
-    )
-
-
 @pytest.mark.parametrize(
     "text, expected",
     [
@@ -405,7 +392,8 @@ def test_train_bpe_to_exhaustion_tracks_changing_counts(tmp_path, text, expected
     with diagnosed_if_raised(lambda: train_bpe_raised(lazy_adapters, {}, {})):
         vocab, merges = run_train_bpe(corpus, 1000, [])
     assert merges == expected, f"merges on {text!r}: {merges}, expected {expected}\nhint: " + (
-        merge_order_line(merges, expected) or exhaustion_line(len(merges), len(expected))
+        merge_order_line(merges, expected, pretoken_counts(text, []))
+        or exhaustion_line(len(merges), len(expected))
     )
     tokens = set(vocab.values())
     missing = [b for b in range(256) if bytes([b]) not in tokens]

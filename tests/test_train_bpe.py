@@ -17,9 +17,11 @@ from .measure import (
     HANDOUT_STEPS,
     HANDOUT_WORDS,
     PRETOKEN_PATTERN,
+    exhaustion_line,
     handout_merge_line,
     merge_order_line,
     merge_sequence_line,
+    pretoken_counts,
 )
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -39,13 +41,22 @@ def handout_merge_counts(merges: object) -> str:
     return diagnosis_lines([line])
 
 
-def merges_diagnosis(merges: object, expected: list[tuple[bytes, bytes]]) -> str:
-    """Whether each merge joins tokens that exist, and where the merges leave the expected ones."""
+def merges_diagnosis(
+    merges: object, expected: list[tuple[bytes, bytes]], text: str, specials: list[str]
+) -> str:
+    """Whether each merge joins tokens that exist, and where the merges leave the expected ones
+    (with both pairs' counts in ``text`` there: a tie, or the smaller count picked)."""
     try:
         pairs = [(bytes(a), bytes(b)) for a, b in merges]  # type: ignore[union-attr]
     except Exception:  # noqa: BLE001  (not a list of byte pairs: the assertion says so)
         return ""
-    line = merge_sequence_line(pairs) or merge_order_line(pairs, expected)
+    words = pretoken_counts(text, specials)
+    agree = len(pairs) != len(expected) and pairs[: len(expected)] == expected[: len(pairs)]
+    line = (
+        merge_sequence_line(pairs)
+        or merge_order_line(pairs, expected, words)
+        or (exhaustion_line(len(pairs), len(expected)) if agree else "")
+    )
     return diagnosis_lines([line])
 
 
@@ -77,7 +88,7 @@ def test_train_bpe_repeated_pairs_in_frequent_pretokens(tmp_path):
         (b"ee", b"ab"),
         (b"ab", b"eeab"),
     ]
-    assert merges == expected, f"merges {merges}{merges_diagnosis(merges, expected)}"
+    assert merges == expected, f"merges {merges}{merges_diagnosis(merges, expected, text, [EOT])}"
     assert len(vocab) == 263
 
 
@@ -140,7 +151,7 @@ def test_train_bpe_speed():
 def test_train_bpe_stops_when_nothing_is_left_to_merge(tmp_path):
     vocab, merges = run_train_bpe(write(tmp_path, "ab ab"), 1000, [])
     expected = [(b"a", b"b"), (b" ", b"ab")]
-    assert merges == expected, f"merges {merges}{merges_diagnosis(merges, expected)}"
+    assert merges == expected, f"merges {merges}{merges_diagnosis(merges, expected, 'ab ab', [])}"
     assert len(vocab) == 258
 
 

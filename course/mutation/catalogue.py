@@ -426,6 +426,23 @@ BUGS: list[Bug] = [
         "compare tied pairs by their bytes, not by their token ids",
     ),
     bug(
+        "bpe_does_not_stop_when_pairs_run_out",
+        "train_bpe",
+        "bpe.py",
+        "            for new_pair, count in new_pairs.items():\n"
+        "                heapq.heappush(heap, (-count, keys[new_pair[0]] + keys[new_pair[1]], new_pair))\n"
+        "    return merges\n",
+        "            for new_pair, count in new_pairs.items():\n"
+        "                heapq.heappush(heap, (-count, keys[new_pair[0]] + keys[new_pair[1]], new_pair))\n"
+        "        # A naive trainer's max() over every pair ever seen: count-0 pairs once none is left.\n"
+        "        gone = sorted((p for p, c in pair_counts.items() if c == 0), key=lambda p: keys[p[0]] + keys[p[1]])\n"
+        "        for pair in gone[: num_merges - len(merges)]:\n"
+        "            merges.append((vocab[ord(pair[0])], vocab[ord(pair[1])]))\n"
+        "            vocab[len(vocab)] = merges[-1][0] + merges[-1][1]\n"
+        "    return merges\n",
+        "stop merging when no pair is left: vocab_size is a maximum",
+    ),
+    bug(
         "bpe_counts_each_word_once",
         "train_bpe",
         "bpe.py",
@@ -646,6 +663,7 @@ EXPECTED_HINTS: dict[str, str] = {
     "checkpoint_skips_optimizer": r"optimizer",
     "bpe_ties_to_smaller_pair": r"tie",
     "bpe_ties_by_token_ids": r"tie|bytes",
+    "bpe_does_not_stop_when_pairs_run_out": r"stop|possible",
     "bpe_counts_each_word_once": r"how often|count|weight",
     "bpe_merges_across_special_tokens": r"special",
     "bpe_chunk_boundary_inside_special": r"special",

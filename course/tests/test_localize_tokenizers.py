@@ -244,3 +244,60 @@ def test_a_tokenizer_raising_on_one_word_of_the_case_names_it():
     assert "z" in line.split("alone")[0]
     assert line.endswith("runs without the merges: the error is in applying the merges to it")
     assert tokenizer_raised(reference, inputs, {}) == []
+
+
+def test_a_tie_broken_the_other_way_is_named_with_the_deciding_byte():
+    # (a, b) and (c, d) both occur 3 times: the tie goes to the greater pair of bytes, (c, d).
+    words = measure.pretoken_counts("ab ab ab cd cd cd", [])
+    wanted = [(b"c", b"d"), (b"a", b"b")]
+    line = measure.merge_order_line([(b"a", b"b"), (b"c", b"d")], wanted, words)
+    assert "your merge #0 (b'a', b'b') and the expected (b'c', b'd') both occur 3 times" in line
+    assert "a tie" in line and "b'c' (99) > b'a' (97)" in line
+
+
+def test_a_tie_on_the_second_token_and_on_a_longer_token():
+    assert "second tokens differ first at byte 0: b'c' (99) > b'b' (98)" in (
+        measure.tie_break_reason((b"a", b"c"), (b"a", b"b"))
+    )
+    assert "agree until b'a' ends, and the longer is greater" in (
+        measure.tie_break_reason((b"ab", b"c"), (b"a", b"bc"))
+    )
+
+
+def test_a_pair_picked_with_the_smaller_count_says_both_counts():
+    words = measure.pretoken_counts("ab ab ab cd cd", [])
+    line = measure.merge_order_line([(b"c", b"d")], [(b"a", b"b"), (b"c", b"d")], words)
+    assert "(b'c', b'd') occurs 2 times there, the expected (b'a', b'b') 3 times" in line
+
+
+def test_the_counted_line_replays_the_merges_before_the_first_wrong_one():
+    # After (a, b): "abab" is [ab, ab], so (ab, ab) occurs 2 times and (b, a) is gone.
+    words = measure.pretoken_counts("abab abab", [])
+    assert measure.pair_counts_after(words, [(b"a", b"b")])[(b"ab", b"ab")] == 2
+    line = measure.merge_order_line(
+        [(b"a", b"b"), (b" ", b"ab")], [(b"a", b"b"), (b"ab", b"ab")], words
+    )
+    assert "your first 1 merges are the expected ones" in line and "1 times" in line
+
+
+def test_the_counted_line_is_silent_where_the_corpus_lacks_the_pair():
+    words = measure.pretoken_counts("ab ab", [])
+    line = measure.merge_order_line([(b"x", b"y")], [(b"a", b"b")], words)
+    assert "is not among the 1 expected merges" in line and "tie" not in line
+
+
+def test_repeated_unit_counts_equal_the_counts_of_the_whole_corpus():
+    inputs = {"unit": "the cat sat.\n<|x|>a dog ", "repeat": 7, "special_tokens": ["<|x|>"]}
+    whole = measure.pretoken_counts(inputs["unit"] * 7, ["<|x|>"])
+    assert measure.corpus_pretoken_counts(inputs) == whole
+
+
+def test_a_trainer_that_does_not_stop_is_named_on_the_case_that_runs_out():
+    inputs = {"text": "ab ab", "vocab_size": 1000, "special_tokens": []}
+    wanted = [(b"a", b"b"), (b" ", b"ab")]
+    expected = {"vocab": [bytes([b]).hex() for b in range(256)] + ["6162", "206162"]}
+    expected["merges"] = [[a.hex(), b.hex()] for a, b in wanted]
+    outputs = with_merges({"vocab": expected["vocab"] + ["00"]}, [*wanted, (b"ab", b"ab")])
+    lines = measure.bpe_training_lines(inputs, outputs, expected)
+    assert lines and "made 3 merges where only 2 are possible on this corpus" in lines[0]
+    assert measure.bpe_training_lines(inputs, with_merges(outputs, wanted), expected) == []
