@@ -169,12 +169,17 @@ def test_merges_diagnosis_names_a_merge_never_made_and_reads_only_byte_pairs():
     from tests.test_train_bpe import merges_diagnosis
 
     expected = [(b"a", b"b"), (b" ", b"ab")]
-    assert merges_diagnosis(expected, expected) == ""
+    corpus = ("ab ab", [])
+    assert merges_diagnosis(expected, expected, *corpus) == ""
     assert "merge #1 (b' ', b'a') is not among the 2" in merges_diagnosis(
-        [(b"a", b"b"), (b" ", b"a")], expected
+        [(b"a", b"b"), (b" ", b"a")], expected, *corpus
     )
-    assert merges_diagnosis([[b"a", b"b"], [b" ", b"ab"]], expected) == ""  # lists are pairs too
-    assert merges_diagnosis(None, expected) == ""
+    assert "made 3 merges where only 2 are possible" in merges_diagnosis(
+        [*expected, (b"ab", b"ab")], expected, *corpus
+    )
+    pairs_as_lists = [[b"a", b"b"], [b" ", b"ab"]]
+    assert merges_diagnosis(pairs_as_lists, expected, *corpus) == ""
+    assert merges_diagnosis(None, expected, *corpus) == ""
 
 
 def test_the_exhaustion_test_names_single_bytes_missing_from_the_vocab(monkeypatch, tmp_path):
