@@ -7,7 +7,6 @@ Each says only what it measured, and nothing when its measurement does not hold.
 from __future__ import annotations
 
 import math
-from collections import Counter
 
 import regex
 import torch
@@ -516,31 +515,11 @@ def handout_merge_line(merges: object) -> str:
 
 def pretokens_of(text: str, special_tokens: list[str]) -> set[bytes]:
     """The distinct pre-tokens of ``text``: split on the special tokens, then the GPT-2 pattern."""
-    return set(pretoken_counts(text, special_tokens))
-
-
-def pretoken_counts(text: str, special_tokens: list[str]) -> Counter[bytes]:
-    """Each pre-token of ``text`` and how often it occurs (``pretokens_of``'s split)."""
     pieces = [text]
     if special_tokens:
         ordered = sorted(special_tokens, key=len, reverse=True)
         pieces = regex.split("|".join(map(regex.escape, ordered)), text)
-    return Counter(
-        m.group().encode("utf-8") for p in pieces for m in regex.finditer(PRETOKEN_PATTERN, p)
-    )
-
-
-def corpus_pretoken_counts(inputs: Bundle) -> Counter[bytes]:
-    """The pre-token counts of a training case's corpus: its ``text``, or ``unit`` repeated
-    ``repeat`` times (counted on one and two units: each further unit adds what the second
-    one added, its join with the one before included)."""
-    specials = list(inputs["special_tokens"])
-    if "text" in inputs:
-        return pretoken_counts(inputs["text"], specials)
-    one = pretoken_counts(inputs["unit"], specials)
-    step = pretoken_counts(inputs["unit"] * 2, specials)
-    step.subtract(one)
-    return Counter({t: one[t] + (inputs["repeat"] - 1) * step[t] for t in one | step})
+    return {m.group().encode("utf-8") for p in pieces for m in regex.finditer(PRETOKEN_PATTERN, p)}
 
 
 def merge_sequence_line(merges: list[tuple[bytes, bytes]]) -> str:
@@ -574,41 +553,12 @@ def merge_outside_pretokens_line(merges: list[tuple[bytes, bytes]], pretokens: s
     return ""
 
 
-def pair_counts_after(
-    words: Counter[bytes], merges: list[tuple[bytes, bytes]]
-) -> Counter[tuple[bytes, bytes]]:
-    """Every adjacent pair's count over ``words`` (pre-token -> count) once ``merges`` are
-    applied in order: the counts a trainer picks its next merge from. Plain and slow: a
-    diagnosis replays only the merges before the first wrong one (``MERGES_REPLAYED``)."""
-    split = Counter({tuple(bytes([b]) for b in word): n for word, n in words.items()})
-    for pair in merges:
-        joined: Counter[tuple[bytes, ...]] = Counter()
-        for parts, n in split.items():
-            joined[join_pair(parts, pair)] += n
-        split = joined
-    pairs: Counter[tuple[bytes, bytes]] = Counter()
-    for parts, n in split.items():
-        for pair in zip(parts, parts[1:], strict=False):
-            pairs[pair] += n
-    return pairs
-
-
-def join_pair(parts: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[bytes, ...]:
-    """``parts`` with every occurrence of ``pair``, left to right, made one token."""
-    out, i = [], 0
-    while i < len(parts):
-        if parts[i : i + 2] == pair:
-            out.append(pair[0] + pair[1])
-            i += 2
-        else:
-            out.append(parts[i])
-            i += 1
-    return tuple(out)
-
-
 def tie_break_reason(winner: tuple[bytes, bytes], loser: tuple[bytes, bytes]) -> str:
     """Why ``winner`` is the greater pair of bytes: the first of its tokens that differs from
-    ``loser``'s, and the byte (or the end of the shorter token) that decides."""
+    ``loser``'s, and the byte (or the end of the shorter token) that decides; ``""`` when
+    ``winner`` is not the greater."""
+    if winner <= loser:
+        return ""
     side = 0 if winner[0] != loser[0] else 1
     big, small = winner[side], loser[side]
     at = next(
@@ -624,56 +574,45 @@ def tie_break_reason(winner: tuple[bytes, bytes], loser: tuple[bytes, bytes]) ->
     )
 
 
-MERGES_REPLAYED = 300  # ties are looked for among the first merges only (the replay is slow)
-
-
 def counted_order_line(
-    first: int, merges: list[tuple[bytes, bytes]], want: tuple[bytes, bytes], words: Counter
+    first: int, later: int, wanted: list[tuple[bytes, bytes]], counts: list[int]
 ) -> str:
-    """At the first wrong merge, the corpus's counts of the student's pair and the expected
-    one: a tie broken the other way (pairs compared as something other than bytes), or a
-    pair picked with the smaller count. ``""`` past ``MERGES_REPLAYED`` or for a pair the
-    corpus does not hold there."""
-    if first >= MERGES_REPLAYED:
-        return ""
-    mine = merges[first]
-    counts = pair_counts_after(words, merges[:first])
-    theirs, yours = counts[want], counts[mine]
-    if not yours or not theirs:
-        return ""
+    """The student's merge #``first`` is the expected merge #``later``; ``counts`` holds each
+    expected merge's count when it was made. Once both tokens of a pair exist, no merge adds to
+    its count, so a pair merged at #later with the count of #first had that count at #first:
+    a tie there, broken the other way."""
+    mine, want = wanted[later], wanted[first]
     same = f"your first {first} merges are the expected ones; " if first else ""
-    if yours == theirs:
+    if counts[later] == counts[first] and tie_break_reason(want, mine):
         return (
-            f"{same}your merge #{first} {mine} and the expected {want} both occur {yours} times "
-            f"there: a tie, which goes to the lexicographically greater pair of bytes, the "
-            f"expected one ({tie_break_reason(want, mine)}); compare the pairs as bytes, not "
-            "as decoded strings or joined tokens"
+            f"{same}your merge #{first} {mine} and the expected {want} both occur "
+            f"{counts[first]} times there: a tie, which goes to the lexicographically greater "
+            f"pair of bytes, the expected one ({tie_break_reason(want, mine)}); compare the "
+            "pairs as bytes, not as decoded strings or joined tokens"
         )
     return (
-        f"{same}your merge #{first} {mine} occurs {yours} times there, the expected {want} "
-        f"{theirs} times: merge the most frequent pair, counting each pre-token's pairs times "
-        "its count"
+        f"{same}your merge #{first} {mine} is the expected merge #{later}, made at a count of "
+        f"{counts[later]}; the expected {want} occurs {counts[first]} times there: merge the "
+        "most frequent pair, counting each pre-token's pairs times its count"
     )
 
 
 def merge_order_line(
     merges: list[tuple[bytes, bytes]],
     wanted: list[tuple[bytes, bytes]],
-    words: Counter[bytes] | None = None,
+    counts: list[int] | None = None,
 ) -> str:
-    """Where the merges leave the expected ones: with the corpus's pre-token counts
-    ``words``, the two pairs' counts there (a tie, or the smaller count picked); else a pair
-    picked early, or one never picked."""
+    """Where the merges leave the expected ones: a pair picked early (with ``counts``, each
+    expected merge's count when made: whether it was a tie there), or one never picked."""
     first = next((k for k, (a, b) in enumerate(zip(merges, wanted, strict=False)) if a != b), None)
     if first is None:
         return ""
-    counted = counted_order_line(first, merges, wanted[first], words) if words else ""
-    if counted:
-        return counted
     mine = merges[first]
     same = f"your first {first} merges are the expected ones; " if first else ""
     if mine in wanted[first + 1 :]:
         later = wanted.index(mine, first + 1)
+        if counts is not None and len(counts) == len(wanted):
+            return counted_order_line(first, later, wanted, counts)
         return (
             f"{same}your merge #{first} {mine} is the expected merge #{later}: from #{first} on "
             f"your trainer picks pairs in another order (expected next: {wanted[first]})"
@@ -709,9 +648,9 @@ def bpe_training_lines(inputs: Bundle, outputs: Bundle, expected: Bundle) -> lis
     merges = [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in wire]
     wanted = [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in expected["merges"]]
     specials = list(inputs["special_tokens"])
-    words = corpus_pretoken_counts(inputs)
     ran_out = len(expected.get("vocab", ())) < inputs["vocab_size"]
-    text = inputs.get("text")
+    # A corpus of one unit repeated has the pre-tokens of three units (each join included).
+    text = inputs["text"] if "text" in inputs else inputs["unit"] * min(inputs["repeat"], 3)
     handout = bool(specials) and text == specials[0].join(HANDOUT_WORDS)
     checks = [
         lambda: (
@@ -720,9 +659,9 @@ def bpe_training_lines(inputs: Bundle, outputs: Bundle, expected: Bundle) -> lis
             else ""
         ),
         lambda: merge_sequence_line(merges),
-        lambda: merge_outside_pretokens_line(merges, set(words)),
+        lambda: merge_outside_pretokens_line(merges, pretokens_of(text, specials)),
         lambda: handout_merge_line(merges) if handout else "",
-        lambda: merge_order_line(merges, wanted, words),
+        lambda: merge_order_line(merges, wanted, expected.get("merge_counts")),
     ]
     found = next((line for line in (check() for check in checks) if line), "")
     return [*lines, found][:2] if found else lines

@@ -42,7 +42,7 @@ from .localize.decoding import sampling_raised, top_p_raised
 from .localize.raised import clipping_raised
 from .localize.tokenizers import train_bpe_raised
 from .localize.training import saved_file_lines
-from .measure import clipping_lines, exhaustion_line, merge_order_line, pretoken_counts
+from .measure import clipping_lines, exhaustion_line, merge_order_line
 
 # --- top-p ------------------------------------------------------------------------------------
 
@@ -371,29 +371,29 @@ def test_checkpoint_loads_into_ddp_model(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
-    "text, expected",
+    "text, expected, counts",
     [
         # Pre-tokens "abc", " abc". Counts (a,b) 2, (b,c) 2, (' ',a) 1. The tie goes to the
         # greater pair (b,c); "a bc" then leaves no (a,b) at all, so (a,b) and (' ',a) never
         # come back once a+bc and ' '+abc are merged.
-        ("abc abc", [(b"b", b"c"), (b"a", b"bc"), (b" ", b"abc")]),
+        ("abc abc", [(b"b", b"c"), (b"a", b"bc"), (b" ", b"abc")], [2, 2, 1]),
         # Pre-tokens "xab", " xa" x2, " ab". (x,a) 3 merges first and takes one (a,b), which
         # drops from 2 to 1 but must still be merged: after ' '+xa (2) the count-1 pairs go
         # greatest first: (xa,b), (a,b), then (' ',ab).
         (
             "xab xa xa ab",
             [(b"x", b"a"), (b" ", b"xa"), (b"xa", b"b"), (b"a", b"b"), (b" ", b"ab")],
+            [3, 2, 1, 1, 1],
         ),
     ],
 )
-def test_train_bpe_to_exhaustion_tracks_changing_counts(tmp_path, text, expected) -> None:
+def test_train_bpe_to_exhaustion_tracks_changing_counts(tmp_path, text, expected, counts) -> None:
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(text, encoding="utf-8")
     with diagnosed_if_raised(lambda: train_bpe_raised(lazy_adapters, {}, {})):
         vocab, merges = run_train_bpe(corpus, 1000, [])
     assert merges == expected, f"merges on {text!r}: {merges}, expected {expected}\nhint: " + (
-        merge_order_line(merges, expected, pretoken_counts(text, []))
-        or exhaustion_line(len(merges), len(expected))
+        merge_order_line(merges, expected, counts) or exhaustion_line(len(merges), len(expected))
     )
     tokens = set(vocab.values())
     missing = [b for b in range(256) if bytes([b]) not in tokens]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from course.cases.truths.tokenizers import naive_train_bpe
 from course.tests.test_localize import public_run, with_adapter
 from tests import adapters as reference
 from tests import measure
@@ -169,7 +170,7 @@ def test_merges_diagnosis_names_a_merge_never_made_and_reads_only_byte_pairs():
     from tests.test_train_bpe import merges_diagnosis
 
     expected = [(b"a", b"b"), (b" ", b"ab")]
-    corpus = ("ab ab", [])
+    corpus = ([2, 1],)  # each merge's count on "ab ab"
     assert merges_diagnosis(expected, expected, *corpus) == ""
     assert "merge #1 (b' ', b'a') is not among the 2" in merges_diagnosis(
         [(b"a", b"b"), (b" ", b"a")], expected, *corpus
@@ -193,7 +194,7 @@ def test_the_exhaustion_test_names_single_bytes_missing_from_the_vocab(monkeypat
     expected = [(b"b", b"c"), (b"a", b"bc"), (b" ", b"abc")]
     with pytest.raises(AssertionError, match=r"lacks 1 of them \(e\.g\. b'\\xff'\)"):
         test_boundaries.test_train_bpe_to_exhaustion_tracks_changing_counts(
-            tmp_path, "abc abc", expected
+            tmp_path, "abc abc", expected, [2, 2, 1]
         )
 
 
@@ -252,49 +253,39 @@ def test_a_tokenizer_raising_on_one_word_of_the_case_names_it():
 
 
 def test_a_tie_broken_the_other_way_is_named_with_the_deciding_byte():
-    # (a, b) and (c, d) both occur 3 times: the tie goes to the greater pair of bytes, (c, d).
-    words = measure.pretoken_counts("ab ab ab cd cd cd", [])
-    wanted = [(b"c", b"d"), (b"a", b"b")]
-    line = measure.merge_order_line([(b"a", b"b"), (b"c", b"d")], wanted, words)
+    # (a, b) and (c, d) both occur 3 times in "ab ab ab cd cd cd": the greater pair, (c, d), first.
+    text = "ab ab ab cd cd cd"
+    counts: list[int] = []
+    _, wanted = naive_train_bpe(text, 258, [], counts=counts)
+    assert wanted == [(b"c", b"d"), (b"a", b"b")] and counts == [3, 3]
+    line = measure.merge_order_line([(b"a", b"b"), (b"c", b"d")], wanted, counts)
     assert "your merge #0 (b'a', b'b') and the expected (b'c', b'd') both occur 3 times" in line
     assert "a tie" in line and "b'c' (99) > b'a' (97)" in line
 
 
-def test_a_tie_on_the_second_token_and_on_a_longer_token():
+def test_the_tie_break_reason_names_the_deciding_token_and_byte():
     assert "second tokens differ first at byte 0: b'c' (99) > b'b' (98)" in (
         measure.tie_break_reason((b"a", b"c"), (b"a", b"b"))
     )
     assert "agree until b'a' ends, and the longer is greater" in (
         measure.tie_break_reason((b"ab", b"c"), (b"a", b"bc"))
     )
+    assert measure.tie_break_reason((b"a", b"b"), (b"c", b"d")) == ""  # not the greater
 
 
-def test_a_pair_picked_with_the_smaller_count_says_both_counts():
-    words = measure.pretoken_counts("ab ab ab cd cd", [])
-    line = measure.merge_order_line([(b"c", b"d")], [(b"a", b"b"), (b"c", b"d")], words)
-    assert "(b'c', b'd') occurs 2 times there, the expected (b'a', b'b') 3 times" in line
+def test_a_pair_taken_before_a_more_frequent_one_says_both_counts():
+    counts: list[int] = []
+    _, wanted = naive_train_bpe("ab ab ab cd cd", 258, [], counts=counts)
+    line = measure.merge_order_line([(b"c", b"d")], wanted, counts)
+    assert "your merge #0 (b'c', b'd') is the expected merge #1, made at a count of 2" in line
+    assert "the expected (b'a', b'b') occurs 3 times there" in line and "tie" not in line
 
 
-def test_the_counted_line_replays_the_merges_before_the_first_wrong_one():
-    # After (a, b): "abab" is [ab, ab], so (ab, ab) occurs 2 times and (b, a) is gone.
-    words = measure.pretoken_counts("abab abab", [])
-    assert measure.pair_counts_after(words, [(b"a", b"b")])[(b"ab", b"ab")] == 2
-    line = measure.merge_order_line(
-        [(b"a", b"b"), (b" ", b"ab")], [(b"a", b"b"), (b"ab", b"ab")], words
-    )
-    assert "your first 1 merges are the expected ones" in line and "1 times" in line
-
-
-def test_the_counted_line_is_silent_where_the_corpus_lacks_the_pair():
-    words = measure.pretoken_counts("ab ab", [])
-    line = measure.merge_order_line([(b"x", b"y")], [(b"a", b"b")], words)
-    assert "is not among the 1 expected merges" in line and "tie" not in line
-
-
-def test_repeated_unit_counts_equal_the_counts_of_the_whole_corpus():
-    inputs = {"unit": "the cat sat.\n<|x|>a dog ", "repeat": 7, "special_tokens": ["<|x|>"]}
-    whole = measure.pretoken_counts(inputs["unit"] * 7, ["<|x|>"])
-    assert measure.corpus_pretoken_counts(inputs) == whole
+def test_without_counts_or_for_a_pair_never_made_the_order_line_stays_plain():
+    wanted, counts = [(b"c", b"d"), (b"a", b"b")], [3, 3]
+    assert "picks pairs in another order" in measure.merge_order_line(wanted[::-1], wanted)
+    line = measure.merge_order_line([(b"x", b"y")], wanted, counts)
+    assert "is not among the 2 expected merges" in line and "tie" not in line
 
 
 def test_a_trainer_that_does_not_stop_is_named_on_the_case_that_runs_out():

@@ -30,10 +30,14 @@ def inside_only(unit: str, special_tokens: list[str]) -> list[str]:
 
 def chunked_expected(inputs: Bundle) -> Bundle:
     text = inputs["unit"] * inputs["repeat"]
-    vocab, merges = naive_train_bpe(text, inputs["vocab_size"], inputs["special_tokens"])
+    counts: list[int] = []
+    vocab, merges = naive_train_bpe(
+        text, inputs["vocab_size"], inputs["special_tokens"], counts=counts
+    )
     return {
         "vocab": vocab_to_wire(vocab),
         "merges": merges_to_wire(merges),
+        "merge_counts": counts,
         "inside_only": inside_only(inputs["unit"], inputs["special_tokens"]),
     }
 

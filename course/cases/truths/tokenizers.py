@@ -16,12 +16,17 @@ GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+
 
 
 def naive_train_bpe(
-    text: str, vocab_size: int, special_tokens: list[str], mistake: str | None = None
+    text: str,
+    vocab_size: int,
+    special_tokens: list[str],
+    mistake: str | None = None,
+    counts: list[int] | None = None,
 ):
     """The handout's algorithm, slowly: recount every pair over every pre-token at each step.
 
     ``mistake`` reproduces a common error, for hints: "ties_to_smaller" (ties go to the smaller
-    pair) or "no_special_split" (pre-tokenize across special tokens)."""
+    pair) or "no_special_split" (pre-tokenize across special tokens). ``counts``, when given,
+    gets each merge's count at its step (the evidence the shipped diagnoses read for ties)."""
     vocab = {i: bytes([i]) for i in range(256)}
     for token in special_tokens:
         vocab[len(vocab)] = token.encode("utf-8")
@@ -46,6 +51,8 @@ def naive_train_bpe(
         else:
             best = max(pairs, key=lambda pair: (pairs[pair], pair))
         merges.append(best)
+        if counts is not None:
+            counts.append(pairs[best])
         vocab[len(vocab)] = best[0] + best[1]
         words = Counter({merge_word(word, best): count for word, count in words.items()})
     return vocab, merges
@@ -64,8 +71,11 @@ def merge_word(word: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[byte
 
 
 def train_bpe_expected(inputs: Bundle) -> Bundle:
-    vocab, merges = naive_train_bpe(inputs["text"], inputs["vocab_size"], inputs["special_tokens"])
-    return {"vocab": vocab_to_wire(vocab), "merges": merges_to_wire(merges)}
+    counts: list[int] = []
+    vocab, merges = naive_train_bpe(
+        inputs["text"], inputs["vocab_size"], inputs["special_tokens"], counts=counts
+    )
+    return {"vocab": vocab_to_wire(vocab), "merges": merges_to_wire(merges), "merge_counts": counts}
 
 
 def tiktoken_of(vocab: dict[int, bytes], special_tokens: list[str]) -> tiktoken.Encoding:
