@@ -63,6 +63,15 @@ def test_cosine_schedule_handout_values():
         ],
     }
     hint = matching_hints(actual, mistakes, lambda a, b: a == pytest.approx(b, abs=1e-9))
+    if not hint:  # not a listed mistake: which phases leave the handout's values
+        its = list(range(25))
+        hint = diagnosis_lines(
+            schedule_phases(
+                {"max": 1.0, "warmup": 7, "cycle": 21, "its": its},
+                {"lrs": [as_float(lr) for lr in actual]},
+                {"lrs": HANDOUT_VALUES},
+            )
+        )
     assert actual == pytest.approx(HANDOUT_VALUES, abs=1e-12), f"schedule {actual}{hint}"
 
 
@@ -106,9 +115,17 @@ def test_cosine_schedule_matches_torch_schedulers():
 
 
 def test_cosine_schedule_without_warmup_starts_at_max():
-    assert run_get_lr_cosine_schedule(0, 2.0, 1.0, 0, 10) == 2.0
-    assert run_get_lr_cosine_schedule(5, 2.0, 1.0, 0, 10) == pytest.approx(1.5)
-    assert run_get_lr_cosine_schedule(10, 2.0, 1.0, 0, 10) == pytest.approx(1.0)
-    assert math.isclose(
-        run_get_lr_cosine_schedule(3, 2.0, 1.0, 0, 10), 1.0 + 0.5 * (1 + math.cos(math.pi * 0.3))
+    # warmup_iters=0: no warm-up phase, so iteration 0 is the cosine's start, at max (a warm-up
+    # formula it / warmup_iters would divide by zero there).
+    its = [0, 3, 5, 10]
+    actual = [run_get_lr_cosine_schedule(it, 2.0, 1.0, 0, 10) for it in its]
+    expected = [1.0 + 0.5 * (1 + math.cos(math.pi * it / 10)) for it in its]
+    phases = schedule_phases(
+        {"max": 2.0, "warmup": 0, "cycle": 10, "its": its},
+        {"lrs": [as_float(lr) for lr in actual]},
+        {"lrs": expected},
+    )
+    assert actual == pytest.approx(expected, rel=1e-12), (
+        f"warmup_iters=0: rates {actual} at its {its}, expected {expected}"
+        + diagnosis_lines(phases)
     )

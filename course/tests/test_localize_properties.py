@@ -488,3 +488,33 @@ def test_weights_beyond_the_cut_are_read_as_a_wrong_spread_or_a_wrong_cut():
 def test_merges_that_agree_as_far_as_both_go_are_read_as_too_few_or_too_many():
     assert exhaustion_line(2, 3).startswith("your trainer stopped after 2 merges; 3 are possible")
     assert exhaustion_line(4, 3).startswith("your trainer made 4 merges where only 3 are possible")
+
+
+def floor_never_reached(it, max_lr, min_lr, warmup, cycle):
+    """The cosine run on past the cycle instead of holding the floor."""
+    if it < warmup:
+        return it / warmup * max_lr
+    return min_lr + (1 + math.cos(math.pi * (it - warmup) / (cycle - warmup))) / 2 * (
+        max_lr - min_lr
+    )
+
+
+def test_the_schedules_advice_tests_name_the_phase_of_an_unlisted_mistake(monkeypatch):
+    from tests import test_schedule
+
+    monkeypatch.setattr(test_schedule, "run_get_lr_cosine_schedule", floor_never_reached)
+    with pytest.raises(
+        AssertionError, match=r"after the cycle \(it > 21\): 3 rates off, first at it=22"
+    ):
+        test_schedule.test_cosine_schedule_handout_values()
+
+    def warm_up_without_zero(it, max_lr, min_lr, warmup, cycle):
+        if warmup == 0 and it == 0:
+            return min_lr
+        return reference.run_get_lr_cosine_schedule(it, max_lr, min_lr, warmup, cycle)
+
+    monkeypatch.setattr(test_schedule, "run_get_lr_cosine_schedule", warm_up_without_zero)
+    with pytest.raises(
+        AssertionError, match=r"cosine \(0 <= it <= 10\): 1 rates off, first at it=0"
+    ):
+        test_schedule.test_cosine_schedule_without_warmup_starts_at_max()
