@@ -518,3 +518,17 @@ def test_the_schedules_advice_tests_name_the_phase_of_an_unlisted_mistake(monkey
         AssertionError, match=r"cosine \(0 <= it <= 10\): 1 rates off, first at it=0"
     ):
         test_schedule.test_cosine_schedule_without_warmup_starts_at_max()
+
+
+def test_the_loss_advice_tests_measure_an_unlisted_mistake(monkeypatch):
+    from tests import test_losses
+
+    def summed_over_the_batch(logits, targets):
+        per_row = torch.logsumexp(logits, -1) - logits.gather(-1, targets[..., None])[..., 0]
+        return per_row.mean(-1).sum() if per_row.dim() > 1 else per_row.mean()
+
+    monkeypatch.setattr(test_losses, "run_cross_entropy", summed_over_the_batch)
+    monkeypatch.setattr(test_losses.lazy_adapters, "run_cross_entropy", summed_over_the_batch)
+    with pytest.raises(AssertionError, match=r"diagnosis: repeating the batch \(axis 0\) changes"):
+        test_losses.test_cross_entropy_mean_over_leading_dims()
+    test_losses.test_cross_entropy_naive_formula()  # one leading axis: right there
