@@ -532,3 +532,24 @@ def test_the_loss_advice_tests_measure_an_unlisted_mistake(monkeypatch):
     with pytest.raises(AssertionError, match=r"diagnosis: repeating the batch \(axis 0\) changes"):
         test_losses.test_cross_entropy_mean_over_leading_dims()
     test_losses.test_cross_entropy_naive_formula()  # one leading axis: right there
+
+
+def clip_in_two_passes(parameters, max_l2_norm):
+    """Iterates ``parameters`` twice: given a one-shot iterator, the second pass sees nothing."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    norm = torch.sqrt(sum(g.pow(2).sum() for g in grads)) if grads else torch.tensor(0.0)
+    if norm > max_l2_norm:
+        for p in parameters:
+            if p.grad is not None:
+                p.grad.mul_(max_l2_norm / (norm + 1e-6))
+
+
+def test_the_clipping_advice_tests_measure_an_unlisted_mistake(monkeypatch):
+    from tests import test_gradient_clipping
+
+    monkeypatch.setattr(test_gradient_clipping, "run_gradient_clipping", clip_in_two_passes)
+    test_gradient_clipping.test_gradient_clipping_matches_torch_when_norm_is_large()  # a list
+    with pytest.raises(
+        AssertionError, match=r"diagnosis: the global norm .* but your gradients were not scaled"
+    ):
+        test_gradient_clipping.test_gradient_clipping_uses_one_global_norm_and_skips_missing_grads()
