@@ -11,6 +11,7 @@ nothing.
 from __future__ import annotations
 
 import csv
+import inspect
 import shutil
 import zipfile
 from pathlib import Path
@@ -22,6 +23,8 @@ from course.handout.build import plan, render
 from course.paths import REPO_ROOT
 from course.paths import SOLUTIONS as SOLUTIONS_DIR
 from course.tests.disguise import disguise_tree
+from tests import adapter_signatures
+from tests.lazy_adapters import ASSIGNMENT
 
 pytestmark = pytest.mark.slow  # ~30 s of tokenizing and fingerprinting
 SOLUTIONS = ("single_module", "own_names", "upstream_style")
@@ -130,3 +133,12 @@ def test_components_come_from_the_cases_adapters() -> None:
     assert adapters["tokenizer"] == {"get_tokenizer"}
     assert adapters["checkpoint"] == {"run_save_checkpoint", "run_load_checkpoint"}
     assert "run_multihead_self_attention_with_rope" in adapters["multihead_self_attention"]
+
+
+def test_graded_cases_call_only_the_assignments_adapters() -> None:
+    """What a run's summary says an unwritten adapter beyond the assignment costs (nothing
+    graded, tests/what_counts.py) holds: no graded case calls one."""
+    called = set().union(*component_adapters().values())
+    assert called <= ASSIGNMENT, sorted(called - ASSIGNMENT)
+    documented = {n for n, f in vars(adapter_signatures).items() if inspect.isfunction(f)}
+    assert documented >= ASSIGNMENT, sorted(ASSIGNMENT - documented)
