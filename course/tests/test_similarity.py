@@ -5,7 +5,8 @@ Disguised copies of the three (course/tests/disguise.py): every name they define
 definitions and methods reordered, re-printed by ast.unparse, docstrings and comments
 rewritten. Every copy must be flagged against its original and nothing else; independent
 solutions never against each other; the handout's starter code, submitted as it is, matches
-nothing.
+nothing. Code written inside tests/adapters.py counts like code in the package; the handout's
+own adapters.py does not.
 """
 
 from __future__ import annotations
@@ -71,6 +72,40 @@ def write_starter_code(folder: Path) -> None:
         if rel.suffix == ".py" and in_code:
             (folder / rel).parent.mkdir(parents=True, exist_ok=True)
             (folder / rel).write_bytes(render(REPO_ROOT, rel, treatment, "base")[0])
+
+
+def tokenizer_in_adapters(solution: str, dest: Path) -> None:
+    """``solution`` whose tests/adapters.py holds a tokenizer, upstream_style's, and builds it in
+    get_tokenizer: the package's own tokenizer is never reached (upstream_style's is removed)."""
+    copy_code(SOLUTIONS_DIR / solution, dest)
+    (dest / "cs336_basics" / "tokenizer.py").unlink(missing_ok=True)
+    tokenizer = SOLUTIONS_DIR / "upstream_style" / "cs336_basics" / "tokenizer.py"
+    code = tokenizer.read_text(encoding="utf-8").replace("from __future__ import annotations", "")
+    adapters = dest / "tests" / "adapters.py"
+    text = adapters.read_text(encoding="utf-8")
+    text = text.replace("from cs336_basics.tokenizer import Tokenizer\n", "")
+    text = text.replace("return ByteLevelCodec(", "return Tokenizer(")
+    adapters.write_text(text + "\n\n" + code, encoding="utf-8")
+
+
+def with_starter_adapters(solution: str, dest: Path, starter: Path) -> None:
+    """``solution``'s package with the handout's tests/adapters.py as it ships."""
+    copy_code(SOLUTIONS_DIR / solution, dest)
+    shutil.copyfile(starter / "tests" / "adapters.py", dest / "tests" / "adapters.py")
+
+
+def test_code_in_adapters_counts_and_the_handouts_adapters_do_not(tmp_path: Path) -> None:
+    students, starter = tmp_path / "students", tmp_path / "starter"
+    write_starter_code(starter)
+    for solution in ("upstream_style", "own_names"):
+        tokenizer_in_adapters(solution, students / f"inline_{solution}")
+        with_starter_adapters(solution, students / f"starter_{solution}", starter)
+    matches = check(students, None, tmp_path / "report", starter=starter)
+    assert flagged_pairs(matches) == {frozenset(("inline_upstream_style", "inline_own_names"))}
+    inline = {m.component for m in matches if m.flagged}
+    assert "tokenizer" in inline, inline
+    handout_only = frozenset(("starter_upstream_style", "starter_own_names"))
+    assert not [m for m in matches if {m.first, m.second} == handout_only and m.matched > 0]
 
 
 def test_without_a_built_handout_the_check_says_how_to_get_one(tmp_path: Path) -> None:
