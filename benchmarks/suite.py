@@ -35,11 +35,12 @@ def benchmark(pytest_args: list[str] | None = None, log=print) -> dict[str, Any]
         command, capture_output=True, text=True, check=False
     )  # failures are reported
     seconds = time.perf_counter() - start
-    lines = finished.stdout.strip().splitlines()
-    summary = lines[-1] if lines else finished.stderr.strip()[-200:]
+    summary = counts_line(finished.stdout) or finished.stderr.strip()[-200:]
     counts = {
         kind: int(n)
-        for n, kind in re.findall(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)", summary)
+        for n, kind in re.findall(
+            r"(\d+) (passed|failed|errors?|advice|skipped|xfailed|xpassed)", summary
+        )
     }
     target = " ".join(pytest_args or ["(all)"])
     row = {
@@ -62,6 +63,17 @@ def benchmark(pytest_args: list[str] | None = None, log=print) -> dict[str, Any]
     }
 
 
+def counts_line(stdout: str) -> str | None:
+    """pytest's count line ("3 passed, 1 advice in 2.0s"), which the suite's summary of what
+    counts follows."""
+    counts = [
+        line
+        for line in stdout.splitlines()
+        if re.search(r"(passed|failed|error|advice).* in [0-9.]+s", line)
+    ]
+    return counts[-1].strip("= ") if counts else None
+
+
 @dataclass(frozen=True)
 class SuiteTime:
     name: str
@@ -76,12 +88,7 @@ def time_suite(name: str, command: list[str], cwd: Path, env: dict[str, str]) ->
     start = time.perf_counter()
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
-    counts = [
-        line
-        for line in done.stdout.splitlines()
-        if re.search(r"(passed|failed|error).* in [0-9.]+s", line)
-    ]
-    summary = counts[-1].strip("= ") if counts else (done.stdout + done.stderr).strip()[-200:]
+    summary = counts_line(done.stdout) or (done.stdout + done.stderr).strip()[-200:]
     found = re.search(r" in ([0-9.]+)s", summary)
     return SuiteTime(name, wall, float(found.group(1)) if found else None, summary, done.returncode)
 

@@ -7,14 +7,15 @@ collected (``--public``: zips or folders). It writes ``similarity.csv`` (one row
 component, most similar first, with ``flagged``) and ``similarity.html`` (the flagged pairs'
 matched regions side by side).
 
-How: a component's code is what its adapters reach in the submission (the adapters named by the
-component's cases, then every top-level function and class of ``cs336_basics`` their bodies
-name, transitively); the adapters' own wiring is left out. That code is tokenized and
-fingerprinted by ``copydetect`` (token k-grams, winnowed, as MOSS does): identifiers, strings,
-comments and layout do not count, and fingerprints do not depend on the order of functions.
-Fingerprints of the handout's starter code (skeletons and support code, read from the built
-handout: ``make handout``'s ``dist/handout``, or ``--starter``) are removed first, so the
-starter code alone matches nothing. A pair is flagged when, for some component with at
+How: a component's code is what its adapters reach in the submission: the adapters named by
+the component's cases, then every top-level function and class of ``cs336_basics`` and of
+``tests/adapters.py`` their bodies name, transitively, so code a student wrote inside the
+adapters counts like code in the package. That code is tokenized and fingerprinted by
+``copydetect`` (token k-grams, winnowed, as MOSS does): identifiers, strings, comments and layout
+do not count, and fingerprints do not depend on the order of functions. Fingerprints of the
+handout's starter code (skeletons, support code and its ``tests/adapters.py``, read from the
+built handout: ``make handout``'s ``dist/handout``, or ``--starter``) are removed first, so the
+starter code alone, the adapters' shipped signatures and wiring among it, matches nothing. A pair is flagged when, for some component with at
 least ``MIN_TOKENS`` fingerprinted tokens on both sides, the matched share of either side is
 at least the threshold.
 """
@@ -143,8 +144,8 @@ def definitions(sources: dict[str, str]) -> tuple[dict, dict]:
 
 
 def component_code(sources: dict[str, str], wanted: dict[str, set[str]]) -> dict[str, str]:
-    """Per component, the package code its adapters reach. The adapters and their helpers
-    in ``tests/adapters.py`` are followed but left out: their wiring looks alike anyway."""
+    """Per component, the code its adapters reach, in ``tests/adapters.py`` (the adapters and
+    their helpers: a student may implement a component there) and in the package."""
     package, adapter_file = definitions(sources)
     code = {}
     everything: set[tuple] = set()
@@ -156,9 +157,7 @@ def component_code(sources: dict[str, str], wanted: dict[str, set[str]]) -> dict
             if name in seen:
                 continue
             seen.add(name)
-            for _, _, node, _ in adapter_file.get(name, []):
-                frontier |= named_in(node)
-            for rel, line, node, segment in package.get(name, []):
+            for rel, line, node, segment in adapter_file.get(name, []) + package.get(name, []):
                 reached.add((rel, line, segment))
                 frontier |= named_in(node)
         code[component] = "\n\n".join(segment for _, _, segment in sorted(reached))
@@ -329,7 +328,12 @@ def check(
     names = [s.name for s in found]
     if len(set(names)) != len(names):
         raise ValueError(f"submission names repeat (a zip and a folder alike?): {sorted(names)}")
-    boilerplate = boilerplate_hashes(read_sources(starter))
+    starter_files = read_sources(starter)
+    # The starter's components too, as a submission's are put together: definitions joined
+    # without the module-level code between them (the adapters' section imports) make k-grams
+    # across each join that the files alone do not hold.
+    assembled = component_code(starter_files, wanted)
+    boilerplate = boilerplate_hashes(starter_files | {f"({c})": s for c, s in assembled.items()})
     matches = compare(found, boilerplate, threshold)
     out.mkdir(parents=True, exist_ok=True)
     write_csv_report(matches, out / "similarity.csv")

@@ -366,7 +366,7 @@ def student_pyproject(text: str) -> str:
 
 
 def student_rubric(path: Path) -> str:
-    """The points of each graded component, as ``tests/conftest.py`` reads them in a handout."""
+    """The points of each graded component, as ``tests/what_counts.py`` reads them in a handout."""
     with path.open("rb") as file:
         rubric = tomllib.load(file)
     lines = ["# Points of each graded component (the end of `uv run pytest` shows them).\n"]

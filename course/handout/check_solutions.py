@@ -141,13 +141,13 @@ def run_suite(root: Path, marker: str, extra: list[str], label: str) -> PytestRu
 
 
 def last_line(output: str) -> str:
-    """pytest's count line ("3 passed, 1 failed in 2.0s"), which the suite's own summary of
+    """pytest's count line ("3 passed, 1 advice in 2.0s"), which the suite's own summary of
     what counts follows; the last line when there is none."""
     lines = [line for line in output.strip().splitlines() if line.strip()]
     counts = [
         line
         for line in lines
-        if re.search(r"(passed|failed|error|no tests ran).* in [0-9.]+s", line)
+        if re.search(r"(passed|failed|error|advice|no tests ran).* in [0-9.]+s", line)
     ]
     return (counts or lines or ["(no output)"])[-1]
 

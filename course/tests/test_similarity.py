@@ -5,12 +5,14 @@ Disguised copies of the three (course/tests/disguise.py): every name they define
 definitions and methods reordered, re-printed by ast.unparse, docstrings and comments
 rewritten. Every copy must be flagged against its original and nothing else; independent
 solutions never against each other; the handout's starter code, submitted as it is, matches
-nothing.
+nothing. Code written inside tests/adapters.py counts like code in the package; the handout's
+own adapters.py does not.
 """
 
 from __future__ import annotations
 
 import csv
+import inspect
 import shutil
 import zipfile
 from pathlib import Path
@@ -22,6 +24,8 @@ from course.handout.build import plan, render
 from course.paths import REPO_ROOT
 from course.paths import SOLUTIONS as SOLUTIONS_DIR
 from course.tests.disguise import disguise_tree
+from tests import adapter_signatures
+from tests.lazy_adapters import ASSIGNMENT
 
 pytestmark = pytest.mark.slow  # ~30 s of tokenizing and fingerprinting
 SOLUTIONS = ("single_module", "own_names", "upstream_style")
@@ -68,6 +72,40 @@ def write_starter_code(folder: Path) -> None:
         if rel.suffix == ".py" and in_code:
             (folder / rel).parent.mkdir(parents=True, exist_ok=True)
             (folder / rel).write_bytes(render(REPO_ROOT, rel, treatment, "base")[0])
+
+
+def tokenizer_in_adapters(solution: str, dest: Path) -> None:
+    """``solution`` whose tests/adapters.py holds a tokenizer, upstream_style's, and builds it in
+    get_tokenizer: the package's own tokenizer is never reached (upstream_style's is removed)."""
+    copy_code(SOLUTIONS_DIR / solution, dest)
+    (dest / "cs336_basics" / "tokenizer.py").unlink(missing_ok=True)
+    tokenizer = SOLUTIONS_DIR / "upstream_style" / "cs336_basics" / "tokenizer.py"
+    code = tokenizer.read_text(encoding="utf-8").replace("from __future__ import annotations", "")
+    adapters = dest / "tests" / "adapters.py"
+    text = adapters.read_text(encoding="utf-8")
+    text = text.replace("from cs336_basics.tokenizer import Tokenizer\n", "")
+    text = text.replace("return ByteLevelCodec(", "return Tokenizer(")
+    adapters.write_text(text + "\n\n" + code, encoding="utf-8")
+
+
+def with_starter_adapters(solution: str, dest: Path, starter: Path) -> None:
+    """``solution``'s package with the handout's tests/adapters.py as it ships."""
+    copy_code(SOLUTIONS_DIR / solution, dest)
+    shutil.copyfile(starter / "tests" / "adapters.py", dest / "tests" / "adapters.py")
+
+
+def test_code_in_adapters_counts_and_the_handouts_adapters_do_not(tmp_path: Path) -> None:
+    students, starter = tmp_path / "students", tmp_path / "starter"
+    write_starter_code(starter)
+    for solution in ("upstream_style", "own_names"):
+        tokenizer_in_adapters(solution, students / f"inline_{solution}")
+        with_starter_adapters(solution, students / f"starter_{solution}", starter)
+    matches = check(students, None, tmp_path / "report", starter=starter)
+    assert flagged_pairs(matches) == {frozenset(("inline_upstream_style", "inline_own_names"))}
+    inline = {m.component for m in matches if m.flagged}
+    assert "tokenizer" in inline, inline
+    handout_only = frozenset(("starter_upstream_style", "starter_own_names"))
+    assert not [m for m in matches if {m.first, m.second} == handout_only and m.matched > 0]
 
 
 def test_without_a_built_handout_the_check_says_how_to_get_one(tmp_path: Path) -> None:
@@ -130,3 +168,12 @@ def test_components_come_from_the_cases_adapters() -> None:
     assert adapters["tokenizer"] == {"get_tokenizer"}
     assert adapters["checkpoint"] == {"run_save_checkpoint", "run_load_checkpoint"}
     assert "run_multihead_self_attention_with_rope" in adapters["multihead_self_attention"]
+
+
+def test_graded_cases_call_only_the_assignments_adapters() -> None:
+    """What a run's summary says an unwritten adapter beyond the assignment costs (nothing
+    graded, tests/what_counts.py) holds: no graded case calls one."""
+    called = set().union(*component_adapters().values())
+    assert called <= ASSIGNMENT, sorted(called - ASSIGNMENT)
+    documented = {n for n, f in vars(adapter_signatures).items() if inspect.isfunction(f)}
+    assert documented >= ASSIGNMENT, sorted(ASSIGNMENT - documented)
