@@ -6,7 +6,9 @@ A small fixed script, not pytest and no file of the student's: it runs inside th
 sandbox, imports the pristine case definitions (``<cases-root>/tests/cases``) first, then the
 student's ``cs336_basics`` and ``tests/adapters.py``, runs each case of the component and
 writes the case's outputs to ``<out>/<case id>.{safetensors,json}`` as soon as it finishes.
-It never sees expected values: the judge (``course/grading/judge.py``) compares outside, afterwards.
+It never sees a hidden case's expected values: the judge (``course/grading/judge.py``) compares
+outside, afterwards. In the public run it judges a public case with its shipped expected values only
+to add pytest's diagnosis lines to a failure (``public_explainer``).
 Whatever the student's code does (raise, exit, print, hang past the soft per-case alarm),
 the case records it and the driver goes on; the grader's watchdog is the hard limit. The alarm
 counts CPU time (a busy neighbour on the machine does not make a case time out), with a wall

@@ -1,8 +1,8 @@
 """Where a failing graded case goes wrong, measured with the student's own code (``diagnosis:``
-lines after a public case's failure; ``tests/test_cases.py`` calls :func:`localize` and
-:func:`localize_raised`, the shipped tests :func:`diagnosed_if_raised` and
-:func:`snapshot_located`). This module holds the dispatch; each component's diagnosis lives in
-its own module:
+lines after a public case's failure; ``tests/test_cases.py`` calls :func:`diagnose`, and so does
+the grader's public run through :func:`public_diagnosis`, so ``results.json`` shows the same
+lines; the shipped tests call :func:`diagnosed_if_raised` and :func:`snapshot_located`). This
+module holds the dispatch; each component's diagnosis lives in its own module:
 
 - ``stages``: shared helpers: the reference's output at each stage of a composite
   (``fixtures/stages.npz``), how far an output is off it, the first stage or probe that is off.
