@@ -20,6 +20,8 @@ from course.grading.judge import INPUTS_ROOT, judge_component, load_rubric
 from course.grading.sandbox import SandboxUnavailable, isolation
 from course.tests.test_localize import with_adapter
 from course.workspace import Edit, apply_edits, stage
+from tests import test_cases
+from tests.cases import CASES
 from tests.cases.wire import read_bundle, write_bundle
 
 RUBRIC = load_rubric()
@@ -84,6 +86,26 @@ def test_a_call_that_raises_gets_the_localized_line(tmp_path):
     message = messages["cross_entropy-public-leading_dims"]
     assert message.startswith("raised IndexError")
     assert f"\n  diagnosis: {LOCALIZED}" in message
+
+
+@pytest.mark.parametrize(
+    ("component", "case"),
+    [("gradient_clipping", "generator"), ("cross_entropy", "leading_dims")],
+)
+def test_the_public_message_is_pytests(tmp_path, monkeypatch, component, case):
+    """Word for word what ``uv run pytest`` says for the case: its assertion message, or the
+    exception and the note it gets (the traceback, and pytest's indentation and ``assert``
+    line, aside)."""
+    monkeypatch.setattr(test_cases, "import_adapters", lambda: MISTAKES[component])
+    with pytest.raises(Exception) as failure:
+        test_cases.test_case(CASES[component, case])
+    error = failure.value
+    said = str(error) if isinstance(error, AssertionError) else f"{type(error).__name__}: {error}"
+    said += "".join(f"\n{note}" for note in getattr(error, "__notes__", []))
+    message = judged(MISTAKES[component], component, tmp_path)[f"{component}-public-{case}"]
+    lines = [line.strip() for line in message.removeprefix("raised ").splitlines()]
+    assert lines == [line.strip() for line in said.splitlines()][: len(lines)]
+    assert any(line.startswith("diagnosis:") for line in lines)
 
 
 def test_right_code_gets_no_diagnosis(tmp_path):
