@@ -72,8 +72,12 @@ def to_numpy(value: torch.Tensor | np.ndarray) -> np.ndarray:
     return np.asarray(value, dtype=np.float64)
 
 
-def describe_mismatch(name: str, actual: np.ndarray, snap: Snapshot, *, exact: bool) -> str | None:
-    """``None`` when ``actual`` matches the snapshot; otherwise a diagnosis for the student."""
+def describe_mismatch(
+    name: str, actual: np.ndarray, snap: Snapshot, *, exact: bool, given: np.ndarray | None = None
+) -> str | None:
+    """``None`` when ``actual`` matches the snapshot; otherwise a diagnosis for the student.
+    ``given``: the value the output would keep if the call did nothing to it (an in-place
+    update's input), when there is one."""
     expected = snap.reference_float32.astype(np.float64) if exact else snap.expected
     if actual.shape != expected.shape:
         return (
@@ -100,7 +104,7 @@ def describe_mismatch(name: str, actual: np.ndarray, snap: Snapshot, *, exact: b
         f"  max abs error {error.max():.3e}, max rel error {relative.max():.3e}, "
         f"{np.count_nonzero(error > tolerance)} of {error.size} elements off; atol {tolerance:.3e}",
     ]
-    lines += [f"  diagnosis: {d}" for d in relation_hints(actual, expected, snap.atol)]
+    lines += [f"  diagnosis: {d}" for d in relation_hints(actual, expected, snap.atol, given)]
     lines += [f"  hint: {hint}" for hint in matching_hints(actual, snap)]
     return "\n".join(lines)
 
@@ -143,10 +147,18 @@ def relation_tolerance(atol: float, expected: np.ndarray) -> float:
     )
 
 
-def relation_hints(actual: np.ndarray, expected: np.ndarray, atol: float) -> list[str]:
+def relation_hints(
+    actual: np.ndarray, expected: np.ndarray, atol: float, given: np.ndarray | None = None
+) -> list[str]:
     """Plain sentences naming each simple relation between a wrong ``actual`` and ``expected``
-    (same shape, both finite); the first that explains the whole output wins."""
+    (same shape, both finite); the first that explains the whole output wins. An output that
+    is still the ``given`` input is said to be, and nothing else: any relation would then hold
+    between that input and the expected value (clipping's expected gradients are the given
+    ones times a constant), no evidence of a mistake in the student's arithmetic."""
     tolerance = relation_tolerance(atol, expected)
+    unchanged = given is not None and given.shape == actual.shape
+    if unchanged and np.abs(actual - given).max(initial=0.0) <= tolerance:
+        return ["your output is the input the call was given, unchanged: nothing was done to it"]
     if np.abs(actual - expected).max(initial=0.0) <= tolerance:
         # Every relation below holds up to ``tolerance``, so none would say anything.
         hint = low_precision_hint(actual, expected, tolerance)

@@ -15,7 +15,8 @@ from tests.cases import CASES, Outputs, judge_case
 from tests.cases.core import normalize
 from tests.cases.public import public_expected, public_inputs
 from tests.cases.shipped import Shipped
-from tests.localize import diagnosed_if_raised, localize, localize_raised
+from tests.hints import diagnosis_lines
+from tests.localize import RAISED, diagnose, diagnosed_if_raised
 
 PUBLIC = sorted(
     (c for c in CASES.values() if c.public_inputs is not None), key=lambda c: c.public_id
@@ -49,9 +50,10 @@ def test_case(case):
     # with what a probe of the component measured, if anything.
     adapters = import_adapters()
     expected = public_expected(case)
-    with diagnosed_if_raised(lambda: localize_raised(case.component, adapters, inputs, expected)):
+    # The grader's public run shows the same lines (tests.localize.diagnose) in results.json.
+    with diagnosed_if_raised(lambda: diagnose(case, adapters, inputs, RAISED, expected)):
         outputs = Outputs(normalize(case.call(adapters, inputs)))
     message = judge_case(case, outputs, expected, inputs)
     if message is not None:
-        message += localize(case.component, adapters, inputs, outputs.data, expected)
+        message += diagnosis_lines(diagnose(case, adapters, inputs, outputs, expected), "  ")
     assert message is None, message

@@ -6,7 +6,9 @@ A small fixed script, not pytest and no file of the student's: it runs inside th
 sandbox, imports the pristine case definitions (``<cases-root>/tests/cases``) first, then the
 student's ``cs336_basics`` and ``tests/adapters.py``, runs each case of the component and
 writes the case's outputs to ``<out>/<case id>.{safetensors,json}`` as soon as it finishes.
-It never sees expected values: the judge (``course/grading/judge.py``) compares outside, afterwards.
+It never sees a hidden case's expected values: the judge (``course/grading/judge.py``) compares
+outside, afterwards. In the public run it judges a public case with its shipped expected values only
+to add pytest's diagnosis lines to a failure (``public_explainer``).
 Whatever the student's code does (raise, exit, print, hang past the soft per-case alarm),
 the case records it and the driver goes on; the grader's watchdog is the hard limit. The alarm
 counts CPU time (a busy neighbour on the machine does not make a case time out), with a wall
@@ -219,6 +221,7 @@ def case_runner():
     from tests.cases.wire import write_bundle
 
     clock, noted, versions = time.perf_counter, with_versions, grader_versions()
+    explain = public_explainer()
 
     def run_cases(instances: list, adapters, import_error: str | None, out: Path, timeout: float):
         """Run each case and write its outputs the moment it finishes."""
@@ -237,6 +240,7 @@ def case_runner():
             if outputs.raised is not None:
                 outputs = Outputs(outputs.data, noted(outputs.raised, versions))
             header = {"case": case_id, "seconds": round(clock() - start, 3)}
+            header |= explain(case_id, case, adapters, inputs, outputs, timeout)
             try:
                 write_bundle(out, case_id, outputs.data, header | status_of(outputs))
             except BaseException as error:  # noqa: BLE001  (unsavable outputs)
@@ -244,6 +248,42 @@ def case_runner():
                 write_bundle(out, case_id, {}, header | status_of(Outputs({}, problem)))
 
     return run_cases
+
+
+# --- Public feedback: what pytest prints under a failed public case -----------------------------
+
+# CPU seconds a public case's diagnosis may take (it runs the student's code again, on simpler
+# inputs): the public run's share of the time budget is spent on cases first.
+DIAGNOSIS_TIMEOUT_S = 20.0
+
+
+def public_explainer():
+    """``explain(case_id, case, adapters, inputs, outputs, timeout)``: for a public case that
+    fails, the header entry ``{"diagnosis": [lines]}`` with the lines pytest prints under it
+    (``tests.localize.public_diagnosis``: judged with the shipped expected values, then measured
+    with the student's code again, under the alarm); ``{}`` otherwise. Only the public sandbox
+    holds what that reads (grade.DIAGNOSIS_FILES: the shipped fixtures, tests/localize,
+    tests/measure.py), so in a hidden run the import fails and nothing is diagnosed. Bound
+    before any student code runs, as ``run_cases`` is."""
+    try:
+        from tests.localize import public_diagnosis
+    except ImportError:
+        return lambda *args: {}
+
+    def explain(case_id: str, case, adapters, inputs, outputs, timeout: float) -> dict:
+        stopped = str(outputs.raised).startswith(CaseTimeout.__name__)
+        if "-public-" not in case_id or adapters is None or stopped:
+            return {}
+        try:
+            alarm(min(timeout, DIAGNOSIS_TIMEOUT_S))
+            lines = [str(line) for line in public_diagnosis(case, adapters, inputs, outputs)]
+        except BaseException:  # noqa: BLE001  (the alarm, or whatever the student's code does)
+            return {}
+        finally:
+            alarm(0)
+        return {"diagnosis": lines} if lines else {}
+
+    return explain
 
 
 def status_of(outputs) -> dict:

@@ -81,6 +81,11 @@ CASE_FILES = (
     "tests/snapshots.py",
     "tests/hints.py",
 )
+# Beside them in the public sandbox only: what the diagnoses pytest prints under a failed public
+# case read (they run the student's code again on simpler inputs; the driver writes their lines
+# into the case's outputs). Every one ships in the handout; a hidden sandbox never gets them, so
+# nothing there diagnoses, and hidden feedback stays a fixed text.
+DIAGNOSIS_FILES = ("tests/localize", "tests/measure.py", "fixtures")
 # [limits] keys of the rubric -> SandboxLimits fields (and the unit they are given in).
 LIMIT_KEYS = {
     "wall_s": ("wall_s", 1),
@@ -158,9 +163,10 @@ DRIVER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg
 
 def stage_grader_files(course: Course, names: list[str], hidden: bool, dest: Path) -> Path:
     """Copy what the driver reads (the driver, the case files, the inputs of ``names``' hidden
-    or public cases, never both) into ``dest``, world-readable whatever the modes of the
-    originals: the sandbox's uid reads it."""
-    stage(dest, (relative(DRIVER), *CASE_FILES), source=course.root)
+    or public cases, never both, and for public cases the diagnoses' files) into ``dest``,
+    world-readable whatever the modes of the originals: the sandbox's uid reads it."""
+    diagnoses = () if hidden else DIAGNOSIS_FILES
+    stage(dest, (relative(DRIVER), *CASE_FILES, *diagnoses), source=course.root)
     for name in names:
         (dest / "inputs" / name).mkdir(parents=True)
         for path in sorted((course.inputs / name).glob("*")):

@@ -33,7 +33,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from course.grading.grade import CASE_FILES, Course, grade
+from course.grading.grade import CASE_FILES, DIAGNOSIS_FILES, Course, grade
 from course.grading.unpack import ArchiveLimits
 from course.paths import DIST, REPO_ROOT, RUBRIC
 from course.project import grader_python
@@ -48,9 +48,10 @@ BUNDLED = ("pyproject.toml", "uv.lock", "course/grading", "course/cases/hidden",
 def bundled_paths(root: Path = REPO_ROOT) -> list[str]:
     """What the bundle holds, relative to ``root``: the grading package as a whole, every
     shared module of ``course/`` (grading imports nothing else of it), the hidden cases, the
-    fixtures, the pristine case files and the lock."""
+    fixtures, the pristine case files (and the public run's diagnoses) and the lock."""
     shared = sorted(p.relative_to(root).as_posix() for p in (root / "course").glob("*.py"))
-    return [*BUNDLED, *shared, *CASE_FILES]
+    diagnoses = [rel for rel in DIAGNOSIS_FILES if rel not in BUNDLED]
+    return [*BUNDLED, *shared, *CASE_FILES, *diagnoses]
 
 
 def bundle_files(root: Path = REPO_ROOT) -> list[Path]:

@@ -31,6 +31,7 @@ from course.grading.driver import BLOCKED, IMPORT_FAILED
 from course.paths import HIDDEN, RUBRIC
 from tests.cases import CASES, Outputs, components, judge_case
 from tests.cases.wire import Caps, WireError, read_bundle
+from tests.hints import diagnosis_lines
 
 HIDDEN_DIR = HIDDEN
 EXPECTED_ROOT, INPUTS_ROOT = HIDDEN_DIR / "expected", HIDDEN_DIR / "inputs"
@@ -156,23 +157,41 @@ def hidden_feedback(outcome: Outputs | str | None) -> str:
     return "wrong outputs"
 
 
-def load_outputs(outputs_dir: Path, case_id: str, caps: Caps) -> Outputs | str:
-    """The case's outputs, or a message saying why there are none usable."""
+def load_outputs(outputs_dir: Path, case_id: str, caps: Caps) -> tuple[Outputs | str, str]:
+    """The case's outputs, or a message saying why there are none usable; and the diagnosis
+    lines the driver measured for it (public cases), formatted."""
     try:
         found = read_bundle(outputs_dir, case_id, caps)
     except WireError as error:
-        return f"malformed outputs: {error}"
+        return f"malformed outputs: {error}", ""
     except Exception as error:  # noqa: BLE001  (never let a student's file stop the judge)
-        return f"unreadable outputs: {type(error).__name__}"
+        return f"unreadable outputs: {type(error).__name__}", ""
     if found is None:
-        return "no outputs: the case did not finish (time limit, crash or exit?)"
+        return "no outputs: the case did not finish (time limit, crash or exit?)", ""
     header, data = found
     status, error = header.get("status"), header.get("error")
     if header.get("case") != case_id or status not in ("ok", "raised"):
-        return "malformed outputs: the header does not belong to this case"
+        return "malformed outputs: the header does not belong to this case", ""
+    measured = measured_lines(header.get("diagnosis"))
     if status == "raised":
-        return Outputs({}, str(error)[:MESSAGE_LIMIT])
-    return Outputs(data)
+        return Outputs({}, str(error)[:MESSAGE_LIMIT]), measured
+    return Outputs(data), measured
+
+
+# How much of the driver's diagnosis lines a failed public case's message shows: lines, and
+# characters per line and in all (pytest's lines for one case are one to three, each < 400).
+DIAGNOSIS_LINES, DIAGNOSIS_LINE_LIMIT, DIAGNOSIS_LIMIT = 6, 500, 2000
+
+
+def measured_lines(lines: object) -> str:
+    """The ``diagnosis:`` lines the public run measured with the student's code, as pytest
+    prints them (``tests.localize.diagnose``), capped. The student's code runs in that process
+    and could write other lines: they reach only that student's own public feedback, never
+    points or a hidden case's text."""
+    if not isinstance(lines, list):
+        return ""
+    kept = [line[:DIAGNOSIS_LINE_LIMIT] for line in lines if isinstance(line, str)]
+    return diagnosis_lines(kept[:DIAGNOSIS_LINES], "  ")[:DIAGNOSIS_LIMIT]
 
 
 def judge_component(
@@ -203,7 +222,7 @@ def judge_component(
         header, expected = read_bundle(expected_dir, case_id)
         _, inputs = read_bundle(inputs_dir, case_id)
         case = CASES[(header["component"], header["kind"])]
-        outputs = load_outputs(Path(outputs_dir), case_id, caps)
+        outputs, measured = load_outputs(Path(outputs_dir), case_id, caps)
         message = (
             outputs if isinstance(outputs, str) else judge_case(case, outputs, expected, inputs)
         )
@@ -211,6 +230,8 @@ def judge_component(
             message = hidden_feedback(
                 outputs if isinstance(outputs, str) or outputs.raised else None
             )
+        elif message is not None:
+            message = message[:MESSAGE_LIMIT] + measured
         passed = message is None
         results.append(
             CaseResult(
@@ -218,7 +239,7 @@ def judge_component(
                 passed,
                 points[case_id] if passed else 0.0,
                 points[case_id],
-                "passed" if passed else message[:MESSAGE_LIMIT],
+                "passed" if passed else message[: MESSAGE_LIMIT + DIAGNOSIS_LIMIT],
                 is_hidden(case_id),
                 case.doc.strip().split("\n")[0],
             )

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from course.grading.grade import CASE_FILES
+from course.grading.grade import CASE_FILES, DIAGNOSIS_FILES
 from course.grading.judge import INPUTS_ROOT, judge_component, load_rubric
 from course.mutation.catalogue import Bug
 from course.paths import DRIVER
@@ -63,7 +63,7 @@ def grade_bug(bug: Bug, cases_root: Path, timeout: float) -> CaughtBy:
 def grade_all(bugs: list[Bug], jobs: int, timeout: float) -> list[CaughtBy]:
     """Grade every bug, ``jobs`` at a time, against one staged copy of the case files."""
     with tempfile.TemporaryDirectory(prefix="cs336-cases-") as scratch:
-        cases_root = stage(Path(scratch), CASE_FILES)
+        cases_root = stage(Path(scratch), (*CASE_FILES, *DIAGNOSIS_FILES))
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             return list(pool.map(lambda b: grade_bug(b, cases_root, timeout), bugs))
 

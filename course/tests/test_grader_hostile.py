@@ -43,7 +43,7 @@ from pathlib import Path
 import pytest
 from safetensors.torch import save
 
-from course.grading.grade import CASE_FILES, Course, grade, grade_batch
+from course.grading.grade import CASE_FILES, DIAGNOSIS_FILES, Course, grade, grade_batch
 from course.grading.sandbox import (
     SANDBOX_UID_BASE,
     SHARED_PLACES,
@@ -624,7 +624,8 @@ def course_copy(tmp_path_factory: pytest.TempPathFactory) -> Course:
     """A private copy of the instructor's grading material: the attacks aim at it, and its
     fingerprint is not disturbed by anyone editing the checkout meanwhile."""
     root = stage(
-        tmp_path_factory.mktemp("course"), (relative(DRIVER), relative(HIDDEN), *CASE_FILES)
+        tmp_path_factory.mktemp("course"),
+        (relative(DRIVER), relative(HIDDEN), *CASE_FILES, *DIAGNOSIS_FILES),
     )
     hidden = root / relative(HIDDEN)
     return Course(root=root, inputs=hidden / "inputs", expected=hidden / "expected")

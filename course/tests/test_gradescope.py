@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from course.grading.grade import CASE_FILES
+from course.grading.grade import CASE_FILES, DIAGNOSIS_FILES
 from course.grading.gradescope import build, bundle_files, harden, pack_folder
 from course.grading.sandbox import SandboxUnavailable, isolation
 from course.grading.unpack import UnsafeArchive, unpack_submission
@@ -47,6 +47,8 @@ def test_bundle_holds_the_grader_but_not_the_solution(bundle: Path) -> None:
         assert needed in infos
     assert any(name.startswith("course/cases/hidden/expected/") for name in infos)
     assert any(name.startswith("tests/cases/") for name in infos)
+    # The public run's diagnoses (grade.DIAGNOSIS_FILES) and what they read.
+    assert {"tests/localize/__init__.py", "tests/measure.py", "fixtures/stages.npz"} <= set(infos)
     assert "apt-get install" in setup and "bubblewrap" in setup
     assert "uv sync --locked" in setup
     # The handout's Python minor (its .python-version), not whatever the image has.
@@ -63,7 +65,7 @@ def test_bundle_holds_the_grader_but_not_the_solution(bundle: Path) -> None:
 
 def test_a_new_grading_file_and_a_new_shared_module_land_in_the_bundle(tmp_path: Path) -> None:
     root = tmp_path / "checkout"
-    for rel in ("pyproject.toml", "uv.lock", "fixtures", "course/cases/hidden", *CASE_FILES):
+    for rel in ("pyproject.toml", "uv.lock", "course/cases/hidden", *CASE_FILES, *DIAGNOSIS_FILES):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).symlink_to(REPO_ROOT / rel)
     ignored = shutil.ignore_patterns("__pycache__")

@@ -50,7 +50,7 @@ def public_run(case, adapters=reference):
 )
 def test_right_outputs_get_no_diagnosis(case):
     inputs, outputs, expected = public_run(case)
-    assert localize(case.component, reference, inputs, outputs, expected) == ""
+    assert localize(case.component, reference, inputs, outputs, expected) == []
 
 
 def test_every_stage_and_probe_matches_with_the_reference_adapters():

@@ -185,7 +185,7 @@ def adapters_with(**replaced):
 def diagnosis_of(**replaced) -> str:
     adapters = adapters_with(**replaced)
     inputs, outputs, expected = public_run(CASE, adapters)
-    return localize("checkpoint", adapters, inputs, outputs, expected)
+    return "\n".join(localize("checkpoint", adapters, inputs, outputs, expected))
 
 
 def test_a_load_that_skips_the_optimizer_is_named():

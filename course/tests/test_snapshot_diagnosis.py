@@ -71,6 +71,22 @@ def test_one_value_is_never_called_a_multiple_but_its_sign_flip_is_named() -> No
     assert any("sign flipped" in h for h in hints_of(diagnosis(-expected, expected)))
 
 
+def test_a_constant_factor_needs_an_output_the_call_computed() -> None:
+    """Clipping's expected gradients are the given ones times a constant, so gradients left as
+    given (a generator consumed before the scaling loop) stand in that relation too: that is
+    no evidence of a wrong scale factor, and the diagnosis says what holds instead."""
+    given = RNG.normal(size=(4, 6))
+    expected = given * 0.163
+    snapshot = Snapshot(expected, expected.astype(np.float32), 1e-6, hints={})
+    untouched = describe_mismatch("g", given.copy(), snapshot, exact=False, given=given)
+    assert hints_of(untouched) == [
+        "your output is the input the call was given, unchanged: nothing was done to it"
+    ]
+    # Scaled by a wrong factor, the same output keeps its constant-factor diagnosis.
+    (hint,) = hints_of(describe_mismatch("g", given * 0.5, snapshot, exact=False, given=given))
+    assert "times a constant" in hint
+
+
 def test_sign_flip() -> None:
     expected = RNG.normal(size=(4, 8))
     (hint,) = hints_of(diagnosis(-expected, expected))

@@ -34,9 +34,14 @@ def expect_snapshot(key: str, name: str) -> Bundle:
 
 
 def close_mismatch(
-    outputs: Bundle, expected: Bundle, key: str, label: str | None = None
+    outputs: Bundle,
+    expected: Bundle,
+    key: str,
+    label: str | None = None,
+    given: torch.Tensor | None = None,
 ) -> str | None:
-    """``None`` when float output ``key`` is within tolerance of the expected one."""
+    """``None`` when float output ``key`` is within tolerance of the expected one; ``given``:
+    the input an in-place update starts from (see ``tests.snapshots.relation_hints``)."""
     label = label or key
     if key not in outputs:
         return f"{label}: missing from the outputs"
@@ -53,7 +58,9 @@ def close_mismatch(
             for k in expected
             if k.startswith(f"{key}.wrong.")
         }
-        return describe_mismatch(label, actual, Snapshot(truth, truth, atol, hints), exact=False)
+        start = None if given is None else given.to(torch.float64).numpy()
+        snap = Snapshot(truth, truth, atol, hints)
+        return describe_mismatch(label, actual, snap, exact=False, given=start)
     return hidden_mismatch(label, actual, truth, atol)
 
 

@@ -132,7 +132,11 @@ def check_clipping(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | N
     ]
     return first_failure(
         kept and f"gradients {kept} did not exist and must still be None",
-        *(close_mismatch(outputs, expected, key) for key in keys if key in expected),
+        *(
+            close_mismatch(outputs, expected, key, given=inputs[key.split(".")[1]])
+            for key in keys
+            if key in expected
+        ),
     )
 
 

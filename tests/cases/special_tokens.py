@@ -149,7 +149,9 @@ def run_outputs(outputs: Bundle, name: str, lines: bool) -> dict[str, object]:
 
 def check_tricky(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
     reveal = expected.get("reveal", True)
-    for name in inputs["texts"]:
+    # In name order: the grader's inputs come back from JSON with sorted keys, pytest's do not,
+    # and both must report the same first failure.
+    for name in sorted(inputs["texts"]):
         want, mistakes = expected["ids"][name], expected["mistakes"][name]
         lines = read_by_lines(inputs["texts"][name], inputs["special_tokens"])
         for label, got in run_outputs(outputs, name, lines).items():
@@ -162,7 +164,7 @@ def check_tricky(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | Non
         *(
             outputs["decoded"].get(name) != text
             and f"decode(encode({name})) does not give the text back"
-            for name, text in inputs["texts"].items()
+            for name, text in sorted(inputs["texts"].items())
         )
     )
 

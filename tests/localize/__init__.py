@@ -1,8 +1,8 @@
 """Where a failing graded case goes wrong, measured with the student's own code (``diagnosis:``
-lines after a public case's failure; ``tests/test_cases.py`` calls :func:`localize` and
-:func:`localize_raised`, the shipped tests :func:`diagnosed_if_raised` and
-:func:`snapshot_located`). This module holds the dispatch; each component's diagnosis lives in
-its own module:
+lines after a public case's failure; ``tests/test_cases.py`` calls :func:`diagnose`, and so does
+the grader's public run through :func:`public_diagnosis`, so ``results.json`` shows the same
+lines; the shipped tests call :func:`diagnosed_if_raised` and :func:`snapshot_located`). This
+module holds the dispatch; each component's diagnosis lives in its own module:
 
 - ``stages``: shared helpers: the reference's output at each stage of a composite
   (``fixtures/stages.npz``), how far an output is off it, the first stage or probe that is off.
@@ -33,7 +33,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
 
-from tests.cases.core import Bundle
+from tests.cases.core import Bundle, Case, Outputs, judge_case
+from tests.cases.public import public_expected
 from tests.cases.shipped import Shipped
 from tests.hints import diagnosis_lines
 from tests.localize.attention import localize_sdpa, sdpa_raised
@@ -106,29 +107,34 @@ COMPARED_WITH = {"checkpoint": "continued"}
 
 def localize(
     component: str, adapters: ModuleType, inputs: Bundle, outputs: Bundle, expected: Bundle
-) -> str:
-    """``diagnosis:`` lines for a failed public case: measured from its outputs, or, for a
-    component with a localizer, only when its main output is clearly off (by more than a
-    float32 computation could be); ``""`` when nothing was measured."""
+) -> list[str]:
+    """Lines for a failed public case: measured from its outputs, or, for a component with a
+    localizer, only when its main output is clearly off (by more than a float32 computation
+    could be); ``[]`` when nothing was measured."""
     measured = OUTPUT_DIAGNOSES.get(component)
     localizer = LOCALIZERS.get(component)
     key = MAIN_OUTPUT.get(component, "out")
     wanted = COMPARED_WITH.get(component, key)
     if measured is not None:
-        return as_lines(lambda: measured(inputs, outputs, expected))
+        return quietly(lambda: measured(inputs, outputs, expected))
     if localizer is None or key not in outputs or wanted not in expected:
-        return ""
+        return []
     if not stage_error(outputs[key], to_array(expected[wanted])):
-        return ""
-    return as_lines(lambda: localizer(adapters, inputs))
+        return []
+    return quietly(lambda: localizer(adapters, inputs))
+
+
+def quietly(diagnose: Callable[[], list[str]]) -> list[str]:
+    """``diagnose()``'s lines, or none when it raised: a diagnosis must never break the test
+    (or the grading run) it explains."""
+    try:
+        return list(diagnose())
+    except Exception:  # noqa: BLE001  (student code, run again by the probe: any exception)
+        return []
 
 
 def as_lines(diagnose: Callable[[], list[str]]) -> str:
-    try:
-        lines = diagnose()
-    except Exception:  # noqa: BLE001  (a diagnosis must never break the test it explains)
-        return ""
-    return diagnosis_lines(lines, "  ")
+    return diagnosis_lines(quietly(diagnose), "  ")
 
 
 # Diagnoses read off the outputs alone (the inputs, outputs and expected values of the case).
@@ -191,3 +197,35 @@ def localize_raised(
     """Lines for a public case whose call raised (``[]`` when nothing was measured)."""
     diagnose = RAISED_DIAGNOSES.get(component)
     return diagnose(adapters, inputs, expected) if diagnose else []
+
+
+# A call that raised, as ``diagnose`` takes it where the exception itself is kept elsewhere
+# (pytest shows its traceback); the grader's driver passes the exception's text instead.
+RAISED = Outputs({}, "the call raised")
+
+
+def diagnose(
+    case: Case, adapters: ModuleType, inputs: Bundle, outputs: Outputs, expected: Bundle
+) -> list[str]:
+    """The measured lines shown under a failed public case, by pytest (``tests/test_cases.py``)
+    and by the grader's public run (``course/grading/driver.py``) alike: for a call that raised
+    (``outputs.raised``), what simpler inputs measured, else what its outputs measured. ``[]``
+    when nothing was measured, and for code not written yet (``NotImplementedError``). Never
+    raises; call it only for a case that failed."""
+    if outputs.raised is None:
+        return localize(case.component, adapters, inputs, outputs.data, expected)
+    if outputs.raised.startswith("NotImplementedError"):
+        return []
+    return quietly(lambda: localize_raised(case.component, adapters, inputs, expected))
+
+
+def public_diagnosis(
+    case: Case, adapters: ModuleType, inputs: Bundle, outputs: Outputs
+) -> list[str]:
+    """The grader's public run (its sandbox holds the shipped fixtures, as a handout does): a
+    public case judged with its shipped expected values, and ``diagnose``'s lines if it
+    fails."""
+    expected = public_expected(case)
+    if judge_case(case, outputs, expected, inputs) is None:
+        return []
+    return diagnose(case, adapters, inputs, outputs, expected)
