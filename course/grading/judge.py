@@ -35,6 +35,7 @@ from tests.cases.wire import Caps, WireError, read_bundle
 HIDDEN_DIR = HIDDEN
 EXPECTED_ROOT, INPUTS_ROOT = HIDDEN_DIR / "expected", HIDDEN_DIR / "inputs"
 MESSAGE_LIMIT = 2000
+LEFT_RUNNING = "processes it started were still running when it ended; stopped"  # hidden note
 OUTPUT_CAPS = Caps()
 BUILTIN_EXCEPTIONS = frozenset(
     name
@@ -76,6 +77,7 @@ class CaseResult:
     message: str
     hidden: bool
     description: str = ""  # what the case does (the first line of its docstring)
+    note: str = ""  # what the driver noted beside the outcome (processes left running)
 
 
 def load_rubric(path: Path = RUBRIC) -> Rubric:
@@ -147,6 +149,8 @@ def hidden_feedback(outcome: Outputs | str | None) -> str:
             return where + "imported a package the grading policy blocks"
         if name == "CaseTimeout":
             return "ran past its time limit"
+        if name == "CaseEnded":
+            return "ended its process before writing its outputs (an exit or a crash)"
         shown = name if name in BUILTIN_EXCEPTIONS else "an exception of a class of your own"
         return f"{where}raised {shown}"
     if isinstance(outcome, str) and outcome.startswith("no outputs"):
@@ -156,23 +160,25 @@ def hidden_feedback(outcome: Outputs | str | None) -> str:
     return "wrong outputs"
 
 
-def load_outputs(outputs_dir: Path, case_id: str, caps: Caps) -> Outputs | str:
-    """The case's outputs, or a message saying why there are none usable."""
+def load_outputs(outputs_dir: Path, case_id: str, caps: Caps) -> tuple[Outputs | str, str]:
+    """The case's outputs, or a message saying why there are none usable; and the driver's
+    note beside them, if any (processes the case left running, which the driver stopped)."""
     try:
         found = read_bundle(outputs_dir, case_id, caps)
     except WireError as error:
-        return f"malformed outputs: {error}"
+        return f"malformed outputs: {error}", ""
     except Exception as error:  # noqa: BLE001  (never let a student's file stop the judge)
-        return f"unreadable outputs: {type(error).__name__}"
+        return f"unreadable outputs: {type(error).__name__}", ""
     if found is None:
-        return "no outputs: the case did not finish (time limit, crash or exit?)"
+        return "no outputs: the case did not finish (time limit, crash or exit?)", ""
     header, data = found
     status, error = header.get("status"), header.get("error")
     if header.get("case") != case_id or status not in ("ok", "raised"):
-        return "malformed outputs: the header does not belong to this case"
+        return "malformed outputs: the header does not belong to this case", ""
+    note = str(header.get("note") or "")[:MESSAGE_LIMIT]
     if status == "raised":
-        return Outputs({}, str(error)[:MESSAGE_LIMIT])
-    return Outputs(data)
+        return Outputs({}, str(error)[:MESSAGE_LIMIT]), note
+    return Outputs(data), note
 
 
 def judge_component(
@@ -203,7 +209,9 @@ def judge_component(
         header, expected = read_bundle(expected_dir, case_id)
         _, inputs = read_bundle(inputs_dir, case_id)
         case = CASES[(header["component"], header["kind"])]
-        outputs = load_outputs(Path(outputs_dir), case_id, caps)
+        outputs, note = load_outputs(Path(outputs_dir), case_id, caps)
+        if note and is_hidden(case_id):
+            note = LEFT_RUNNING
         message = (
             outputs if isinstance(outputs, str) else judge_case(case, outputs, expected, inputs)
         )
@@ -221,6 +229,7 @@ def judge_component(
                 "passed" if passed else message[:MESSAGE_LIMIT],
                 is_hidden(case_id),
                 case.doc.strip().split("\n")[0],
+                note,
             )
         )
     return results
