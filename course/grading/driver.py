@@ -208,9 +208,9 @@ class ImportLimit(threading.Thread):
         while not self.ended.wait(POLL_S):
             cpu_s = self.processes.cpu_s(process_table(), own=True) - self.before_s
             if cpu_s > self.limit_s or time.monotonic() - self.began > self.limit_s * WALL_FACTOR:
-                if self.armed:
-                    self.processes.stop()
+                if self.armed:  # the alarm first: the import must not go on when they end
                     signal.pthread_kill(self.main, signal.SIGALRM)
+                    self.processes.stop()
                 return
 
     def on_alarm(self, signum, frame) -> None:
@@ -393,7 +393,7 @@ def case_runner():
             index = todo.pop(0)
             worker = worker or Worker(lambda i: run_one(out, *group[i], adapters))
             started = clock()
-            hit, status, stopped = worker.run(index, limit_s)
+            hit, status, stopped = worker.run(index, limit_s, limit_s * WALL_FACTOR)
             case_id, case, _ = group[index]
             if hit or status is not None:
                 why = f" (an earlier case of {case.component} ran past its limits)"
@@ -404,7 +404,7 @@ def case_runner():
                 worker.close()
                 limit_s, worker = timeout * AFTER_A_LIMIT if hit else limit_s, None
             elif stopped:  # noted, without changing the outcome
-                note = f"{still_running(stopped)} when it ended; stopped"
+                note = f"it left {counted(stopped)} running; stopped"
                 with contextlib.suppress(Exception):  # malformed outputs: the judge says so
                     header, data = read_bundle(out, case_id)
                     write_bundle(out, case_id, data, header | {"note": note})
@@ -453,9 +453,9 @@ class Worker:
         os.close(answers)
         self.processes.known.add(self.pid)
 
-    def run(self, index: int, limit_s: float) -> tuple[str | None, int | None, int]:
+    def run(self, index: int, limit_s: float, wall_s: float) -> tuple[str | None, int | None, int]:
         """Have case ``index`` run within ``limit_s`` CPU-seconds over every process it starts
-        (and WALL_FACTOR times that of wall clock); stop what it leaves running. Returns the
+        and ``wall_s`` of wall clock; stop what it leaves running. Returns the
         limit it hit ("cpu", "wall" or None), the child's wait status if the case ended it,
         and how many processes were stopped besides the child."""
         before_s = self.processes.cpu_s(process_table())
@@ -474,7 +474,7 @@ class Worker:
                 return None, self.wait() if status is None else status, len(stopped)
             if self.processes.cpu_s(process_table()) - before_s > limit_s:
                 return "cpu", None, len(set(self.processes.stop()) - {self.pid})
-            if time.monotonic() - began > limit_s * WALL_FACTOR:
+            if time.monotonic() - began > wall_s:
                 return "wall", None, len(set(self.processes.stop()) - {self.pid})
 
     def stop_others(self) -> int:
@@ -509,7 +509,7 @@ def ended_early(
 ) -> str:
     """Why a case in its own process has no outputs of its own, in the student's terms (an
     exception's "Name: text", as ``run_case`` reports one)."""
-    left = f"; it started {started} processes, {stopped} still running (stopped)" if started else ""
+    left = f"; it started {counted(started)}, {stopped} still running (stopped)" if started else ""
     pool = "a multiprocessing pool whose workers keep failing, or a child that never ends?"
     if hit == "cpu":
         return (
@@ -529,10 +529,8 @@ def ended_early(
     return f"CaseEnded: the case ended its process before writing its outputs ({how}){left}"
 
 
-def still_running(count: int) -> str:
-    if count == 1:
-        return "1 process it started was still running"
-    return f"{count} processes it started were still running"
+def counted(processes: int) -> str:
+    return "1 process" if processes == 1 else f"{processes} processes"
 
 
 def status_of(outputs) -> dict:
