@@ -13,9 +13,9 @@ only: the driver counts the CPU time of every process the case started (pools, d
 children) against the case's limit, with a wall-clock bound four times as long for code that
 sleeps, and at a limit, or when the case ends leaving processes running, stops them all. A
 component whose case hit a limit gets a tenth of the limits for its later cases of the run,
-so a hang costs about one case's limit. The grader's watchdog stays the hard limit.
-Packages the rubric blocks (``--blocked``)
-cannot be imported by the student's code: the import fails with a message naming the policy.
+so a hang costs about one case's limit. The grader's watchdog stays the hard limit. Packages
+the rubric blocks (``--blocked``) cannot be imported by the student's code: the import fails
+with a message naming the policy.
 See course/GRADING_INTERFACE.md.
 """
 
@@ -28,6 +28,7 @@ import importlib.util
 import itertools
 import json
 import os
+import resource  # noqa: F401  (os.wait4 imports it: before the student's code may hide it)
 import select
 import signal
 import sys
