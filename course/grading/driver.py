@@ -126,10 +126,10 @@ class Processes:
     def __init__(self) -> None:
         table = process_table()
         self.before = {(pid, table[pid][1]) for pid in self.below_driver(table)}
-        self.known: set[int] = set()
+        self.known: set[int] = set()  # ours, not reaped by the driver yet
         self.reaped_s = self.peak_s = 0.0
         self.ended: dict[int, int] = {}  # reaped children of the driver: their wait status
-        self.seen: set[int] = set()  # every process of ours ever seen
+        self.seen: set[int] = set()  # ours ever seen (Worker.run counts them per case)
 
     @staticmethod
     def below_driver(table: dict) -> list[int]:
@@ -144,10 +144,11 @@ class Processes:
         return found
 
     def members(self, table: dict) -> list[int]:
-        new = {p for p in self.below_driver(table) if (p, table[p][1]) not in self.before}
-        self.known |= new
-        self.seen |= new
-        return [p for p in self.known if p in table]
+        """Ours now: only the driver's descendants, so nothing else is ever counted or killed."""
+        found = [p for p in self.below_driver(table) if (p, table[p][1]) not in self.before]
+        self.known.update(found)  # whose CPU counts when the driver reaps them
+        self.seen.update(found)
+        return found
 
     def cpu_s(self, table: dict, own: bool = False) -> float:
         """CPU seconds used so far (``own``: the driver's too, for the import, which runs in it)."""
@@ -389,13 +390,11 @@ def case_runner():
         ``timeout``. A case that ends that process (a limit, an exit, a crash) gets a message
         saying why, and the cases after it a new process; once one ran past its limits, they
         get a share of them (AFTER_A_LIMIT)."""
-        limit_s, todo, worker = timeout, list(range(len(group))), None
-        while todo:
-            index = todo.pop(0)
+        limit_s, worker = timeout, None
+        for index, (case_id, case, _) in enumerate(group):
             worker = worker or Worker(lambda i: run_one(out, *group[i], adapters))
             started = clock()
             hit, status, stopped = worker.run(index, limit_s, limit_s * WALL_FACTOR)
-            case_id, case, _ = group[index]
             if hit or status is not None:
                 why = f" (an earlier case of {case.component} ran past its limits)"
                 why = why if limit_s < timeout else ""
