@@ -21,7 +21,9 @@ and busy loops that must not cost a neighbouring component its points. Others tr
 notes between runs (every writable place, abstract socket names, IPC objects; hidden runs to
 the public one and one grading to the next), leave sleepers and daemons behind (the run must end
 with its driver), never finish importing (no hidden run may start), or read the mount table,
-environment and command lines for the grader's host paths.
+environment and command lines for the grader's host paths. Runaway processes inside a case (a
+pool that never starts, busy and sleeping children) stop that case at its limit, with them;
+the other components keep their points (the full-rubric hang zip: ``CS336_GRADER_ATTACKS=all``).
 """
 
 from __future__ import annotations
