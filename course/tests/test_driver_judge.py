@@ -30,11 +30,17 @@ from course.grading.driver import (
     with_versions,
 )
 from course.grading.grade import import_report
-from course.grading.judge import INPUTS_ROOT, case_points, judge_component, load_rubric
+from course.grading.judge import (
+    INPUTS_ROOT,
+    case_points,
+    hidden_feedback,
+    judge_component,
+    load_rubric,
+)
 from course.paths import DRIVER
 from course.paths import REPO_ROOT as ROOT
 from tests.cases import components
-from tests.cases.wire import Caps
+from tests.cases.wire import Caps, write_bundle
 
 RUBRIC = load_rubric()
 NAMES = [c.name for c in RUBRIC.components]
@@ -573,3 +579,22 @@ def test_hidden_feedback_is_a_fixed_text_whatever_the_code_raised(tmp_path):
         assert secret in " ".join(r.message for r in public) or name == "softmax"
         only_hidden = judge_component(name, tmp_path / "out", rubric=RUBRIC, hidden=True)
         assert only_hidden == hidden
+
+
+def test_what_the_driver_stopped_reads_as_fixed_text_in_hidden_cases(tmp_path):
+    """A hidden case stopped at its limit, or whose process ended, or that left processes
+    running, says so in fixed words; a public one keeps the driver's own."""
+    from tests.cases import Outputs
+
+    assert hidden_feedback(Outputs({}, "CaseTimeout: ran past ... 60")) == "ran past its time limit"
+    assert hidden_feedback(Outputs({}, "CaseEnded: ... (exit status 3: ...)")) == (
+        "ended its process before writing its outputs (an exit or a crash)"
+    )
+    note = "it left 2 processes running; stopped"
+    for case in ("silu-hidden-basic-wide", "silu-public-basic"):
+        header = {"case": case, "seconds": 0.1, "status": "raised", "error": "ValueError: x"}
+        write_bundle(tmp_path, case, {}, header | {"note": note})
+    notes = {r.case: r.note for r in judge_component("silu", tmp_path, rubric=RUBRIC)}
+    assert notes["silu-hidden-basic-wide"] == "it left processes running; stopped"
+    assert notes["silu-public-basic"] == note
+    assert notes["silu-public-extremes"] == ""  # no outputs, no note
