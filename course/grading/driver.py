@@ -455,18 +455,17 @@ class Worker:
 
     def run(self, index: int, limit_s: float, wall_s: float) -> tuple[str | None, int | None, int]:
         """Have case ``index`` run within ``limit_s`` CPU-seconds over every process it starts
-        and ``wall_s`` of wall clock; stop what it leaves running. Returns the
-        limit it hit ("cpu", "wall" or None), the child's wait status if the case ended it,
-        and how many processes were stopped besides the child."""
+        and ``wall_s`` of wall clock; stop what it leaves running. Returns the limit it hit
+        ("cpu", "wall" or None), the child's wait status if the case ended it, and how many
+        processes were stopped besides the child."""
         before_s = self.processes.cpu_s(process_table())
         self.processes.seen = set()
-        began, pause = time.monotonic(), 0.002
+        began = time.monotonic()
         os.write(self.orders, f"{index}\n".encode())
-        while True:
-            answered = select.select([self.answers], [], [], pause)[0]
+        while True:  # the answer wakes it at once; /proc is read once per POLL_S at most
+            answered = select.select([self.answers], [], [], POLL_S)[0]
             if answered and os.read(self.answers, 64):
                 return None, None, self.stop_others()
-            pause = min(2 * pause, POLL_S)
             self.processes.reap()
             if answered or self.pid in self.processes.ended:  # it ended (the pipe closed)
                 status = self.wait(tries=100)
