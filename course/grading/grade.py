@@ -46,7 +46,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from course.grading.driver import CASE_TIMEOUT_S, IMPORT_REPORT, WALL_FACTOR
+from course.grading.driver import (
+    CASE_TIMEOUT_S,
+    IMPORT_ENDED,
+    IMPORT_REPORT,
+    PAST_THE_LIMIT,
+    WALL_FACTOR,
+)
 from course.grading.export import write_batch_outputs
 from course.grading.judge import (
     IMPORT_FAILED,
@@ -178,7 +184,12 @@ def stage_grader_files(course: Course, names: list[str], hidden: bool, dest: Pat
 
 
 def driver_job(
-    staged: Path, names: list[str], submission: Path, runtime: Runtime, blocked: tuple[str, ...]
+    staged: Path,
+    names: list[str],
+    submission: Path,
+    runtime: Runtime,
+    blocked: tuple[str, ...],
+    case_s: float,
 ) -> Job:
     """The driver's command and read-only binds for one sandbox."""
     argv = driver_argv(
@@ -190,7 +201,7 @@ def driver_job(
         ",".join(names),
         "/out",
     )
-    argv.append(f"--blocked={','.join(blocked)}")
+    argv += [f"--blocked={','.join(blocked)}", f"--case-timeout={case_s}"]
     env = {**runtime.env(), **DRIVER_ENV}
     return Job(
         runtime.python,
@@ -204,7 +215,12 @@ def driver_job(
 
 
 def run_unsandboxed(
-    staged: Path, names: list[str], submission: Path, out_dir: Path, limits: SandboxLimits
+    staged: Path,
+    names: list[str],
+    submission: Path,
+    out_dir: Path,
+    limits: SandboxLimits,
+    case_s: float,
 ) -> SandboxResult:
     """The same driver as a plain subprocess, for trusted code only (``--no-sandbox``)."""
     work = staged.parent / f"{staged.name}-submission"
@@ -222,6 +238,7 @@ def run_unsandboxed(
         ",".join(names),
         str(out_dir),
     )
+    argv.append(f"--case-timeout={case_s}")
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "PYTHONPATH": str(runtime.site_packages),
@@ -267,10 +284,11 @@ def run_phase(
         staged = stage_grader_files(setting.course, names, hidden, scratch / "grader" / label)
         outputs = scratch / "outputs" / label
         if setting.level is None:
-            run = run_unsandboxed(staged, names, submission, outputs, limits)
+            run = run_unsandboxed(staged, names, submission, outputs, limits, setting.case_s)
         else:
             runtime = Runtime.current()
-            job = driver_job(staged, names, submission, runtime, setting.rubric.blocked_packages)
+            blocked = setting.rubric.blocked_packages
+            job = driver_job(staged, names, submission, runtime, blocked, setting.case_s)
             run = run_sandboxed(job, limits, outputs, setting.level, alone=not hidden)
         course = setting.course
         cases = {
@@ -285,10 +303,10 @@ def run_phase(
             for name in names
         }
         phase = Phase(run, cases, limits=limits)
-        report = None if hidden else import_report(outputs)
+        report = None if hidden else import_report(outputs, run.log)
         # Outputs the grader could not read back say nothing either way: the hidden runs go on.
         if not hidden and not report and not run.output_error:
-            phase.import_timeout = import_timeout(report, run, limits)
+            phase.import_timeout = import_timeout(report, run, limits, setting.case_s)
     except Exception as error:  # noqa: BLE001  (a grader-side failure: this phase only)
         phase = Phase(None, {}, f"grader error: {describe(error)}", limits=limits)
     finally:
@@ -322,26 +340,31 @@ class Budget:
             self.left += max(limits.wall_s - used, 0.0)
 
 
-def import_report(outputs: Path) -> bool | None:
-    """Whether importing the student's adapters ended in the public run before the driver's
-    alarm, as its driver reported (``driver.IMPORT_REPORT``, written before any case); None
-    without a report: the import never ended, because a limit stopped it (the watchdog's, or
-    ``RLIMIT_CPU``'s SIGXCPU) or it ended the process, and each hidden run would spend the same."""
+def import_report(outputs: Path, log: str) -> bool | None:
+    """Whether importing the student's adapters ended in the public run within the driver's
+    limits, as its driver reported before any case: in ``driver.IMPORT_REPORT``, or, where the
+    run's outputs were lost (the watchdog stopped the sandbox later, so nothing of ``/out``
+    came back), by the line ``driver.IMPORT_ENDED`` in its log. None without a report: the
+    import never ended, because a limit stopped it (the watchdog's, or ``RLIMIT_CPU``'s
+    SIGXCPU) or it ended the process, and each hidden run would spend the same. The student's
+    code could forge either; that only costs its own submission time."""
     try:
         with open(outputs / IMPORT_REPORT, "rb") as stream:
             return json.loads(stream.read(100)) == {"ended": True}
     except (OSError, ValueError):
-        return None
+        return True if IMPORT_ENDED in log.splitlines() else None
 
 
-def import_timeout(report: bool | None, run: SandboxResult, limits: SandboxLimits) -> str:
+def import_timeout(
+    report: bool | None, run: SandboxResult, limits: SandboxLimits, case_s: float
+) -> str:
     """The one sentence a student reads when the hidden runs were not started."""
     if report is None:
         how = f"the public run {death_note(run, limits) or 'ended first'}"
     else:
         how = (
-            f"the driver's limit for importing it: {CASE_TIMEOUT_S:g} CPU-seconds "
-            f"({CASE_TIMEOUT_S * WALL_FACTOR:g} s of wall clock)"
+            f"the driver's limit for importing it: {case_s:g} CPU-seconds, counted over every "
+            f"process it started ({case_s * WALL_FACTOR:g} s of wall clock)"
         )
     return (
         "No hidden case was run, so every component scores 0: importing your tests/adapters.py "
@@ -384,6 +407,7 @@ def summarize(component, hidden: Phase, public: Phase, limits: SandboxLimits) ->
     if note:
         lines.append(note + ".")
     lines += [f"FAILED {c.case} ({c.description}): {c.message}" for c in cases if not c.passed]
+    lines += [f"NOTE {c.case}: {c.note}" for c in cases if c.note]
     public_lines = []
     if public.error is None:
         public_lines.append(
@@ -395,6 +419,7 @@ def summarize(component, hidden: Phase, public: Phase, limits: SandboxLimits) ->
         public_lines.append("FAILED every one: your tests/adapters.py did not import (see the top)")
     else:
         public_lines += [f"FAILED {c.case}: {c.message}" for c in failed]
+    public_lines += [f"NOTE {c.case}: {c.note}" for c in shown if c.note]
     text = tail("\n".join(lines + public_lines), OUTPUT_LIMIT, keep_head=True)
     result = ComponentResult(component.name, score, component.points, text, 0.0, passed, len(cases))
     result.seconds = hidden.seconds
@@ -428,6 +453,14 @@ def public_note(public: Phase, results: list[ComponentResult], limits: SandboxLi
     if imports:
         cost = [r.name for r in results if IMPORT_FAILED in r.output and r.score < r.max_score]
         notes.append(f"{imports[0][:1000]}\nThis cost every case of: {', '.join(cost) or 'none'}.")
+    stopped = [
+        c.case for cases in public.cases.values() for c in cases if PAST_THE_LIMIT in c.message
+    ]
+    if stopped:
+        notes.append(
+            "Stopped at the per-case limits (CPU time counted over every process a case starts; "
+            f"see each component): {', '.join(stopped)}."
+        )
     note = death_note(public.run, limits)
     if note:
         notes.append(
@@ -450,6 +483,14 @@ class Setting:
     course: Course
     level: Isolation | None
     budget_s: float | None = None  # wall-clock seconds for all of a zip's sandboxes together
+    case_s: float = CASE_TIMEOUT_S  # the driver's limit per case, in CPU-seconds
+
+
+def seconds_of(value, key: str, rubric: Path):
+    """A [limits] entry in seconds, checked (None stays None)."""
+    if value is not None and not (isinstance(value, int | float) and value > 0):
+        raise ValueError(f"{rubric}: [limits] {key} must be a positive number of seconds")
+    return value
 
 
 def protected_paths(course: Course) -> tuple[Path, ...]:
@@ -477,12 +518,11 @@ def grade(
         loaded = load_rubric(rubric)
         components = list(loaded.components)
         rubric_limits = dict(loaded.limits)
-        budget_s = rubric_limits.pop("budget_s", None)
-        if budget_s is not None and not (isinstance(budget_s, int | float) and budget_s > 0):
-            raise ValueError(f"{rubric}: [limits] budget_s must be a positive number of seconds")
+        budget_s = seconds_of(rubric_limits.pop("budget_s", None), "budget_s", rubric)
+        case_s = seconds_of(rubric_limits.pop("case_cpu_s", CASE_TIMEOUT_S), "case_cpu_s", rubric)
         limits = limits or sandbox_limits(rubric_limits)
         level = isolation(protected_paths(course)) if sandbox else None
-        setting = Setting(loaded, limits, course, level, budget_s)
+        setting = Setting(loaded, limits, course, level, budget_s, case_s)
         results, note = grade_components(zip_path, components, setting, jobs)
         report = gradescope_results(results, time.monotonic() - started, level, note)
         report = finish_report(report, results, rubric, zip_path, metadata)

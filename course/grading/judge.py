@@ -36,6 +36,7 @@ from tests.hints import diagnosis_lines
 HIDDEN_DIR = HIDDEN
 EXPECTED_ROOT, INPUTS_ROOT = HIDDEN_DIR / "expected", HIDDEN_DIR / "inputs"
 MESSAGE_LIMIT = 2000
+LEFT_RUNNING = "it left processes running; stopped"  # a hidden case's note (the count varies)
 OUTPUT_CAPS = Caps()
 BUILTIN_EXCEPTIONS = frozenset(
     name
@@ -77,6 +78,7 @@ class CaseResult:
     message: str
     hidden: bool
     description: str = ""  # what the case does (the first line of its docstring)
+    note: str = ""  # what the driver noted beside the outcome (processes left running)
 
 
 def load_rubric(path: Path = RUBRIC) -> Rubric:
@@ -148,6 +150,8 @@ def hidden_feedback(outcome: Outputs | str | None) -> str:
             return where + "imported a package the grading policy blocks"
         if name == "CaseTimeout":
             return "ran past its time limit"
+        if name == "CaseEnded":
+            return "ended its process before writing its outputs (an exit or a crash)"
         shown = name if name in BUILTIN_EXCEPTIONS else "an exception of a class of your own"
         return f"{where}raised {shown}"
     if isinstance(outcome, str) and outcome.startswith("no outputs"):
@@ -157,25 +161,27 @@ def hidden_feedback(outcome: Outputs | str | None) -> str:
     return "wrong outputs"
 
 
-def load_outputs(outputs_dir: Path, case_id: str, caps: Caps) -> tuple[Outputs | str, str]:
-    """The case's outputs, or a message saying why there are none usable; and the diagnosis
-    lines the driver measured for it (public cases), formatted."""
+def load_outputs(outputs_dir: Path, case_id: str, caps: Caps) -> tuple[Outputs | str, str, str]:
+    """The case's outputs, or a message saying why there are none usable; the diagnosis lines
+    the driver measured for it (public cases), formatted; and the driver's note beside them,
+    if any (processes the case left running, which the driver stopped)."""
     try:
         found = read_bundle(outputs_dir, case_id, caps)
     except WireError as error:
-        return f"malformed outputs: {error}", ""
+        return f"malformed outputs: {error}", "", ""
     except Exception as error:  # noqa: BLE001  (never let a student's file stop the judge)
-        return f"unreadable outputs: {type(error).__name__}", ""
+        return f"unreadable outputs: {type(error).__name__}", "", ""
     if found is None:
-        return "no outputs: the case did not finish (time limit, crash or exit?)", ""
+        return "no outputs: the case did not finish (time limit, crash or exit?)", "", ""
     header, data = found
     status, error = header.get("status"), header.get("error")
     if header.get("case") != case_id or status not in ("ok", "raised"):
-        return "malformed outputs: the header does not belong to this case", ""
+        return "malformed outputs: the header does not belong to this case", "", ""
     measured = measured_lines(header.get("diagnosis"))
+    note = str(header.get("note") or "")[:MESSAGE_LIMIT]
     if status == "raised":
-        return Outputs({}, str(error)[:MESSAGE_LIMIT]), measured
-    return Outputs(data), measured
+        return Outputs({}, str(error)[:MESSAGE_LIMIT]), measured, note
+    return Outputs(data), measured, note
 
 
 # How much of the driver's diagnosis lines a failed public case's message shows: lines, and
@@ -222,7 +228,9 @@ def judge_component(
         header, expected = read_bundle(expected_dir, case_id)
         _, inputs = read_bundle(inputs_dir, case_id)
         case = CASES[(header["component"], header["kind"])]
-        outputs, measured = load_outputs(Path(outputs_dir), case_id, caps)
+        outputs, measured, note = load_outputs(Path(outputs_dir), case_id, caps)
+        if note and is_hidden(case_id):
+            note = LEFT_RUNNING
         message = (
             outputs if isinstance(outputs, str) else judge_case(case, outputs, expected, inputs)
         )
@@ -242,6 +250,7 @@ def judge_component(
                 "passed" if passed else message[: MESSAGE_LIMIT + DIAGNOSIS_LIMIT],
                 is_hidden(case_id),
                 case.doc.strip().split("\n")[0],
+                note,
             )
         )
     return results

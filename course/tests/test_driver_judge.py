@@ -5,6 +5,7 @@ driver survives exits and prints, and malformed outputs fail cleanly without the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -12,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 import types
 from pathlib import Path
 
@@ -19,12 +21,26 @@ import pytest
 import torch
 
 import tests.adapters as reference
-from course.grading.driver import case_runner, load_instances, load_student_adapters, with_versions
-from course.grading.judge import INPUTS_ROOT, case_points, judge_component, load_rubric
+from course.grading.driver import (
+    IMPORT_ENDED,
+    Worker,
+    case_runner,
+    load_instances,
+    load_student_adapters,
+    with_versions,
+)
+from course.grading.grade import import_report
+from course.grading.judge import (
+    INPUTS_ROOT,
+    case_points,
+    hidden_feedback,
+    judge_component,
+    load_rubric,
+)
 from course.paths import DRIVER
 from course.paths import REPO_ROOT as ROOT
 from tests.cases import components
-from tests.cases.wire import Caps
+from tests.cases.wire import Caps, write_bundle
 
 RUBRIC = load_rubric()
 NAMES = [c.name for c in RUBRIC.components]
@@ -318,6 +334,128 @@ def test_driver_says_whether_importing_the_adapters_ended(tmp_path):
         result = run_driver(submission, out, "rope", "--case-timeout", "1")
         assert result.returncode == 0, result.stderr
         assert json.loads((out / "import.json").read_text()) == {"ended": ended}
+        assert (IMPORT_ENDED in result.stderr.splitlines()) == ended
+
+
+@pytest.mark.slow  # a driver subprocess: run by `make test-all` and CI, not by plain `pytest`
+def test_an_import_that_waits_for_a_busy_child_is_stopped_at_the_import_limit(tmp_path):
+    """The import's limit counts its children's CPU too, and stops them."""
+    token = f"cs336busy{os.getpid()}"
+    busy = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'while True: pass', '{token}'])\n"
+    submission = write_submission(tmp_path / "submission", busy)
+    result = run_driver(submission, tmp_path / "out", "silu", "--case-timeout", "1")
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "out" / "import.json").read_text()) == {"ended": False}
+    assert not processes_with(token)
+    message = judge_component("silu", tmp_path / "out", rubric=RUBRIC, hidden=False)[0].message
+    assert "counted over every process it started" in message, message
+
+
+def processes_with(token: str) -> list[str]:
+    """Command lines of live processes that name ``token``."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if token.encode() in cmdline and state != "Z":
+                found.append(cmdline.decode(errors="replace"))
+    return found
+
+
+def test_the_import_report_survives_a_lost_out_folder(tmp_path):
+    """The public run's /out is lost when the watchdog stops its sandbox; the log keeps the
+    driver's line saying the import ended, so the hidden runs still start."""
+    log = f"student output\n{IMPORT_ENDED}\nTraceback ..."
+    assert import_report(tmp_path, log) is True
+    assert import_report(tmp_path, "student output only") is None
+    (tmp_path / "import.json").write_text(json.dumps({"ended": False}))
+    assert import_report(tmp_path, log) is False  # the file, when it came back, says more
+
+
+def test_a_busy_child_counts_against_its_case():
+    """The CPU a case's children use is the case's: stopped at the CPU limit (the wall clock's
+    set far away), the child with it."""
+
+    def case(index: int) -> None:
+        if os.fork() == 0:
+            while True:
+                pass
+        time.sleep(600)  # the case itself uses no CPU
+
+    worker = Worker(case)
+    hit, status, stopped = worker.run(0, 0.5, wall_s=600)
+    worker.close()
+    assert (hit, status, stopped) == ("cpu", None, 1)
+    assert worker.processes.running() == []
+
+
+RUNAWAY_ADAPTERS = """
+import os, subprocess, sys
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)", "{token}"]
+
+def run_silu(x):  # waits for a child that busy-loops
+    child = os.fork()
+    if child == 0:
+        while True:
+            pass
+    os.waitpid(child, 0)
+
+def run_softmax(x, dim):  # waits for a child that sleeps
+    subprocess.run(SLEEPER)
+
+def run_linear(d_in, d_out, weight, x):  # answers right, and leaves a sleeper running
+    subprocess.Popen(SLEEPER)
+    return x @ weight.T
+
+def run_rmsnorm(d_model, eps, weight, x):
+    os._exit(3)
+"""
+
+
+@pytest.mark.slow  # a driver subprocess: run by `make test-all` and CI, not by plain `pytest`
+def test_a_case_is_stopped_with_every_process_it_started(tmp_path):
+    """A case's CPU limit counts its children; a sleeping child meets the wall-clock limit;
+    what a case leaves running is stopped and noted; an exit costs that case only; once a
+    component's case ran past its limits, its later ones get a tenth of them."""
+    token = f"cs336runaway{os.getpid()}"
+    submission = write_submission(
+        tmp_path / "submission", RUNAWAY_ADAPTERS.replace("{token}", token)
+    )
+    cases = ["silu-public-basic", "silu-public-extremes", "softmax-public-basic"]
+    cases += ["linear-public-basic", "rmsnorm-public-basic", "rmsnorm-public-float16"]
+    started = time.monotonic()
+    result = run_driver(
+        submission,
+        tmp_path / "out",
+        "silu,softmax,linear,rmsnorm",
+        "--cases",
+        ",".join(cases),
+        "--case-timeout",
+        "1",
+    )
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started < 60  # 1 + 0.1 CPU-seconds, 4 s of wall clock, the rest
+    assert not processes_with(token)
+    out = tmp_path / "out"
+    found = {
+        r.case: r
+        for name in ("silu", "softmax", "linear", "rmsnorm")
+        for r in judge_component(name, out, rubric=RUBRIC, hidden=False)
+        if r.case in cases
+    }
+    # The busy child meets the CPU limit or, on a machine too busy to give it 1 CPU-second in
+    # 4 s, the wall clock's (test_a_busy_child_counts_against_its_case's CPU limit: no clock).
+    silu, shorter = found["silu-public-basic"].message, found["silu-public-extremes"].message
+    assert "CaseTimeout: ran past the per-case limit of " in silu, silu
+    assert "; it started 1 process, 1 still running (stopped)" in silu, silu
+    assert "(an earlier case of silu ran past its limits)" in shorter, shorter
+    assert "limit of 4 s of wall clock" in found["softmax-public-basic"].message
+    linear = found["linear-public-basic"]
+    assert linear.passed and linear.note == "it left 1 process running; stopped", linear
+    for case in ("rmsnorm-public-basic", "rmsnorm-public-float16"):
+        assert "CaseEnded" in found[case].message and "exit status 3" in found[case].message
 
 
 def test_load_student_adapters_registers_the_students_module(tmp_path, monkeypatch):
@@ -370,12 +508,10 @@ def test_case_weights_and_rubric_errors(tmp_path):
 def test_driver_soft_timeout_stops_a_hanging_case_and_goes_on(tmp_path):
     adapters = """
     import time
-    calls = []
 
-    def run_transformer_block(*args):
-        calls.append(1)
-        if len(calls) == 1:
-            while True:  # the first case hangs, even through `except Exception`
+    def run_transformer_block(d_model, *args):
+        if d_model == 48:  # the hidden case hangs, even through `except Exception`
+            while True:
                 try:
                     time.sleep(0.05)
                 except Exception:
@@ -443,3 +579,22 @@ def test_hidden_feedback_is_a_fixed_text_whatever_the_code_raised(tmp_path):
         assert secret in " ".join(r.message for r in public) or name == "softmax"
         only_hidden = judge_component(name, tmp_path / "out", rubric=RUBRIC, hidden=True)
         assert only_hidden == hidden
+
+
+def test_what_the_driver_stopped_reads_as_fixed_text_in_hidden_cases(tmp_path):
+    """A hidden case stopped at its limit, or whose process ended, or that left processes
+    running, says so in fixed words; a public one keeps the driver's own."""
+    from tests.cases import Outputs
+
+    assert hidden_feedback(Outputs({}, "CaseTimeout: ran past ... 60")) == "ran past its time limit"
+    assert hidden_feedback(Outputs({}, "CaseEnded: ... (exit status 3: ...)")) == (
+        "ended its process before writing its outputs (an exit or a crash)"
+    )
+    note = "it left 2 processes running; stopped"
+    for case in ("silu-hidden-basic-wide", "silu-public-basic"):
+        header = {"case": case, "seconds": 0.1, "status": "raised", "error": "ValueError: x"}
+        write_bundle(tmp_path, case, {}, header | {"note": note})
+    notes = {r.case: r.note for r in judge_component("silu", tmp_path, rubric=RUBRIC)}
+    assert notes["silu-hidden-basic-wide"] == "it left processes running; stopped"
+    assert notes["silu-public-basic"] == note
+    assert notes["silu-public-extremes"] == ""  # no outputs, no note

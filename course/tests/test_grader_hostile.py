@@ -21,7 +21,9 @@ and busy loops that must not cost a neighbouring component its points. Others tr
 notes between runs (every writable place, abstract socket names, IPC objects; hidden runs to
 the public one and one grading to the next), leave sleepers and daemons behind (the run must end
 with its driver), never finish importing (no hidden run may start), or read the mount table,
-environment and command lines for the grader's host paths.
+environment and command lines for the grader's host paths. Runaway processes inside a case (a
+pool that never starts, busy and sleeping children) stop that case at its limit, with them;
+the other components keep their points (the full-rubric hang zip: ``CS336_GRADER_ATTACKS=all``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import pytest
 from safetensors.torch import save
 
 from course.grading.grade import CASE_FILES, DIAGNOSIS_FILES, Course, grade, grade_batch
+from course.grading.judge import load_rubric
 from course.grading.sandbox import (
     SANDBOX_UID_BASE,
     SHARED_PLACES,
@@ -953,6 +956,95 @@ if "--component=silu" in sys.argv:
     # forks of a torch process each count their copy-on-write pages.
     silu = scores["silu"]["output"]
     assert "CPU-seconds" in silu or "GiB of memory" in silu, silu
+
+
+# A student's train_bpe whose pool can never start: the initializer needs a compiled extension
+# that was never built, and the pool replaces its dead workers forever.
+POOL_THAT_NEVER_STARTS = """
+def _load_native():
+    import cs336_basics._bpe_native  # noqa: F401  (never built)
+
+
+def _count(chunk):
+    return len(chunk)
+
+
+def run_train_bpe(input_path, vocab_size, special_tokens, **kwargs):
+    import multiprocessing
+
+    with multiprocessing.Pool(initializer=_load_native) as pool:
+        pool.map(_count, ["a", "b"])
+"""
+# Two more runaways: a child that busy-loops and a child that sleeps, each waited for.
+RUNAWAY_CHILDREN = """
+import os, subprocess, sys
+
+
+def run_silu(in_features):
+    child = os.fork()
+    if child == 0:
+        while True:
+            pass
+    os.waitpid(child, 0)
+
+
+def run_softmax(in_features, dim):
+    subprocess.run([sys.executable, "-c", "import time; time.sleep(3600)", "{token}"])
+"""
+
+
+def test_runaway_processes_cost_only_their_components(
+    bases: dict[str, Path], host: Host, tmp_path: Path
+) -> None:
+    """A pool that never starts, a busy child and a sleeping child: each case is stopped at the
+    per-case limit, counted over every process it started, with its processes; the import did
+    end, so the hidden runs start; the honest component keeps its points; the grading time is
+    bounded (a tenth of the limit for a component's cases after its first that hung)."""
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text(
+        "[limits]\ncase_cpu_s = 2\ncpu_s = 120\nwall_s = 300\nprocesses = 200\n\n"
+        + "".join(
+            f'[[component]]\nname = "{name}"\npoints = 1\n\n'
+            for name in ("train_bpe", "silu", "softmax", "linear")
+        )
+    )
+    snippet = POOL_THAT_NEVER_STARTS + host.fill(RUNAWAY_CHILDREN)
+    zip_path = with_attack(bases["reference"], tmp_path / "runaways.zip", snippet)
+    started = time.monotonic()
+    report = grade(zip_path, tmp_path / "out", rubric=rubric, course=host.course, jobs=2)
+    seconds = time.monotonic() - started
+    print(f"runaways graded in {seconds:.0f} s")
+    tests = {t["name"]: t for t in report["tests"]}
+    assert tests["linear"]["score"] == 1.0, tests["linear"]["output"]
+    for name in ("train_bpe", "silu", "softmax"):
+        assert tests[name]["score"] == 0.0
+        assert "ran past its time limit" in tests[name]["output"]
+        assert f"FAILED {name}-public-" in tests[name]["output"]
+    assert "ran past the per-case limit of 2 CPU-seconds" in tests["silu"]["output"] or (
+        "8 s of wall clock" in tests["silu"]["output"]
+    )
+    assert "a multiprocessing pool" in tests["train_bpe"]["output"], tests["train_bpe"]["output"]
+    assert "No hidden case was run" not in report["output"], report["output"]
+    assert "train_bpe-public-" in report["output"]  # the cases stopped at the limits, named
+    assert seconds < 400
+    assert host.leftover_processes() == []
+
+
+@pytest.mark.skipif(not WANT_ALL, reason="the full rubric: CS336_GRADER_ATTACKS=all")
+def test_a_hanging_train_bpe_costs_only_train_bpe(bases: dict[str, Path], tmp_path: Path) -> None:
+    """The reference with only run_train_bpe replaced by a pool that never starts, graded with
+    the course's rubric and limits: every other component keeps its points."""
+    zip_path = with_attack(bases["reference"], tmp_path / "hang.zip", POOL_THAT_NEVER_STARTS)
+    started = time.monotonic()
+    report = grade(zip_path, tmp_path / "out", quiet=True)
+    print(f"hang zip graded in {time.monotonic() - started:.0f} s: {report['score']:g}")
+    tests = {t["name"]: t for t in report["tests"]}  # each component's hidden and public parts
+    rubric = load_rubric()
+    assert report["score"] == rubric.total - rubric.component("train_bpe").points
+    assert tests["train_bpe: hidden cases"]["score"] == 0.0
+    public = tests["train_bpe: public cases (feedback, no points)"]["output"]
+    assert "a multiprocessing pool" in public, public
+    assert "No hidden case was run" not in report["output"], report["output"]
 
 
 def test_no_note_crosses_between_the_sandboxes_of_a_grading(
