@@ -512,3 +512,42 @@ def gather_ids(entries, id_starts, id_lengths, ids):
         out[at : at + length] = ids[start : start + length]
         at += length
     return out
+
+
+# --- numba's cache -----------------------------------------------------------------------------
+
+# The kernels Python calls (the others are compiled into these): what a FastTokenizer loads from
+# numba's cache, or compiles, before it encodes.
+ENTRY_KERNELS = (
+    _fill_pair_table,
+    merge_pretokens,
+    find_words,
+    word_kinds,
+    joined_words,
+    ascii_pretoken_starts,
+    look_up_words,
+    gather_ids,
+    _rehash,
+)
+
+
+def kernels_cached() -> bool:
+    """Whether numba's cache holds every entry kernel compiled from this source for this CPU, so
+    a FastTokenizer loads them rather than compiling them.
+
+    numba has no public query for this, so it asks each kernel's cache as numba itself does
+    before compiling: is the index fresh for the source file, and does it hold a key for this
+    machine and this bytecode (numba's private ``_cache`` API: a change there reads as a cold
+    cache, which costs speed, never ids).
+    """
+    try:
+        codegen = numba.core.registry.cpu_target.target_context.codegen()
+        return all(_cached(kernel, codegen) for kernel in ENTRY_KERNELS)
+    except (AttributeError, TypeError, ValueError, OSError):
+        return False
+
+
+def _cached(kernel, codegen) -> bool:
+    cache = kernel._cache
+    index = cache._cache_file._load_index()
+    return any(key == cache._index_key(key[0], codegen) for key in index)

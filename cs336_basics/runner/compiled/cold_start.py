@@ -1,0 +1,81 @@
+"""Which encoder a job gets: the compiled one only where it pays for its start-up.
+
+The compiled encoder (``FastTokenizer``) is 2-4x faster per byte than the readable
+``Tokenizer``, but before its first byte it imports numba and loads its kernels from numba's
+cache, or compiles them where the cache is cold: a fresh clone, a changed kernel source, another
+CPU, another numba. Compiling took a minute of a 75-second first ``cs336 pipeline --tiny`` whose
+encoding takes a fraction of a second with the readable encoder. So a job is encoded by the
+readable encoder unless it is large enough that the compiled one wins even after its start-up,
+and where the cache is cold a process in the background fills it, so the next large job finds it
+warm. Both give the same ids (``reference_tests/test_fast_tokenizer.py``).
+
+The thresholds are per worker process, since the start-up is paid once (the workers inherit the
+loaded kernels) while the bytes are shared among the workers; docs/benchmarks.md has the
+measurements.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from cs336_basics.tokenizer import Tokenizer
+
+# Below this many bytes per worker the readable encoder finishes first even with a warm cache:
+# importing numba and loading the kernels costs as much as the readable encoder's time on about
+# 12 MB of English-like text (0.8 s idle; 10 s at a load of 12 on 2 cores), beyond which the
+# compiled encoder's lower cost per byte wins.
+LOAD_PAYS_OFF_BYTES = 12_000_000
+# With a cold cache, compiling costs about 55 s at a load of 12 on 2 cores, what the compiled
+# encoder saves on about 60 MB of English-like text (135 MB of stories).
+COMPILE_PAYS_OFF_BYTES = 64_000_000
+
+
+def compiled_encoder(tokenizer: Tokenizer, bytes_per_worker: float) -> Tokenizer | None:
+    """A ``FastTokenizer`` with ``tokenizer``'s vocabulary, merges and special tokens where a job
+    of ``bytes_per_worker`` bytes per worker finishes sooner with it, else None. A cold cache
+    that is worth filling is filled in the background."""
+    if bytes_per_worker < LOAD_PAYS_OFF_BYTES:
+        return None  # (numba not even imported: that alone costs more than the job saves)
+    from cs336_basics.runner.compiled.fast_tokenizer import FastTokenizer
+    from cs336_basics.runner.compiled.fast_tokenizer_kernels import kernels_cached
+
+    if bytes_per_worker < COMPILE_PAYS_OFF_BYTES and not kernels_cached():
+        warm_in_background()
+        return None
+    return FastTokenizer(tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens)
+
+
+def warm_in_background() -> subprocess.Popen:
+    """Start a process that fills numba's cache (see ``warm_up``) and return at once.
+
+    It is detached (its own session, no terminal input or output), so it outlives this command
+    without holding up its exit and prints nothing over its output. It finds numba's cache where
+    this process does (same environment). numba writes each cache file to a temporary name and
+    renames it into place, so two of them at once, or one beside a command that compiles, only
+    repeat work.
+    """
+    return subprocess.Popen(
+        [sys.executable, "-m", "cs336_basics.runner.compiled.cold_start"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def warm_up() -> None:
+    """Compile every entry kernel into numba's cache (or load it, where it is there already)."""
+    if hasattr(os, "nice"):
+        os.nice(10)  # the command that started it comes first (training, on a 2-core laptop)
+    from cs336_basics.runner.compiled.fast_tokenizer import FastTokenizer
+
+    vocab = {i: bytes([i]) for i in range(256)} | {256: b"wa"}
+    fast = FastTokenizer(vocab, [(b"w", b"a")])  # builds load or compile all but one kernel
+    # More new words than a word table holds at first: it grows, which compiles the last.
+    fast.encode(" ".join(f"warm{i}" for i in range(1024)))
+
+
+if __name__ == "__main__":
+    warm_up()
