@@ -3,15 +3,15 @@
 The compiled encoder (``FastTokenizer``) is 2-4x faster per byte than the readable
 ``Tokenizer``, but before its first byte it imports numba and loads its kernels from numba's
 cache, or compiles them where the cache is cold: a fresh clone, a changed kernel source, another
-CPU, another numba. Compiling took a minute of a 75-second first ``cs336 pipeline --tiny`` whose
-encoding takes a fraction of a second with the readable encoder. So a job is encoded by the
+CPU, another numba. Compiling was most of the 75.6 s a first ``cs336 pipeline --tiny`` spent
+encoding, which takes the readable encoder about a second. So a job is encoded by the
 readable encoder unless it is large enough that the compiled one wins even after its start-up,
 and where the cache is cold a process in the background fills it, so the next large job finds it
 warm. Both give the same ids (``reference_tests/test_fast_tokenizer.py``).
 
-The thresholds are per worker process, since the start-up is paid once (the workers inherit the
-loaded kernels) while the bytes are shared among the workers; docs/benchmarks.md has the
-measurements.
+The thresholds are per worker process: the start-up is paid once however many workers share the
+bytes (forked workers inherit the loaded kernels, spawned ones load them side by side).
+docs/benchmarks.md has the measurements.
 """
 
 from __future__ import annotations
