@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 import cs336_basics.runner.compiled.cold_start as cold_start
-import cs336_basics.runner.compiled.fast_tokenizer_kernels as kernels
 from cs336_basics.runner.compiled.fast_tokenizer import FastTokenizer
 from cs336_basics.runner.encode_file import encode_file, with_compiled_merges
 from cs336_basics.tokenizer import Tokenizer
@@ -34,7 +33,7 @@ def warm_ups(monkeypatch) -> list[None]:
     """Background warm-ups started (none really is), and a cold numba cache."""
     started = []
     monkeypatch.setattr(cold_start, "warm_in_background", lambda: started.append(None))
-    monkeypatch.setattr(kernels, "kernels_cached", lambda: False)
+    monkeypatch.setattr(cold_start, "kernels_cached", lambda: False)
     return started
 
 
@@ -70,7 +69,7 @@ def test_a_cold_cache_is_warmed_in_the_background_while_a_middle_sized_job_runs_
     # A job that saves more than compiling costs compiles now; nothing runs beside it.
     assert type(with_compiled_merges(reference, 2 * COMPILE, num_workers=1)) is FastTokenizer
     assert len(warm_ups) == 1
-    monkeypatch.setattr(kernels, "kernels_cached", lambda: True)
+    monkeypatch.setattr(cold_start, "kernels_cached", lambda: True)
     assert type(with_compiled_merges(reference, 2 * LOAD, num_workers=1)) is FastTokenizer
     assert len(warm_ups) == 1
 
@@ -88,7 +87,7 @@ def test_students_and_handouts_encode_with_their_own_class(reference, monkeypatc
 def test_the_cache_reads_warm_once_a_fast_tokenizer_has_encoded(reference) -> None:
     fast = FastTokenizer(reference.vocab, reference.merges)
     fast.encode(" ".join(f"w{i}" for i in range(2000)))  # (the word table grows: _rehash)
-    assert kernels.kernels_cached()
+    assert cold_start.kernels_cached()
 
 
 @pytest.mark.slow
@@ -101,9 +100,9 @@ def test_the_background_warm_up_leaves_a_cache_the_next_job_loads(tmp_path) -> N
         from cs336_basics.runner.encode_file import with_compiled_merges
         from cs336_basics.tokenizer import Tokenizer
 
-        assert not kernels.kernels_cached()
+        assert not cold_start.kernels_cached()
         assert cold_start.warm_in_background().wait(timeout=600) == 0
-        assert kernels.kernels_cached()
+        assert cold_start.kernels_cached()
         directory = {str(FIXTURES / "tokenizer")!r}
         reference = Tokenizer.from_files(directory + "/vocab.json", directory + "/merges.txt")
         fast = with_compiled_merges(reference, 2 * cold_start.LOAD_PAYS_OFF_BYTES, 1)

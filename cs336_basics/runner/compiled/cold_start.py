@@ -39,12 +39,42 @@ def compiled_encoder(tokenizer: Tokenizer, bytes_per_worker: float) -> Tokenizer
     if bytes_per_worker < LOAD_PAYS_OFF_BYTES:
         return None  # (numba not even imported: that alone costs more than the job saves)
     from cs336_basics.runner.compiled.fast_tokenizer import FastTokenizer
-    from cs336_basics.runner.compiled.fast_tokenizer_kernels import kernels_cached
 
     if bytes_per_worker < COMPILE_PAYS_OFF_BYTES and not kernels_cached():
         warm_in_background()
         return None
     return FastTokenizer(tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens)
+
+
+def kernels_cached() -> bool:
+    """Whether numba's cache holds every kernel that Python calls (the others are compiled into
+    these), compiled from this source for this CPU, so a ``FastTokenizer`` loads them rather than
+    compiling them.
+
+    numba has no public query for this, so each kernel's cache is asked what numba itself asks
+    before compiling: is the index fresh for the source file, and does it hold a key for this
+    machine and this bytecode (numba's private ``_cache`` API: a change there reads as a cold
+    cache, which costs speed, never ids).
+    """
+    import numba
+
+    from cs336_basics.runner.compiled import fast_tokenizer_kernels as k
+
+    entry_kernels = (
+        k._fill_pair_table, k.merge_pretokens, k.find_words, k.word_kinds, k.joined_words,
+        k.ascii_pretoken_starts, k.look_up_words, k.gather_ids, k._rehash,
+    )  # fmt: skip
+    try:
+        codegen = numba.core.registry.cpu_target.target_context.codegen()
+        return all(_cached(kernel, codegen) for kernel in entry_kernels)
+    except (AttributeError, TypeError, ValueError, OSError):
+        return False
+
+
+def _cached(kernel, codegen) -> bool:
+    cache = kernel._cache
+    index = cache._cache_file._load_index()
+    return any(key == cache._index_key(key[0], codegen) for key in index)
 
 
 def warm_in_background() -> subprocess.Popen:
