@@ -32,7 +32,7 @@ from cs336_basics.runner.compiled.fast_tokenizer_kernels import (
     ascii_pretoken_starts,
     ends_in_whitespace,
 )
-from cs336_basics.runner.encode_file import encode_file, with_compiled_merges
+from cs336_basics.runner.encode_file import encode_file
 from cs336_basics.tokenizer import Tokenizer
 from cs336_basics.tokenizer_files import load_merges, load_vocab
 from tests.conftest import FIXTURES
@@ -367,21 +367,6 @@ def test_decode_and_encode_iterable_are_the_reference(
     assert list(fast.encode_iterable(chunks)) == reference.encode(text)
     assert list(fast.encode_iterable(iter([]))) == []
     assert fast.decode(fast.encode(text)) == text
-
-
-def test_file_commands_encode_with_compiled_merges_where_available(reference, monkeypatch) -> None:
-    fast = with_compiled_merges(reference)
-    assert type(fast) is FastTokenizer
-    assert (fast.vocab, fast.merges, fast.special_tokens) == (
-        reference.vocab,
-        reference.merges,
-        reference.special_tokens,
-    )
-    student_subclass = type("StudentTokenizer", (Tokenizer,), {})(reference.vocab, reference.merges)
-    assert with_compiled_merges(student_subclass) is student_subclass
-    # The handout ships without cs336_basics.runner.compiled.fast_tokenizer (and may lack numba).
-    monkeypatch.setitem(sys.modules, "cs336_basics.runner.compiled.fast_tokenizer", None)
-    assert with_compiled_merges(reference) is reference
 
 
 def test_the_compiled_whitespace_test_is_the_patterns_whitespace() -> None:

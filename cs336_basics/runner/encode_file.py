@@ -43,16 +43,24 @@ def token_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if vocab_size <= 1 << 16 else np.dtype(np.uint32)
 
 
-def with_compiled_merges(tokenizer: Tokenizer) -> Tokenizer:
+def with_compiled_merges(
+    tokenizer: Tokenizer, input_bytes: int, num_workers: int | None = None
+) -> Tokenizer:
     """``tokenizer`` with its merges compiled (same ids) where this checkout has a compiled
-    encoder, else ``tokenizer`` itself, so a student's commands encode with their own class."""
+    encoder and a job of ``input_bytes`` on ``num_workers`` processes is large enough to pay for
+    starting it, else ``tokenizer`` itself, so a student's commands encode with their own class."""
     try:
-        from cs336_basics.runner.compiled.fast_tokenizer import FastTokenizer
+        from cs336_basics.runner.compiled.cold_start import compiled_encoder
     except ImportError:
         return tokenizer
-    if isinstance(tokenizer, FastTokenizer) or type(tokenizer) is not Tokenizer:
+    if type(tokenizer) is not Tokenizer:
         return tokenizer
-    return FastTokenizer(tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens)
+    return compiled_encoder(tokenizer, input_bytes / worker_count(num_workers)) or tokenizer
+
+
+def worker_count(num_workers: int | None) -> int:
+    """The number of encoding processes for ``num_workers`` (None: all CPU cores)."""
+    return max(1, num_workers if num_workers is not None else (os.cpu_count() or 1))
 
 
 def encode_file(
@@ -78,7 +86,7 @@ def encode_file(
     path = os.fspath(input_path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"text file to encode not found (or not a file): {path!r}")
-    num_workers = max(1, num_workers if num_workers is not None else (os.cpu_count() or 1))
+    num_workers = worker_count(num_workers)
     dtype = token_dtype(max(tokenizer.vocab) + 1).newbyteorder("<")
     file_size = os.path.getsize(path)
     num_chunks = max(num_workers * 2 if num_workers > 1 else 1, -(-file_size // CHUNK_BYTES))

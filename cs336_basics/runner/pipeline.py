@@ -153,7 +153,8 @@ def prepare_tokens(
             raise InputError("give both train_tokens and val_tokens, or neither")
         return Path(config.train_tokens), Path(config.val_tokens)
     outputs = (data_dir / "train.npy", data_dir / "valid.npy")
-    tokenizer = with_compiled_merges(tokenizer)
+    total_bytes = sum(Path(text).stat().st_size for text in texts)
+    tokenizer = with_compiled_merges(tokenizer, total_bytes, config.workers)
     for text, output in zip(texts, outputs, strict=False):
         encode_file(tokenizer, text, output, num_workers=config.workers)
     return outputs

@@ -60,14 +60,16 @@ def run(args: argparse.Namespace) -> int:
         refuse_existing([out])
     for stale in remove_stale_temp_files(out):
         print(f"note: removed {stale}, left by an interrupted encode", file=sys.stderr)
-    tokenizer = with_compiled_merges(load_tokenizer_dir(args.tokenizer, args.special_tokens))
+    size = os.path.getsize(source)
+    tokenizer = with_compiled_merges(
+        load_tokenizer_dir(args.tokenizer, args.special_tokens), size, args.workers
+    )
     started = time.perf_counter()
     with reading(f"text file {source}"):
         count = encode_file(
             tokenizer, source, out, num_workers=args.workers, progress=not args.no_progress
         )
     seconds = time.perf_counter() - started
-    size = os.path.getsize(source)
     print(
         f"encoded {size / 1e6:.1f} MB into {count} tokens ({size / max(count, 1):.2f} bytes/token) "
         f"in {seconds:.2f}s ({size / 1e6 / seconds:.1f} MB/s); wrote {out}"
