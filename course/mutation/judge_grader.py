@@ -19,7 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course.grading.grade import CASE_FILES
-from course.grading.judge import INPUTS_ROOT, judge_component, load_rubric
+from course.grading.judge import (
+    EXPECTED_ROOT,
+    INPUTS_ROOT,
+    is_hidden,
+    judge_component,
+    load_rubric,
+)
 from course.mutation.catalogue import Bug
 from course.paths import DRIVER
 from course.workspace import apply_edits, stage
@@ -34,6 +40,7 @@ class CaughtBy:
     hidden_failed: int
     public_failed: int
     note: str = ""
+    failed_hidden: tuple[str, ...] = ()  # the ids of the hidden cases that lost the points
 
 
 def grade_bug(bug: Bug, cases_root: Path, timeout: float) -> CaughtBy:
@@ -55,9 +62,13 @@ def grade_bug(bug: Bug, cases_root: Path, timeout: float) -> CaughtBy:
             note = "driver timed out"
         results = judge_component(bug.component, out)
     lost = sum(r.max_points - r.points for r in results)
-    hidden = sum(not r.passed for r in results if r.hidden)
+    failed = tuple(r.case for r in results if r.hidden and not r.passed)
     public = sum(not r.passed for r in results if not r.hidden)
-    return CaughtBy(bug, lost, hidden, public, note)
+    return CaughtBy(bug, lost, len(failed), public, note, failed)
+
+
+def hidden_case_ids(component: str) -> list[str]:
+    return sorted(p.stem for p in (EXPECTED_ROOT / component).glob("*.json") if is_hidden(p.stem))
 
 
 def grade_all(bugs: list[Bug], jobs: int, timeout: float) -> list[CaughtBy]:
