@@ -76,7 +76,7 @@ def judge_all(bugs: list[Bug], jobs: int, timeout: float) -> list[Verdict]:
     losing = [c.bug for c in charges if c.lost > 0]
     tested = {}
     if losing:
-        results, _ = judge_tests.run_all(losing, jobs, timeout)
+        results, _ = judge_tests.run_all(losing, jobs, timeout, first=True)
         tested = {(r.bug.name, r.bug.component): r.caught for r in results}
     return [Verdict(c, tested.get((c.bug.name, c.bug.component))) for c in charges]
 
