@@ -89,7 +89,9 @@ def check_combination(options: argparse.ArgumentParser, args: argparse.Namespace
     ]
     if "generated" in args.source and args.judge == "grader":
         options.error("generated mutants are judged by the tests or silent (not --judge grader)")
-    if generated_only and args.source != ["generated"] and args.judge != "silent":
+    # The silent judge takes the generated mutants beside the other sources.
+    alone = args.source == ["generated"] or (args.judge == "silent" and "generated" in args.source)
+    if generated_only and not alone:
         options.error(f"{', '.join(generated_only)}: for --source generated alone")
     if tests_only and (args.judge != "tests" or len(args.source) > 1):
         options.error(f"{', '.join(tests_only)}: for one source judged by the tests")
