@@ -1,16 +1,20 @@
 """Mutation testing: does the suite catch mistakes, and name them? One runner, source x judge.
 
-``python -m course.mutation [--source SOURCE ...] [--judge tests|grader] [names] [options]``
+``python -m course.mutation [--source SOURCE ...] [--judge tests|grader|silent] [names] [options]``
 
 Sources of mistakes: ``catalogue`` (realistic bugs with the hints that should name them,
 ``course/mutation/catalogue.py``), ``blind`` (mistakes written without reading the diagnoses,
-``course/mutation/blind.py``), ``generated`` (mechanical edits of the reference's syntax tree,
-``course/mutation/ast_mutants.py``). Judges: ``tests`` (the shipped tests of the mistake's
-component: caught when a test that passes on the reference fails; ``judge_tests.py``,
-``generated.py``) and ``grader`` (the grading driver and judge on the public and hidden cases:
-caught when the component loses points; ``judge_grader.py``). The generated mutants are judged
-by the tests only. Exits 1 unless every mistake is caught (for generated mutants: unless every
-survivor is listed as equivalent).
+``course/mutation/blind.py``), ``near-miss`` (mistakes that pass the public cases narrowly or
+on one input rank, ``course/mutation/near_miss.py``), ``generated`` (mechanical edits of the
+reference's syntax tree, ``course/mutation/ast_mutants.py``). Judges: ``tests`` (the shipped
+tests of the mistake's component: caught when a test that passes on the reference fails;
+``judge_tests.py``, ``generated.py``), ``grader`` (the grading driver and judge on the public and
+hidden cases: caught when the component loses points; ``judge_grader.py``) and ``silent`` (both:
+a silent hidden loss is a mistake that loses points while the component's tests all pass, and
+a double charge one that fails hidden cases of several kinds; ``judge_silent.py``). The
+generated mutants are judged by the tests or ``silent``. Exits 1 unless every mistake is caught
+(for generated mutants: unless every survivor is listed as equivalent; ``silent``: unless no
+loss is silent).
 """
 
 from __future__ import annotations
