@@ -76,7 +76,14 @@ def grade_all(bugs: list[Bug], jobs: int, timeout: float) -> list[CaughtBy]:
     with tempfile.TemporaryDirectory(prefix="cs336-cases-") as scratch:
         cases_root = stage(Path(scratch), CASE_FILES)
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            return list(pool.map(lambda b: grade_bug(b, cases_root, timeout), bugs))
+            return list(pool.map(lambda b: progress(grade_bug(b, cases_root, timeout)), bugs))
+
+
+def progress(result: CaughtBy) -> CaughtBy:
+    """Print one line per graded bug as it ends (a long run shows how far it got)."""
+    failed = ", ".join(result.failed_hidden) or "no hidden case"
+    print(f"  graded   {result.bug.name}: {result.lost:.2f} points lost; {failed}", flush=True)
+    return result
 
 
 def report(results: list[CaughtBy]) -> str:
