@@ -1,5 +1,5 @@
 # Developer and instructor commands; see README.md and docs/instructor.md.
-.PHONY: test test-all demo fixtures hidden-cases case-mutants fairness fairness-smoke bench-suite check-fixtures import-graph handout handout-extensions verify-handout submission grade grade-batch grade-summary regrade similarity mutants mutants-smoke test-thorough ci-course check-platforms gradescope gradescope-docker grader-attacks grader-attacks-container bench bench-smoke check-solutions
+.PHONY: test test-all demo fixtures hidden-cases case-mutants fairness fairness-smoke bench-suite check-fixtures import-graph handout handout-extensions verify-handout submission grade grade-batch grade-summary regrade similarity mutants mutants-smoke silent silent-smoke test-thorough ci-course check-platforms gradescope gradescope-docker grader-attacks grader-attacks-container bench bench-smoke check-solutions
 
 test:
 	uv run pytest
@@ -85,6 +85,17 @@ mutants:
 
 mutants-smoke:
 	uv run python -m course.mutation --source generated --smoke --jobs 2
+
+# Silent hidden losses (the grader takes a component's points while its shipped tests all pass)
+# and double charges: each mistake graded, then its component's tests where it lost points
+# (docs/grading.md). silent: every set, the generated mutants of the graded modules too (hours
+# on 2 cores); silent-smoke: CI-sized, the near misses.
+silent:
+	uv run python -m course.mutation --source near-miss --source catalogue --source blind --judge silent
+	uv run python -m course.mutation --source generated --graded --judge silent
+
+silent-smoke:
+	uv run python -m course.mutation --source near-miss --judge silent
 
 # The property tests with many random examples (the default profile is quick and derandomized).
 test-thorough:

@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from .adapters import run_transformer_block, run_transformer_lm
+from .adapters import (
+    run_embedding,
+    run_linear,
+    run_rmsnorm,
+    run_transformer_block,
+    run_transformer_lm,
+)
 from .expect import raises_an_error
 from .hints import dtype_kept
 
@@ -49,6 +55,29 @@ def test_transformer_block(snapshot, inputs, state_dict, model_config):
 def test_transformer_lm(snapshot, inputs, state_dict, model_config):
     out = run_transformer_lm(*lm_args(model_config), state_dict, inputs["in_indices"])
     snapshot.assert_match(out, "transformer_lm")
+
+
+def test_transformer_lm_final_norm_takes_rmsnorms_eps(inputs, state_dict, model_config):
+    # With each sublayer's output projection zeroed every block returns its input, so the LM is
+    # lm_head(ln_final(embedding)), here compared with your own layers. Small embeddings make the
+    # final norm's eps show (1e-5, RMSNorm's), as the graded cases' other weights can.
+    weights = {
+        name: torch.zeros_like(w) if name.endswith(("output_proj.weight", "w2.weight")) else w
+        for name, w in state_dict.items()
+    }
+    weights["token_embeddings.weight"] = 0.01 * state_dict["token_embeddings.weight"]
+    vocab, d_model, ids = model_config["vocab_size"], model_config["d_model"], inputs["in_indices"]
+    embedded = run_embedding(vocab, d_model, weights["token_embeddings.weight"], ids)
+    normed = run_rmsnorm(d_model, 1e-5, weights["ln_final.weight"], embedded)
+    torch.testing.assert_close(
+        run_transformer_lm(*lm_args(model_config), weights, ids),
+        run_linear(d_model, vocab, weights["lm_head.weight"], normed),
+        msg=lambda message: (
+            message + "\nhint: with every block returning its input, your LM "
+            "differs from your lm_head(run_rmsnorm(eps=1e-5)(embedding)): check the final norm "
+            "(ln_final, with RMSNorm's eps 1e-5) and the LM head"
+        ),
+    )
 
 
 def test_transformer_lm_truncated_input(snapshot, inputs, state_dict, model_config):

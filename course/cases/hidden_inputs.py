@@ -21,7 +21,7 @@ from tests.cases.core import Bundle
 from tests.cases.draws import generator, integers, normal, permutation, uniform
 from tests.cases.optim import adamw_problem, clipping_problem, schedule
 from tests.cases.shipped import Shipped
-from tests.cases.special_tokens import with_specials
+from tests.cases.special_tokens import CHUNKED_TAIL, with_specials
 from tests.cases.tokenizers import merges_to_wire, vocab_to_wire
 from tests.cases.training import batch_problem, checkpoint_problem, loss_problem
 
@@ -289,9 +289,16 @@ def tokenizers() -> dict[str, Callable[[], Bundle]]:
     stories = generate_stories(20_000, seed=SEED % 89)
     words = ["hug"] * 10 + ["pug"] * 5 + ["pun"] * 12 + ["bun"] * 4 + ["hugs"] * 5
     return {
+        # The corpus holds 7 merges: 6 are asked for here, and more than 7 in no_pairs_left,
+        # so a trainer that does not stop when no pair is left loses that case's points only.
         "train_bpe/handout_example/hugs": lambda: {
             "text": END_OF_TEXT.join(words),
-            "vocab_size": 265,
+            "vocab_size": 263,
+            "special_tokens": [END_OF_TEXT],
+        },
+        "train_bpe/no_pairs_left/hugs": lambda: {
+            "text": END_OF_TEXT.join(words),
+            "vocab_size": 300,
             "special_tokens": [END_OF_TEXT],
         },
         "train_bpe/stories/other": lambda: {
@@ -342,7 +349,9 @@ def special_tokens() -> dict[str, Callable[[], Bundle]]:
         "train_bpe/specials_in_chunks/other": lambda: {
             "unit": unit,
             "repeat": 4_400_000 // len(unit) + 13,
-            "vocab_size": 280,
+            "tail": CHUNKED_TAIL,
+            # The merges "pq" and "rs" outside the special tokens, then 4 of the tail's 9.
+            "vocab_size": 256 + len(specials) + 2 + 4,
             "special_tokens": specials,
         },
         "tokenizer/tricky_special_tokens/other": lambda: with_specials(

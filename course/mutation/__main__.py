@@ -5,7 +5,7 @@ from course.subcommands import run_part
 COMMANDS = {
     "run": (
         "course.mutation.run",
-        "--source catalogue|blind|generated --judge tests|grader: the one runner",
+        "--source catalogue|blind|near-miss|generated --judge tests|grader|silent: the one runner",
     ),
 }
 

@@ -19,7 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course.grading.grade import CASE_FILES, DIAGNOSIS_FILES
-from course.grading.judge import INPUTS_ROOT, judge_component, load_rubric
+from course.grading.judge import (
+    EXPECTED_ROOT,
+    INPUTS_ROOT,
+    is_hidden,
+    judge_component,
+    load_rubric,
+)
 from course.mutation.catalogue import Bug
 from course.paths import DRIVER
 from course.workspace import apply_edits, stage
@@ -34,6 +40,7 @@ class CaughtBy:
     hidden_failed: int
     public_failed: int
     note: str = ""
+    failed_hidden: tuple[str, ...] = ()  # the ids of the hidden cases that lost the points
 
 
 def grade_bug(bug: Bug, cases_root: Path, timeout: float) -> CaughtBy:
@@ -55,9 +62,13 @@ def grade_bug(bug: Bug, cases_root: Path, timeout: float) -> CaughtBy:
             note = "driver timed out"
         results = judge_component(bug.component, out)
     lost = sum(r.max_points - r.points for r in results)
-    hidden = sum(not r.passed for r in results if r.hidden)
+    failed = tuple(r.case for r in results if r.hidden and not r.passed)
     public = sum(not r.passed for r in results if not r.hidden)
-    return CaughtBy(bug, lost, hidden, public, note)
+    return CaughtBy(bug, lost, len(failed), public, note, failed)
+
+
+def hidden_case_ids(component: str) -> list[str]:
+    return sorted(p.stem for p in (EXPECTED_ROOT / component).glob("*.json") if is_hidden(p.stem))
 
 
 def grade_all(bugs: list[Bug], jobs: int, timeout: float) -> list[CaughtBy]:
@@ -65,7 +76,14 @@ def grade_all(bugs: list[Bug], jobs: int, timeout: float) -> list[CaughtBy]:
     with tempfile.TemporaryDirectory(prefix="cs336-cases-") as scratch:
         cases_root = stage(Path(scratch), (*CASE_FILES, *DIAGNOSIS_FILES))
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            return list(pool.map(lambda b: grade_bug(b, cases_root, timeout), bugs))
+            return list(pool.map(lambda b: progress(grade_bug(b, cases_root, timeout)), bugs))
+
+
+def progress(result: CaughtBy) -> CaughtBy:
+    """Print one line per graded bug as it ends (a long run shows how far it got)."""
+    failed = ", ".join(result.failed_hidden) or "no hidden case"
+    print(f"  graded   {result.bug.name}: {result.lost:.2f} points lost; {failed}", flush=True)
+    return result
 
 
 def report(results: list[CaughtBy]) -> str:

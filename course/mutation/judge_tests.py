@@ -143,20 +143,28 @@ def make_copy(root: Path, destination: Path, extra: tuple[str, ...] = ()) -> Pat
 
 
 def run_tests(
-    copy: Path, select: str, timeout: float, label: str, files: list[str]
+    copy: Path, select: str, timeout: float, label: str, files: list[str], first: bool = False
 ) -> tuple[dict[str, dict], str]:
-    """Run the tests matching ``select`` in ``copy``; return outcomes and a note on how it ended."""
-    run = run_pytest(copy, ["-k", select, *files], label, timeout=timeout)
+    """Run the tests matching ``select`` in ``copy`` (``first``: stop at the first failure);
+    return outcomes and a note on how it ended."""
+    stop = ["-x"] if first else []
+    run = run_pytest(copy, [*stop, "-k", select, *files], label, timeout=timeout)
     return run.outcomes, f"caught ({run.note})" if run.note else ""
 
 
 def mutate_and_test(
-    bug: Bug, copy: Path, select: str, files: list[str], baseline: dict[str, dict], timeout: float
+    bug: Bug,
+    copy: Path,
+    select: str,
+    files: list[str],
+    baseline: dict[str, dict],
+    timeout: float,
+    first: bool = False,
 ) -> MutantResult:
     started = time.monotonic()
     try:
         with edited(copy, bug.edits):
-            outcomes, note = run_tests(copy, select, timeout, bug.name, files)
+            outcomes, note = run_tests(copy, select, timeout, bug.name, files, first)
     except ValueError as error:
         return MutantResult(bug, note=f"STALE: {error}")
     caught_by = sorted(
@@ -176,8 +184,10 @@ def mutate_and_test(
 
 
 def run_all(
-    bugs: list[Bug], jobs: int, timeout: float, root: Path = REPO_ROOT
+    bugs: list[Bug], jobs: int, timeout: float, root: Path = REPO_ROOT, first: bool = False
 ) -> tuple[list[MutantResult], list[str]]:
+    """Judge each bug by its component's tests (``first``: whether one fails is enough, so each
+    run stops at its first failure)."""
     components = dict(SELECT) | {b.component: b.select for b in bugs if b.select}
     unknown = sorted({b.component for b in bugs} - set(components))
     if unknown:
@@ -199,9 +209,8 @@ def run_all(
             copy = copies.get()
             try:
                 select = components[bug.component]
-                result = mutate_and_test(
-                    bug, copy, select, test_files_for(select, nodeids), baseline, timeout
-                )
+                files = test_files_for(select, nodeids)
+                result = mutate_and_test(bug, copy, select, files, baseline, timeout, first)
             finally:
                 copies.put(copy)
             status = (

@@ -1,16 +1,20 @@
 """Mutation testing: does the suite catch mistakes, and name them? One runner, source x judge.
 
-``python -m course.mutation [--source SOURCE ...] [--judge tests|grader] [names] [options]``
+``python -m course.mutation [--source SOURCE ...] [--judge tests|grader|silent] [names] [options]``
 
 Sources of mistakes: ``catalogue`` (realistic bugs with the hints that should name them,
 ``course/mutation/catalogue.py``), ``blind`` (mistakes written without reading the diagnoses,
-``course/mutation/blind.py``), ``generated`` (mechanical edits of the reference's syntax tree,
-``course/mutation/ast_mutants.py``). Judges: ``tests`` (the shipped tests of the mistake's
-component: caught when a test that passes on the reference fails; ``judge_tests.py``,
-``generated.py``) and ``grader`` (the grading driver and judge on the public and hidden cases:
-caught when the component loses points; ``judge_grader.py``). The generated mutants are judged
-by the tests only. Exits 1 unless every mistake is caught (for generated mutants: unless every
-survivor is listed as equivalent).
+``course/mutation/blind.py``), ``near-miss`` (mistakes that pass the public cases narrowly or
+on one input rank, ``course/mutation/near_miss.py``), ``generated`` (mechanical edits of the
+reference's syntax tree, ``course/mutation/ast_mutants.py``). Judges: ``tests`` (the shipped
+tests of the mistake's component: caught when a test that passes on the reference fails;
+``judge_tests.py``, ``generated.py``), ``grader`` (the grading driver and judge on the public and
+hidden cases: caught when the component loses points; ``judge_grader.py``) and ``silent`` (both:
+a silent hidden loss is a mistake that loses points while the component's tests all pass, and
+a double charge one that fails hidden cases of several kinds; ``judge_silent.py``). The
+generated mutants are judged by the tests or ``silent``. Exits 1 unless every mistake is caught
+(for generated mutants: unless every survivor is listed as equivalent; ``silent``: unless no
+loss is silent).
 """
 
 from __future__ import annotations
@@ -21,14 +25,15 @@ import sys
 from pathlib import Path
 
 from course.grading.judge import load_rubric
-from course.mutation import generated, judge_grader, judge_tests
+from course.mutation import generated, judge_grader, judge_silent, judge_tests
 from course.mutation.ast_mutants import generate
 from course.mutation.blind import BLIND
 from course.mutation.catalogue import BUGS, Bug
+from course.mutation.near_miss import NEAR_MISSES
 from course.paths import REPO_ROOT
 
-SOURCES = {"catalogue": BUGS, "blind": BLIND, "generated": None}
-JUDGES = ("tests", "grader")
+SOURCES = {"catalogue": BUGS, "blind": BLIND, "near-miss": NEAR_MISSES, "generated": None}
+JUDGES = ("tests", "grader", "silent")
 # Bugs are run a few at a time (each run imports torch); forked generated mutants on every core.
 BUG_JOBS = 2
 
@@ -87,8 +92,10 @@ def check_combination(options: argparse.ArgumentParser, args: argparse.Namespace
         if given
     ]
     if "generated" in args.source and args.judge == "grader":
-        options.error("generated mutants are judged by the tests only (--judge tests)")
-    if generated_only and args.source != ["generated"]:
+        options.error("generated mutants are judged by the tests or silent (not --judge grader)")
+    # The silent judge takes the generated mutants beside the other sources.
+    alone = args.source == ["generated"] or (args.judge == "silent" and "generated" in args.source)
+    if generated_only and not alone:
         options.error(f"{', '.join(generated_only)}: for --source generated alone")
     if tests_only and (args.judge != "tests" or len(args.source) > 1):
         options.error(f"{', '.join(tests_only)}: for one source judged by the tests")
@@ -106,18 +113,48 @@ def chosen_bugs(options: argparse.ArgumentParser, source: str, names: list[str])
     return bugs
 
 
+def graded_bugs(options: argparse.ArgumentParser, source: str, bugs: list[Bug]) -> list[Bug]:
+    """The bugs whose component the rubric grades (the others are named and left out)."""
+    graded = {component.name for component in load_rubric().components}
+    ungraded = [b.name for b in bugs if b.component not in graded]
+    if ungraded:
+        print(f"left out (no rubric component to grade): {', '.join(ungraded)}")
+    bugs = [b for b in bugs if b.component in graded]
+    if not bugs:
+        options.error(f"no bug of the {source} asked for has a graded component")
+    return bugs
+
+
+def run_silent(options: argparse.ArgumentParser, source: str, args: argparse.Namespace) -> bool:
+    """Grade the mistakes of ``source``, test the ones that lose points; print the silent
+    hidden losses and double charges; return whether there is no silent loss."""
+    if source == "generated":
+        equivalents = generated.load_equivalents()
+        bugs = []
+        for module in generated_modules(options, args):
+            mutants = [
+                m
+                for m in generate(REPO_ROOT, f"cs336_basics/{module}")
+                if (m.path, m.key) not in equivalents
+                and (not args.match or any(p in m.key for p in args.match))
+            ]
+            components = judge_silent.module_components(module, generated.MODULE_TESTS[module])
+            bugs += judge_silent.mutant_bugs(mutants, components)
+    else:
+        bugs = graded_bugs(options, source, chosen_bugs(options, source, args.names))
+    jobs = args.jobs or BUG_JOBS
+    print(f"judging {len(bugs)} mistakes of the {source}: graded, then tested where charged")
+    verdicts = judge_silent.judge_all(bugs, jobs, args.timeout)
+    print(judge_silent.report(verdicts))
+    return not any(v.silent for v in verdicts)
+
+
 def run_bugs(options: argparse.ArgumentParser, source: str, args: argparse.Namespace) -> bool:
     """Judge the bugs of ``source``; print the report; return whether every one was caught."""
     bugs = chosen_bugs(options, source, args.names)
     jobs = args.jobs or BUG_JOBS
     if args.judge == "grader":
-        graded = {component.name for component in load_rubric().components}
-        ungraded = [b.name for b in bugs if b.component not in graded]
-        if ungraded:
-            print(f"left out (no rubric component to grade): {', '.join(ungraded)}")
-        bugs = [b for b in bugs if b.component in graded]
-        if not bugs:
-            options.error(f"no bug of the {source} asked for has a graded component")
+        bugs = graded_bugs(options, source, bugs)
         print(f"grading {len(bugs)} bugs of the {source} through the cases, {jobs} at a time")
         results = judge_grader.grade_all(bugs, jobs, args.timeout)
         print(judge_grader.report(results))
@@ -169,7 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     check_combination(options, args)
     clean = True
     for source in args.source:
-        if source == "generated":
+        if args.judge == "silent":
+            clean &= run_silent(options, source, args)
+        elif source == "generated":
             clean &= run_generated(options, args)
         else:
             clean &= run_bugs(options, source, args)

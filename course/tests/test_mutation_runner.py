@@ -6,13 +6,17 @@ from __future__ import annotations
 import pytest
 
 from course.mutation import generated
+from course.mutation.catalogue import Bug
+from course.mutation.judge_grader import CaughtBy
+from course.mutation.judge_silent import Verdict, report
 from course.mutation.run import generated_modules, main, parser
 
 
 @pytest.mark.parametrize(
     ("argv", "complaint"),
     [
-        (["--source", "generated", "--judge", "grader"], "judged by the tests only"),
+        (["--source", "generated", "--judge", "grader"], "not --judge grader"),
+        (["--source", "near-miss", "--judge", "silent", "--graded"], "generated alone"),
         (["--source", "catalogue", "--smoke"], "--smoke: for --source generated alone"),
         (["--source", "generated", "--smoke", "--graded"], "--smoke or --graded, not both"),
         (["--source", "catalogue", "--graded"], "--graded: for --source generated alone"),
@@ -48,3 +52,35 @@ def test_the_graded_generated_mutants_leave_the_compiled_tokenizer_out():
     everything = generated_modules(options, options.parse_args(["--source", "generated"]))
     assert len(graded) == 21 and "tokenizer.py" in graded
     assert sorted(set(everything) - set(graded)) == sorted(generated.REFERENCE_MODULE_TESTS)
+
+
+def verdict(name: str, lost: float, failed: tuple[str, ...], tests_failed: bool | None):
+    bug = Bug(name, "train_bpe", "cs336_basics/bpe.py", (("a", "b"),), "a hint")
+    charge = CaughtBy(bug, lost, len(failed), 0, "", failed)
+    return Verdict(charge, tests_failed)
+
+
+def test_the_silent_judge_counts_losses_the_tests_missed_and_charges_in_several_kinds():
+    verdicts = [
+        verdict("seen", 3.0, ("train_bpe-hidden-stories-other",), True),
+        verdict("unseen", 3.0, ("train_bpe-hidden-samples-mixed",), False),
+        verdict("uncharged", 0.0, (), None),
+        verdict(
+            "twice",
+            6.0,
+            (
+                "train_bpe-hidden-samples-mixed",
+                "train_bpe-hidden-samples-two_specials",
+                "train_bpe-hidden-stories-other",
+            ),
+            True,
+        ),
+    ]
+    assert [v.silent for v in verdicts] == [False, True, False, False]
+    assert verdicts[3].kinds == ["samples", "stories"]
+    text = report(verdicts)
+    assert "  unseen (train_bpe, 3.00 points): train_bpe-hidden-samples-mixed" in text
+    assert "  twice (train_bpe, 6.00 points): 2 of " in text
+    assert text.endswith(
+        "silent hidden losses: 1 of 3 charged mistakes (4 graded); double charges: 1"
+    )

@@ -43,6 +43,15 @@ CHUNKED_UNIT = "xy" + SPACED + "xy<|x|><|y|>" + LINE_BROKEN
 # 4.2 MB: files this big are cut into chunks by the reference trainer (one per CPU), and for 2 to
 # 16 chunks the first evenly spaced target lands on one of those offsets.
 CHUNKED_REPEAT = 60_001
+# Once after the repeated unit: a number, whose 9 pairs of digits are each seen once. The merges
+# asked for end among them, so the corpus never runs out of pairs (a trainer that does not stop
+# then loses no_pairs_left's points, not these), while a pair from inside a cut special token,
+# seen as often and made of greater bytes, comes before them.
+CHUNKED_TAIL = "0123456789"
+
+
+def chunked_text(inputs: Bundle) -> str:
+    return inputs["unit"] * inputs["repeat"] + inputs["tail"]
 
 
 def merges_from_special_text(merges: list, expected: Bundle) -> list[bytes]:
@@ -77,15 +86,17 @@ def check_chunked(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | No
     public=lambda s: {
         "unit": CHUNKED_UNIT,
         "repeat": CHUNKED_REPEAT,
-        "vocab_size": 300,
+        "tail": CHUNKED_TAIL,
+        # The merge "xy" outside the special tokens, then 4 of the tail's 9.
+        "vocab_size": 256 + 4 + 1 + 4,
         "special_tokens": [*NESTED, SPACED, LINE_BROKEN],
     },
 )
 def train_bpe_in_chunks(adapters, inputs: Bundle) -> Bundle:
-    """Train on ``unit`` repeated ``repeat`` times (a file of several MB)."""
+    """Train on ``unit`` repeated ``repeat`` times, then ``tail`` (a file of several MB)."""
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "corpus.txt"
-        path.write_bytes((inputs["unit"] * inputs["repeat"]).encode("utf-8"))
+        path.write_bytes(chunked_text(inputs).encode("utf-8"))
         vocab, merges = adapters.run_train_bpe(
             os.fspath(path), inputs["vocab_size"], list(inputs["special_tokens"])
         )

@@ -41,6 +41,9 @@ def merges_from_wire(wire: list[list[str]]) -> list[tuple[bytes, bytes]]:
 # --- BPE training ---------------------------------------------------------------------------
 
 
+HANDOUT_CORPUS = END_OF_TEXT.join(["low"] * 5 + ["lower"] * 2 + ["widest"] * 3 + ["newest"] * 6)
+
+
 def check_train_bpe(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
     """Merges in order and the set of vocabulary tokens (not their ids) must match."""
     reveal = expected.get("reveal", True)
@@ -64,8 +67,9 @@ def check_train_bpe(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | 
     "handout_example",
     check=check_train_bpe,
     public=lambda s: {
-        # The handout's corpus; the special token makes every word one pre-token.
-        "text": END_OF_TEXT.join(["low"] * 5 + ["lower"] * 2 + ["widest"] * 3 + ["newest"] * 6),
+        # The handout's corpus; the special token makes every word one pre-token. It holds 12
+        # merges, and its 6 are asked for (running out of pairs is no_pairs_left's subject).
+        "text": HANDOUT_CORPUS,
         "vocab_size": 263,
         "special_tokens": [END_OF_TEXT],
     },
@@ -84,6 +88,13 @@ def train_bpe(adapters, inputs: Bundle) -> Bundle:
     }
 
 
+case(
+    "train_bpe",
+    "no_pairs_left",
+    check=check_train_bpe,
+    # More merges asked for than the corpus holds (12): the trainer stops when no pair is left.
+    public=lambda s: {"text": HANDOUT_CORPUS, "vocab_size": 300, "special_tokens": [END_OF_TEXT]},
+)(train_bpe.call)
 case(
     "train_bpe",
     "stories",

@@ -9,7 +9,7 @@ import regex
 
 from course.cases.truths.tokenizers import naive_train_bpe, tiktoken_of
 from tests.cases.core import Bundle
-from tests.cases.special_tokens import pieces_of
+from tests.cases.special_tokens import chunked_text, pieces_of
 from tests.cases.tokenizers import merges_to_wire, vocab_from_wire, vocab_to_wire
 
 
@@ -29,7 +29,7 @@ def inside_only(unit: str, special_tokens: list[str]) -> list[str]:
 
 
 def chunked_expected(inputs: Bundle) -> Bundle:
-    text = inputs["unit"] * inputs["repeat"]
+    text = chunked_text(inputs)
     counts: list[int] = []
     vocab, merges = naive_train_bpe(
         text, inputs["vocab_size"], inputs["special_tokens"], counts=counts

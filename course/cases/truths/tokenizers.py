@@ -140,7 +140,10 @@ def decode_malformed_expected(inputs: Bundle) -> Bundle:
 
 
 TRUTHS = {
-    **{("train_bpe", n): train_bpe_expected for n in ("handout_example", "stories", "samples")},
+    **{
+        ("train_bpe", n): train_bpe_expected
+        for n in ("handout_example", "no_pairs_left", "stories", "samples")
+    },
     **{("tokenizer", n): encode_expected for n in ("samples", "stories", "no_special_tokens")},
     ("tokenizer", "encode_iterable"): iterable_expected,
     ("tokenizer", "overlapping_specials"): lambda inputs: {},
