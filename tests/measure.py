@@ -649,8 +649,9 @@ def bpe_training_lines(inputs: Bundle, outputs: Bundle, expected: Bundle) -> lis
     wanted = [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in expected["merges"]]
     specials = list(inputs["special_tokens"])
     ran_out = len(expected.get("vocab", ())) < inputs["vocab_size"]
-    # A corpus of one unit repeated has the pre-tokens of three units (each join included).
-    text = inputs["text"] if "text" in inputs else inputs["unit"] * min(inputs["repeat"], 3)
+    # A corpus of one unit repeated (then a tail) has the pre-tokens of three units (each join
+    # included) and the tail.
+    text = inputs.get("text") or inputs["unit"] * min(inputs["repeat"], 3) + inputs["tail"]
     handout = bool(specials) and text == specials[0].join(HANDOUT_WORDS)
     checks = [
         lambda: (
