@@ -3,7 +3,8 @@
 Contenders run *interleaved* (A, B, A, B, ... with the order rotated each round), so slow
 drift of the machine (thermal, other load) hits both sides alike; each reports the median and
 the spread (min..max) of its repetitions. Peak memory is measured in a fresh child process
-(its ``ru_maxrss``), so one contender's allocations never count against another's.
+(its ``ru_maxrss``), so one contender's allocations never count against another's; the peak of
+the whole process tree (the child and its workers together, sampled) is measured beside it.
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ import platform
 import resource
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from cs336_basics.atomic_write import atomic_writer
 
@@ -89,13 +93,56 @@ def _child(
         raise
 
 
+class TreeMemorySampler:
+    """Samples, on a thread, the summed resident set of a process and all its descendants.
+
+    ``ru_maxrss`` only gives each process's own peak; a trainer whose workers hold memory at the
+    same time as their parent needs the sum, as the machine sees it. Pages that forked workers
+    share with their parent count once per process, so the sum errs on the high side.
+    """
+
+    def __init__(self, pid: int, interval_s: float = 0.01) -> None:
+        self.root = psutil.Process(pid)
+        self.interval_s = interval_s
+        self.peak_bytes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def tree_bytes(self) -> int:
+        total = 0
+        try:
+            processes = [self.root, *self.root.children(recursive=True)]
+        except psutil.Error:  # the root has exited
+            return 0
+        for process in processes:
+            try:
+                total += process.memory_info().rss
+            except psutil.Error:  # a worker exited between listing and reading
+                pass
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_bytes = max(self.peak_bytes, self.tree_bytes())
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> TreeMemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def measure_isolated(target: Callable[..., object], *args: Any) -> dict[str, Any]:
     """Run ``target(*args)`` in a fresh process; return its measurements.
 
     ``seconds`` is the wall time of the whole call, unless ``target`` returns a dict with its own
     ``seconds`` (to leave setup such as loading files out); any other keys of that dict come
     back too. ``peak_bytes`` is the largest resident set of the child or of any worker process
-    it started and joined; it includes the interpreter and imported libraries.
+    it started and joined; it includes the interpreter and imported libraries. ``tree_peak_bytes``
+    is the largest summed resident set of the child and its workers (:class:`TreeMemorySampler`).
     """
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
@@ -103,8 +150,10 @@ def measure_isolated(target: Callable[..., object], *args: Any) -> dict[str, Any
         target=_child, args=(target, args, queue, multiprocessing.get_start_method())
     )
     process.start()
-    measured = queue.get()
+    with TreeMemorySampler(process.pid) as sampler:
+        measured = queue.get()
     process.join()
+    measured["tree_peak_bytes"] = sampler.peak_bytes
     if "error" in measured or process.exitcode != 0:
         reason = measured.get("error", f"exit code {process.exitcode}")
         raise RuntimeError(f"benchmark child {target.__name__} failed: {reason}")
