@@ -17,15 +17,19 @@ import os
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 
 from cs336_basics.chunking import find_chunk_boundaries, read_text_range
 from cs336_basics.pretokenization import check_special_tokens, count_pretokens
 from cs336_basics.progress import progress_bar
 
-# Pre-tokenization chunks are at most this large, so workers' memory stays bounded on huge files.
-MAX_CHUNK_BYTES = 64 * 1024 * 1024
+# Workers read their share of the file in chunks of about this size: a worker holds one chunk's
+# text at a time (as bytes and as str), beside the counts, so its memory does not grow with the file.
+CHUNK_BYTES = 4 * 1024 * 1024
+# A task (what one worker counts and sends back as one table) spans at most this many bytes, so
+# the progress bar moves on huge files; fewer tasks would send fewer tables to add up here.
+MAX_TASK_BYTES = 64 * 1024 * 1024
 # Unless told how many workers to use, files smaller than this are pre-tokenized in-process:
 # starting worker processes would take longer than the work.
 MIN_PARALLEL_BYTES = 4 * 1024 * 1024
@@ -104,38 +108,51 @@ def pretokenize_file(
     if num_workers is None:
         num_workers = (os.cpu_count() or 1) if file_size >= MIN_PARALLEL_BYTES else 1
     num_workers = max(1, num_workers)
-    # One chunk per worker unless that exceeds MAX_CHUNK_BYTES: more chunks would only add counts
-    # to sum up here, one distinct pre-token at a time.
-    num_chunks = max(num_workers, -(-file_size // MAX_CHUNK_BYTES))
-    boundaries = find_chunk_boundaries(path, num_chunks, special_tokens)
+    boundaries = find_chunk_boundaries(path, -(-file_size // CHUNK_BYTES), special_tokens)
+    chunks = list(zip(boundaries, boundaries[1:], strict=False))
+    # Consecutive chunks make one task; as many tasks as workers unless that exceeds MAX_TASK_BYTES.
+    num_tasks = min(len(chunks), max(num_workers, -(-file_size // MAX_TASK_BYTES)))
     jobs = [
-        (path, start, end, tuple(special_tokens))
-        for start, end in zip(boundaries, boundaries[1:], strict=False)
+        (
+            path,
+            chunks[len(chunks) * i // num_tasks : len(chunks) * (i + 1) // num_tasks],
+            tuple(special_tokens),
+        )
+        for i in range(num_tasks)
     ]
     counts: Counter[bytes] = Counter()
     bar = progress_bar(
         total=file_size, unit="B", unit_scale=True, desc="pre-tokenizing", disable=not progress
     )
     with bar:
-        if num_workers == 1 or len(jobs) == 1:
-            results = map(_count_chunk, jobs)
-            for (_, start, end, _), chunk_counts in zip(jobs, results, strict=False):
-                counts.update(chunk_counts)
-                bar.update(end - start)
-        else:
-            with ProcessPoolExecutor(max_workers=min(num_workers, len(jobs))) as pool:
-                for (_, start, end, _), chunk_counts in zip(
-                    jobs, pool.map(_count_chunk, jobs), strict=False
-                ):
-                    counts.update(chunk_counts)
-                    bar.update(end - start)
+        for task_bytes, task_counts in _run_tasks(jobs, num_workers):
+            counts.update(task_counts)
+            bar.update(task_bytes)
+            del task_counts  # not held while the next table is awaited
     return counts
 
 
-def _count_chunk(job: tuple[str, int, int, tuple[str, ...]]) -> Counter[bytes]:
-    """Worker: read bytes ``[start, end)`` of the file and count their pre-tokens."""
-    path, start, end, special_tokens = job
-    return count_pretokens(read_text_range(path, start, end), special_tokens)
+def _run_tasks(jobs: list, num_workers: int) -> Iterator[tuple[int, Counter[bytes]]]:
+    """Yield ``(bytes counted, counts)`` of each job, as the jobs finish. Only the table being
+    added up is held here: a finished job's table is not kept waiting for an earlier one."""
+    if num_workers == 1 or len(jobs) == 1:
+        yield from map(_count_chunks, jobs)
+        return
+    with ProcessPoolExecutor(max_workers=min(num_workers, len(jobs))) as pool:
+        for future in as_completed([pool.submit(_count_chunks, job) for job in jobs]):
+            yield future.result()
+
+
+def _count_chunks(
+    job: tuple[str, list[tuple[int, int]], tuple[str, ...]],
+) -> tuple[int, Counter[bytes]]:
+    """Worker: count the pre-tokens of the byte ranges ``[start, end)`` of the file, one at a
+    time; return the bytes counted and the counts."""
+    path, chunks, special_tokens = job
+    counts: Counter[bytes] = Counter()
+    for start, end in chunks:
+        counts.update(count_pretokens(read_text_range(path, start, end), special_tokens))
+    return chunks[-1][1] - chunks[0][0], counts
 
 
 # Ends every descending key; it sorts after every character chr(255 - b) a key is made of.
