@@ -206,17 +206,16 @@ def merge_pairs(
     # string search and replace (in C) then find and merge pairs. A pair is a 2-character string.
     words = [word.decode("latin-1") for word in sorted(word_counts)]  # byte b is chr(b)
     counts = [word_counts[word.encode("latin-1")] for word in words]
-    # Each pair's occurrences, as the index of the pre-token it occurs in.
-    occurrences: defaultdict[str, list[int]] = defaultdict(list)
-    for index, word in enumerate(words):
-        for i in range(len(word) - 1):
-            occurrences[word[i : i + 2]].append(index)
-    pair_counts = {pair: _total_count(counts, indices) for pair, indices in occurrences.items()}
-    # The pre-tokens each pair occurs in, each listed once (a run like "aaaa..." would otherwise
-    # be searched once per occurrence), and, lazily, some it has left.
+    # Each pair's count, and the pre-tokens it occurs in: each listed once (a run like "aaaa..."
+    # would otherwise be searched once per occurrence) and, lazily, some it has left.
+    pair_counts: dict[str, int] = {}
     pair_words: defaultdict[str, list[int]] = defaultdict(list)
-    for pair, indices in occurrences.items():
-        pair_words[pair] = list(dict.fromkeys(indices))
+    for index, word in enumerate(words):
+        pairs = _pairs(word)
+        for pair in pairs:
+            pair_counts[pair] = pair_counts.get(pair, 0) + counts[index]
+        for pair in dict.fromkeys(pairs):
+            pair_words[pair].append(index)
 
     # heapq pops the smallest entry, so an entry is (-count, descending key of the pair, pair):
     # the most frequent pair first, and among equal counts the greatest pair of bytes. A pair's
@@ -232,7 +231,7 @@ def merge_pairs(
     with bar, _gc_paused():
         while len(merges) < num_merges and heap:
             negative_count, key, pair = heapq.heappop(heap)
-            true_count = pair_counts[pair]
+            true_count = pair_counts.get(pair, 0)
             if true_count != -negative_count:
                 if true_count > 0:
                     heapq.heappush(heap, (-true_count, key, pair))
@@ -259,6 +258,19 @@ def _total_count(counts: list[int], indices: list[int]) -> int:
     return sum(map(counts.__getitem__, indices))
 
 
+def _lower(
+    pair_counts: dict[str, int], pair_words: dict[str, list[int]], pair: str, count: int
+) -> None:
+    """Take ``count`` off the count of ``pair``; a pair left in no pre-token is forgotten (it can
+    never come back: the only pairs that appear are those holding the newest token)."""
+    left = pair_counts[pair] - count
+    if left:
+        pair_counts[pair] = left
+    else:
+        del pair_counts[pair]
+        pair_words.pop(pair, None)
+
+
 def _merge_words(
     words: list[str],
     counts: list[int],
@@ -271,7 +283,7 @@ def _merge_words(
     right, by ``new_token``; update ``pair_counts`` and ``pair_words`` to match.
 
     Returns the counts of the new pairs, those holding ``new_token`` (all other counts can only
-    have fallen). Pairs that disappear keep a count of 0, except ``pair`` itself, removed.
+    have fallen). Pairs that disappear are removed.
     """
     # BEGIN SOLUTION
     # One occurrence (the common case): (x, a, b, y) -> (x, new, y) turns (x, a) into (x, new)
@@ -295,25 +307,25 @@ def _merge_words(
     new_counts: dict[str, int] = {}
     for x, indices in before.items():
         count = _total_count(counts, indices)
-        pair_counts[x + pair[0]] -= count
+        _lower(pair_counts, pair_words, x + pair[0], count)
         new_counts[x + new_token] = count
         pair_words[x + new_token] = indices
     for y, indices in after.items():
         count = _total_count(counts, indices)
-        pair_counts[pair[1] + y] -= count
+        _lower(pair_counts, pair_words, pair[1] + y, count)
         new_counts[new_token + y] = count
         pair_words[new_token + y] = indices
-    for index, word in several:  # take out all the pairs, put back those of the merged word
+    for index, word in several:  # the pairs of the merged word, less those of the word before
         count = counts[index]
-        for lost, times in Counter(_pairs(word)).items():
-            pair_counts[lost] -= times * count
-        for gained, times in Counter(_pairs(words[index])).items():
-            if new_token in gained:
-                new_counts[gained] = new_counts.get(gained, 0) + times * count
-                pair_words[gained].append(index)
-            else:
-                pair_counts[gained] += times * count
-    del pair_counts[pair]  # every occurrence was merged
+        change = Counter(_pairs(words[index]))
+        change.subtract(_pairs(word))
+        for changed, times in change.items():
+            if new_token in changed:
+                new_counts[changed] = new_counts.get(changed, 0) + times * count
+                pair_words[changed].append(index)
+            elif times:  # merging only takes pairs of older tokens away
+                _lower(pair_counts, pair_words, changed, -times * count)
+    pair_counts.pop(pair, None)  # every occurrence was merged
     pair_counts.update(new_counts)
     return new_counts
     # END SOLUTION
