@@ -9,6 +9,7 @@ the whole process tree (the child and its workers together, sampled) is measured
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -115,10 +116,8 @@ class TreeMemorySampler:
         except psutil.Error:  # the root has exited
             return 0
         for process in processes:
-            try:
+            with contextlib.suppress(psutil.Error):  # a worker exited between listing and reading
                 total += process.memory_info().rss
-            except psutil.Error:  # a worker exited between listing and reading
-                pass
         return total
 
     def _run(self) -> None:

@@ -323,7 +323,7 @@ def _merge_words(
             if new_token in changed:
                 new_counts[changed] = new_counts.get(changed, 0) + times * count
                 pair_words[changed].append(index)
-            elif times:  # merging only takes pairs of older tokens away
+            else:  # merging only takes pairs of older tokens away (times <= 0)
                 _lower(pair_counts, pair_words, changed, -times * count)
     pair_counts.pop(pair, None)  # every occurrence was merged
     pair_counts.update(new_counts)
