@@ -75,6 +75,15 @@ def _peak_resident_bytes() -> int:
     return max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale)
 
 
+def _cpu_seconds() -> float:
+    """User and system CPU seconds of this process and of its finished worker processes: unlike
+    wall time, nearly independent of how busy the machine is."""
+    own, children = (
+        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def _child(
     target: Callable[..., object], args: tuple, queue: multiprocessing.Queue, start_method: str
 ) -> None:
@@ -82,11 +91,12 @@ def _child(
     # process on this platform gets, so worker pools start as they would for a user.
     multiprocessing.set_start_method(start_method, force=True)
     try:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), _cpu_seconds()
         result = target(*args)
         elapsed = time.perf_counter() - start
         measured = dict(result) if isinstance(result, dict) else {}
         measured.setdefault("seconds", elapsed)
+        measured["cpu_seconds"] = _cpu_seconds() - cpu_start
         measured["peak_bytes"] = _peak_resident_bytes()
         queue.put(measured)
     except BaseException as error:
@@ -141,7 +151,8 @@ def measure_isolated(target: Callable[..., object], *args: Any) -> dict[str, Any
     ``seconds`` (to leave setup such as loading files out); any other keys of that dict come
     back too. ``peak_bytes`` is the largest resident set of the child or of any worker process
     it started and joined; it includes the interpreter and imported libraries. ``tree_peak_bytes``
-    is the largest summed resident set of the child and its workers (:class:`TreeMemorySampler`).
+    is the largest summed resident set of the child and its workers (:class:`TreeMemorySampler`);
+    ``cpu_seconds`` the CPU time of the call, workers included.
     """
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
@@ -180,7 +191,11 @@ def interleaved_isolated(
             target, args = contenders[name]
             runs[name].append(measure_isolated(target, *args))
             if log:
-                log(f"  {name:28s} {runs[name][-1]['seconds']:8.2f} s")
+                run = runs[name][-1]
+                log(
+                    f"  {name:28s} {run['seconds']:8.2f} s, CPU {run['cpu_seconds']:.1f} s, "
+                    f"tree peak {run['tree_peak_bytes'] / 2**20:.0f} MB, load {os.getloadavg()[0]:.1f}"
+                )
     return runs
 
 

@@ -198,6 +198,7 @@ def _summary(runs: list[dict[str, Any]], megabytes: float) -> dict[str, Any]:
         "mb_per_s": megabytes / statistics.median(seconds),
         "peak_mb": max(run["peak_bytes"] for run in runs) / 2**20,
         "tree_peak_mb": max(run["tree_peak_bytes"] for run in runs) / 2**20,
+        "median_cpu_s": statistics.median(run["cpu_seconds"] for run in runs),
         "tokens": runs[0].get("tokens"),
         "runs": runs,
     }
