@@ -105,34 +105,42 @@ def _child(
 
 
 class TreeMemorySampler:
-    """Samples, on a thread, the summed resident set of a process and all its descendants.
+    """Samples, on a thread, the summed memory of a process and all its descendants.
 
     ``ru_maxrss`` only gives each process's own peak; a trainer whose workers hold memory at the
-    same time as their parent needs the sum, as the machine sees it. Pages that forked workers
-    share with their parent count once per process, so the sum errs on the high side.
+    same time as their parent needs the sum, as the machine sees it. ``peak_bytes`` sums resident
+    sets, where pages that forked workers share with their parent count once per process, so it
+    errs high; ``peak_pss_bytes`` sums proportional set sizes, which split shared pages among
+    their sharers.
     """
 
     def __init__(self, pid: int, interval_s: float = 0.01) -> None:
         self.root = psutil.Process(pid)
         self.interval_s = interval_s
-        self.peak_bytes = 0
+        self.peak_bytes = self.peak_pss_bytes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def tree_bytes(self) -> int:
-        total = 0
+    def tree_bytes(self) -> tuple[int, int]:
+        """The summed resident and proportional set sizes of the tree now."""
+        rss = pss = 0
         try:
             processes = [self.root, *self.root.children(recursive=True)]
         except psutil.Error:  # the root has exited
-            return 0
+            return 0, 0
         for process in processes:
             with contextlib.suppress(psutil.Error):  # a worker exited between listing and reading
-                total += process.memory_info().rss
-        return total
+                memory = process.memory_full_info()
+                rss, pss = rss + memory.rss, pss + memory.pss
+        return rss, pss
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.peak_bytes = max(self.peak_bytes, self.tree_bytes())
+            rss, pss = self.tree_bytes()
+            self.peak_bytes, self.peak_pss_bytes = (
+                max(self.peak_bytes, rss),
+                max(self.peak_pss_bytes, pss),
+            )
             self._stop.wait(self.interval_s)
 
     def __enter__(self) -> TreeMemorySampler:
@@ -151,7 +159,8 @@ def measure_isolated(target: Callable[..., object], *args: Any) -> dict[str, Any
     ``seconds`` (to leave setup such as loading files out); any other keys of that dict come
     back too. ``peak_bytes`` is the largest resident set of the child or of any worker process
     it started and joined; it includes the interpreter and imported libraries. ``tree_peak_bytes``
-    is the largest summed resident set of the child and its workers (:class:`TreeMemorySampler`);
+    is the largest summed resident set of the child and its workers, ``tree_peak_pss_bytes`` the
+    largest summed proportional set size (:class:`TreeMemorySampler`);
     ``cpu_seconds`` the CPU time of the call, workers included.
     """
     context = multiprocessing.get_context("spawn")
@@ -164,6 +173,7 @@ def measure_isolated(target: Callable[..., object], *args: Any) -> dict[str, Any
         measured = queue.get()
     process.join()
     measured["tree_peak_bytes"] = sampler.peak_bytes
+    measured["tree_peak_pss_bytes"] = sampler.peak_pss_bytes
     if "error" in measured or process.exitcode != 0:
         reason = measured.get("error", f"exit code {process.exitcode}")
         raise RuntimeError(f"benchmark child {target.__name__} failed: {reason}")
@@ -194,7 +204,8 @@ def interleaved_isolated(
                 run = runs[name][-1]
                 log(
                     f"  {name:28s} {run['seconds']:8.2f} s, CPU {run['cpu_seconds']:.1f} s, "
-                    f"tree peak {run['tree_peak_bytes'] / 2**20:.0f} MB, load {os.getloadavg()[0]:.1f}"
+                    f"tree peak {run['tree_peak_bytes'] / 2**20:.0f} MB "
+                    f"(PSS {run['tree_peak_pss_bytes'] / 2**20:.0f} MB), load {os.getloadavg()[0]:.1f}"
                 )
     return runs
 
