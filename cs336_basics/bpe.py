@@ -189,8 +189,8 @@ def merge_pairs(
 
     1. **Pre-tokenization** (see :mod:`cs336_basics.pretokenization`) turns the corpus into a
        table of distinct pre-tokens and their counts. The file is cut at safe boundaries into
-       chunks; worker processes each open the file, read their own byte range and count it, so a
-       multi-GB file never passes through one process's memory. Counts are independent of how
+       chunks; worker processes each open the file and count their share of the chunks, reading
+       one at a time, so a multi-GB file never passes through one process's memory. Counts are independent of how
        the file was cut, so every worker count gives the same result.
     2. **Merging** works on the distinct pre-tokens only (a few thousand to a few hundred
        thousand), keeping the count of every adjacent pair and, for each pair, the pre-tokens it
