@@ -3,11 +3,13 @@
 Contenders run *interleaved* (A, B, A, B, ... with the order rotated each round), so slow
 drift of the machine (thermal, other load) hits both sides alike; each reports the median and
 the spread (min..max) of its repetitions. Peak memory is measured in a fresh child process
-(its ``ru_maxrss``), so one contender's allocations never count against another's.
+(its ``ru_maxrss``), so one contender's allocations never count against another's; the peak of
+the whole process tree (the child and its workers together, sampled) is measured beside it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -15,11 +17,14 @@ import platform
 import resource
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from cs336_basics.atomic_write import atomic_writer
 
@@ -70,6 +75,15 @@ def _peak_resident_bytes() -> int:
     return max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale)
 
 
+def _cpu_seconds() -> float:
+    """User and system CPU seconds of this process and of its finished worker processes: unlike
+    wall time, nearly independent of how busy the machine is."""
+    own, children = (
+        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def _child(
     target: Callable[..., object], args: tuple, queue: multiprocessing.Queue, start_method: str
 ) -> None:
@@ -77,16 +91,65 @@ def _child(
     # process on this platform gets, so worker pools start as they would for a user.
     multiprocessing.set_start_method(start_method, force=True)
     try:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), _cpu_seconds()
         result = target(*args)
         elapsed = time.perf_counter() - start
         measured = dict(result) if isinstance(result, dict) else {}
         measured.setdefault("seconds", elapsed)
+        measured["cpu_seconds"] = _cpu_seconds() - cpu_start
         measured["peak_bytes"] = _peak_resident_bytes()
         queue.put(measured)
     except BaseException as error:
         queue.put({"error": f"{type(error).__name__}: {error}"})
         raise
+
+
+class TreeMemorySampler:
+    """Samples, on a thread, the summed memory of a process and all its descendants.
+
+    ``ru_maxrss`` only gives each process's own peak; a trainer whose workers hold memory at the
+    same time as their parent needs the sum, as the machine sees it. ``peak_bytes`` sums resident
+    sets, where pages that forked workers share with their parent count once per process, so it
+    errs high; ``peak_pss_bytes`` sums proportional set sizes, which split shared pages among
+    their sharers.
+    """
+
+    def __init__(self, pid: int, interval_s: float = 0.01) -> None:
+        self.root = psutil.Process(pid)
+        self.interval_s = interval_s
+        self.peak_bytes = self.peak_pss_bytes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def tree_bytes(self) -> tuple[int, int]:
+        """The summed resident and proportional set sizes of the tree now."""
+        rss = pss = 0
+        try:
+            processes = [self.root, *self.root.children(recursive=True)]
+        except psutil.Error:  # the root has exited
+            return 0, 0
+        for process in processes:
+            with contextlib.suppress(psutil.Error):  # a worker exited between listing and reading
+                memory = process.memory_full_info()
+                rss, pss = rss + memory.rss, pss + memory.pss
+        return rss, pss
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            rss, pss = self.tree_bytes()
+            self.peak_bytes, self.peak_pss_bytes = (
+                max(self.peak_bytes, rss),
+                max(self.peak_pss_bytes, pss),
+            )
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> TreeMemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def measure_isolated(target: Callable[..., object], *args: Any) -> dict[str, Any]:
@@ -95,7 +158,10 @@ def measure_isolated(target: Callable[..., object], *args: Any) -> dict[str, Any
     ``seconds`` is the wall time of the whole call, unless ``target`` returns a dict with its own
     ``seconds`` (to leave setup such as loading files out); any other keys of that dict come
     back too. ``peak_bytes`` is the largest resident set of the child or of any worker process
-    it started and joined; it includes the interpreter and imported libraries.
+    it started and joined; it includes the interpreter and imported libraries. ``tree_peak_bytes``
+    is the largest summed resident set of the child and its workers, ``tree_peak_pss_bytes`` the
+    largest summed proportional set size (:class:`TreeMemorySampler`);
+    ``cpu_seconds`` the CPU time of the call, workers included.
     """
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
@@ -103,8 +169,11 @@ def measure_isolated(target: Callable[..., object], *args: Any) -> dict[str, Any
         target=_child, args=(target, args, queue, multiprocessing.get_start_method())
     )
     process.start()
-    measured = queue.get()
+    with TreeMemorySampler(process.pid) as sampler:
+        measured = queue.get()
     process.join()
+    measured["tree_peak_bytes"] = sampler.peak_bytes
+    measured["tree_peak_pss_bytes"] = sampler.peak_pss_bytes
     if "error" in measured or process.exitcode != 0:
         reason = measured.get("error", f"exit code {process.exitcode}")
         raise RuntimeError(f"benchmark child {target.__name__} failed: {reason}")
@@ -132,7 +201,12 @@ def interleaved_isolated(
             target, args = contenders[name]
             runs[name].append(measure_isolated(target, *args))
             if log:
-                log(f"  {name:28s} {runs[name][-1]['seconds']:8.2f} s")
+                run = runs[name][-1]
+                log(
+                    f"  {name:28s} {run['seconds']:8.2f} s, CPU {run['cpu_seconds']:.1f} s, "
+                    f"tree peak {run['tree_peak_bytes'] / 2**20:.0f} MB "
+                    f"(PSS {run['tree_peak_pss_bytes'] / 2**20:.0f} MB), load {os.getloadavg()[0]:.1f}"
+                )
     return runs
 
 

@@ -17,15 +17,19 @@ import os
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 
 from cs336_basics.chunking import find_chunk_boundaries, read_text_range
 from cs336_basics.pretokenization import check_special_tokens, count_pretokens
 from cs336_basics.progress import progress_bar
 
-# Pre-tokenization chunks are at most this large, so workers' memory stays bounded on huge files.
-MAX_CHUNK_BYTES = 64 * 1024 * 1024
+# Workers read their share of the file in chunks of about this size: a worker holds one chunk's
+# text at a time (as bytes and as str), beside the counts, so its memory does not grow with the file.
+CHUNK_BYTES = 4 * 1024 * 1024
+# A task (what one worker counts and sends back as one table) spans at most this many bytes, so
+# the progress bar moves on huge files; fewer tasks would send fewer tables to add up here.
+MAX_TASK_BYTES = 64 * 1024 * 1024
 # Unless told how many workers to use, files smaller than this are pre-tokenized in-process:
 # starting worker processes would take longer than the work.
 MIN_PARALLEL_BYTES = 4 * 1024 * 1024
@@ -104,38 +108,51 @@ def pretokenize_file(
     if num_workers is None:
         num_workers = (os.cpu_count() or 1) if file_size >= MIN_PARALLEL_BYTES else 1
     num_workers = max(1, num_workers)
-    # One chunk per worker unless that exceeds MAX_CHUNK_BYTES: more chunks would only add counts
-    # to sum up here, one distinct pre-token at a time.
-    num_chunks = max(num_workers, -(-file_size // MAX_CHUNK_BYTES))
-    boundaries = find_chunk_boundaries(path, num_chunks, special_tokens)
+    boundaries = find_chunk_boundaries(path, -(-file_size // CHUNK_BYTES), special_tokens)
+    chunks = list(zip(boundaries, boundaries[1:], strict=False))
+    # Consecutive chunks make one task; as many tasks as workers unless that exceeds MAX_TASK_BYTES.
+    num_tasks = min(len(chunks), max(num_workers, -(-file_size // MAX_TASK_BYTES)))
     jobs = [
-        (path, start, end, tuple(special_tokens))
-        for start, end in zip(boundaries, boundaries[1:], strict=False)
+        (
+            path,
+            chunks[len(chunks) * i // num_tasks : len(chunks) * (i + 1) // num_tasks],
+            tuple(special_tokens),
+        )
+        for i in range(num_tasks)
     ]
     counts: Counter[bytes] = Counter()
     bar = progress_bar(
         total=file_size, unit="B", unit_scale=True, desc="pre-tokenizing", disable=not progress
     )
     with bar:
-        if num_workers == 1 or len(jobs) == 1:
-            results = map(_count_chunk, jobs)
-            for (_, start, end, _), chunk_counts in zip(jobs, results, strict=False):
-                counts.update(chunk_counts)
-                bar.update(end - start)
-        else:
-            with ProcessPoolExecutor(max_workers=min(num_workers, len(jobs))) as pool:
-                for (_, start, end, _), chunk_counts in zip(
-                    jobs, pool.map(_count_chunk, jobs), strict=False
-                ):
-                    counts.update(chunk_counts)
-                    bar.update(end - start)
+        for task_bytes, task_counts in _run_tasks(jobs, num_workers):
+            counts.update(task_counts)
+            bar.update(task_bytes)
+            del task_counts  # not held while the next table is awaited
     return counts
 
 
-def _count_chunk(job: tuple[str, int, int, tuple[str, ...]]) -> Counter[bytes]:
-    """Worker: read bytes ``[start, end)`` of the file and count their pre-tokens."""
-    path, start, end, special_tokens = job
-    return count_pretokens(read_text_range(path, start, end), special_tokens)
+def _run_tasks(jobs: list, num_workers: int) -> Iterator[tuple[int, Counter[bytes]]]:
+    """Yield ``(bytes counted, counts)`` of each job, as the jobs finish. Only the table being
+    added up is held here: a finished job's table is not kept waiting for an earlier one."""
+    if num_workers == 1 or len(jobs) == 1:
+        yield from map(_count_chunks, jobs)
+        return
+    with ProcessPoolExecutor(max_workers=min(num_workers, len(jobs))) as pool:
+        for future in as_completed([pool.submit(_count_chunks, job) for job in jobs]):
+            yield future.result()
+
+
+def _count_chunks(
+    job: tuple[str, list[tuple[int, int]], tuple[str, ...]],
+) -> tuple[int, Counter[bytes]]:
+    """Worker: count the pre-tokens of the byte ranges ``[start, end)`` of the file, one at a
+    time; return the bytes counted and the counts."""
+    path, chunks, special_tokens = job
+    counts: Counter[bytes] = Counter()
+    for start, end in chunks:
+        counts.update(count_pretokens(read_text_range(path, start, end), special_tokens))
+    return chunks[-1][1] - chunks[0][0], counts
 
 
 # Ends every descending key; it sorts after every character chr(255 - b) a key is made of.
@@ -172,8 +189,8 @@ def merge_pairs(
 
     1. **Pre-tokenization** (see :mod:`cs336_basics.pretokenization`) turns the corpus into a
        table of distinct pre-tokens and their counts. The file is cut at safe boundaries into
-       chunks; worker processes each open the file, read their own byte range and count it, so a
-       multi-GB file never passes through one process's memory. Counts are independent of how
+       chunks; worker processes each open the file and count their share of the chunks, reading
+       one at a time, so a multi-GB file never passes through one process's memory. Counts are independent of how
        the file was cut, so every worker count gives the same result.
     2. **Merging** works on the distinct pre-tokens only (a few thousand to a few hundred
        thousand), keeping the count of every adjacent pair and, for each pair, the pre-tokens it
@@ -189,17 +206,16 @@ def merge_pairs(
     # string search and replace (in C) then find and merge pairs. A pair is a 2-character string.
     words = [word.decode("latin-1") for word in sorted(word_counts)]  # byte b is chr(b)
     counts = [word_counts[word.encode("latin-1")] for word in words]
-    # Each pair's occurrences, as the index of the pre-token it occurs in.
-    occurrences: defaultdict[str, list[int]] = defaultdict(list)
-    for index, word in enumerate(words):
-        for i in range(len(word) - 1):
-            occurrences[word[i : i + 2]].append(index)
-    pair_counts = {pair: _total_count(counts, indices) for pair, indices in occurrences.items()}
-    # The pre-tokens each pair occurs in, each listed once (a run like "aaaa..." would otherwise
-    # be searched once per occurrence), and, lazily, some it has left.
+    # Each pair's count, and the pre-tokens it occurs in: each listed once (a run like "aaaa..."
+    # would otherwise be searched once per occurrence) and, lazily, some it has left.
+    pair_counts: dict[str, int] = {}
     pair_words: defaultdict[str, list[int]] = defaultdict(list)
-    for pair, indices in occurrences.items():
-        pair_words[pair] = list(dict.fromkeys(indices))
+    for index, word in enumerate(words):
+        pairs = _pairs(word)
+        for pair in pairs:
+            pair_counts[pair] = pair_counts.get(pair, 0) + counts[index]
+        for pair in dict.fromkeys(pairs):
+            pair_words[pair].append(index)
 
     # heapq pops the smallest entry, so an entry is (-count, descending key of the pair, pair):
     # the most frequent pair first, and among equal counts the greatest pair of bytes. A pair's
@@ -215,7 +231,7 @@ def merge_pairs(
     with bar, _gc_paused():
         while len(merges) < num_merges and heap:
             negative_count, key, pair = heapq.heappop(heap)
-            true_count = pair_counts[pair]
+            true_count = pair_counts.get(pair, 0)
             if true_count != -negative_count:
                 if true_count > 0:
                     heapq.heappush(heap, (-true_count, key, pair))
@@ -242,6 +258,19 @@ def _total_count(counts: list[int], indices: list[int]) -> int:
     return sum(map(counts.__getitem__, indices))
 
 
+def _lower(
+    pair_counts: dict[str, int], pair_words: dict[str, list[int]], pair: str, count: int
+) -> None:
+    """Take ``count`` off the count of ``pair``; a pair left in no pre-token is forgotten (it can
+    never come back: the only pairs that appear are those holding the newest token)."""
+    left = pair_counts[pair] - count
+    if left:
+        pair_counts[pair] = left
+    else:
+        del pair_counts[pair]
+        pair_words.pop(pair, None)
+
+
 def _merge_words(
     words: list[str],
     counts: list[int],
@@ -254,7 +283,7 @@ def _merge_words(
     right, by ``new_token``; update ``pair_counts`` and ``pair_words`` to match.
 
     Returns the counts of the new pairs, those holding ``new_token`` (all other counts can only
-    have fallen). Pairs that disappear keep a count of 0, except ``pair`` itself, removed.
+    have fallen). Pairs that disappear are removed.
     """
     # BEGIN SOLUTION
     # One occurrence (the common case): (x, a, b, y) -> (x, new, y) turns (x, a) into (x, new)
@@ -278,25 +307,25 @@ def _merge_words(
     new_counts: dict[str, int] = {}
     for x, indices in before.items():
         count = _total_count(counts, indices)
-        pair_counts[x + pair[0]] -= count
+        _lower(pair_counts, pair_words, x + pair[0], count)
         new_counts[x + new_token] = count
         pair_words[x + new_token] = indices
     for y, indices in after.items():
         count = _total_count(counts, indices)
-        pair_counts[pair[1] + y] -= count
+        _lower(pair_counts, pair_words, pair[1] + y, count)
         new_counts[new_token + y] = count
         pair_words[new_token + y] = indices
-    for index, word in several:  # take out all the pairs, put back those of the merged word
+    for index, word in several:  # the pairs of the merged word, less those of the word before
         count = counts[index]
-        for lost, times in Counter(_pairs(word)).items():
-            pair_counts[lost] -= times * count
-        for gained, times in Counter(_pairs(words[index])).items():
-            if new_token in gained:
-                new_counts[gained] = new_counts.get(gained, 0) + times * count
-                pair_words[gained].append(index)
-            else:
-                pair_counts[gained] += times * count
-    del pair_counts[pair]  # every occurrence was merged
+        change = Counter(_pairs(words[index]))
+        change.subtract(_pairs(word))
+        for changed, times in change.items():
+            if new_token in changed:
+                new_counts[changed] = new_counts.get(changed, 0) + times * count
+                pair_words[changed].append(index)
+            else:  # merging only takes pairs of older tokens away (times <= 0)
+                _lower(pair_counts, pair_words, changed, -times * count)
+    pair_counts.pop(pair, None)  # every occurrence was merged
     pair_counts.update(new_counts)
     return new_counts
     # END SOLUTION
