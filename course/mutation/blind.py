@@ -811,7 +811,7 @@ TRAIN_BPE = [
         "blind_bpe_stale_neighbour_counts",
         "train_bpe",
         "bpe.py",
-        "        pair_counts[x + pair[0]] -= count\n",
+        "        _lower(pair_counts, pair_words, x + pair[0], count)\n",
         "",
         "After a merge, the pair formed with the left neighbour no longer exists: decrement its "
         "count (the right side is decremented, the left is not).",
