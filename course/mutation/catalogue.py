@@ -425,21 +425,32 @@ BUGS: list[Bug] = [
         ),
         "compare tied pairs by their bytes, not by their token ids",
     ),
-    bug(
+    Bug(
         "bpe_does_not_stop_when_pairs_run_out",
         "train_bpe",
-        "bpe.py",
-        "            for new_pair, count in new_pairs.items():\n"
-        "                heapq.heappush(heap, (-count, keys[new_pair[0]] + keys[new_pair[1]], new_pair))\n"
-        "    return merges\n",
-        "            for new_pair, count in new_pairs.items():\n"
-        "                heapq.heappush(heap, (-count, keys[new_pair[0]] + keys[new_pair[1]], new_pair))\n"
-        "        # A naive trainer's max() over every pair ever seen: count-0 pairs once none is left.\n"
-        "        gone = sorted((p for p, c in pair_counts.items() if c == 0), key=lambda p: keys[p[0]] + keys[p[1]])\n"
-        "        for pair in gone[: num_merges - len(merges)]:\n"
-        "            merges.append((vocab[ord(pair[0])], vocab[ord(pair[1])]))\n"
-        "            vocab[len(vocab)] = merges[-1][0] + merges[-1][1]\n"
-        "    return merges\n",
+        "cs336_basics/bpe.py",
+        (
+            # A naive trainer's Counter keeps the pairs whose count fell to 0 ...
+            (
+                "    if left:\n"
+                "        pair_counts[pair] = left\n"
+                "    else:\n"
+                "        del pair_counts[pair]\n"
+                "        pair_words.pop(pair, None)\n",
+                "    pair_counts[pair] = left\n",
+            ),
+            # ... and its max() picks among them once no pair is left.
+            (
+                "                heapq.heappush(heap, (-count, keys[new_pair[0]] + keys[new_pair[1]], new_pair))\n"
+                "    return merges\n",
+                "                heapq.heappush(heap, (-count, keys[new_pair[0]] + keys[new_pair[1]], new_pair))\n"
+                "        gone = sorted((p for p, c in pair_counts.items() if c == 0), key=lambda p: keys[p[0]] + keys[p[1]])\n"
+                "        for pair in gone[: num_merges - len(merges)]:\n"
+                "            merges.append((vocab[ord(pair[0])], vocab[ord(pair[1])]))\n"
+                "            vocab[len(vocab)] = merges[-1][0] + merges[-1][1]\n"
+                "    return merges\n",
+            ),
+        ),
         "stop merging when no pair is left: vocab_size is a maximum",
     ),
     bug(
