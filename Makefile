@@ -1,5 +1,5 @@
 # Developer and instructor commands; see README.md and docs/instructor.md.
-.PHONY: test test-all demo fixtures hidden-cases case-mutants fairness fairness-smoke bench-suite check-fixtures import-graph handout handout-extensions verify-handout submission grade grade-batch grade-summary regrade similarity mutants mutants-smoke silent silent-smoke test-thorough ci-course check-platforms gradescope gradescope-docker grader-attacks grader-attacks-container bench bench-smoke check-solutions
+.PHONY: test test-all demo fixtures hidden-cases case-mutants fairness fairness-smoke bench-suite check-fixtures import-graph handout handout-extensions verify-handout submission grade grade-batch grade-summary regrade similarity mutants mutants-smoke silent silent-smoke test-thorough ci-course check-platforms gradescope gradescope-docker grader-attacks grader-hang grader-attacks-container bench bench-smoke check-solutions
 
 test:
 	uv run pytest
@@ -131,6 +131,11 @@ gradescope-docker:
 # started the way a default Docker container starts it (course/grading/confine.py no-namespaces).
 grader-attacks:
 	uv run python -m course.grading attacks
+
+# The full-rubric hang zip alone, at both levels: a 64/64 solution whose train_bpe starts a pool that
+# never starts must grade 49/64 (minutes per level: not in CI).
+grader-hang:
+	uv run python -m course.grading attacks --attacks hang
 
 grader-attacks-container:
 	uv run python -m course.grading attacks --level container --attacks $(or $(CS336_GRADER_ATTACKS),smoke)

@@ -750,3 +750,11 @@ def test_the_attacks_command_runs_both_levels_container_mode_confined() -> None:
         assert "course/tests/test_grader_hostile.py" in tests
         assert all((REPO_ROOT / test).is_file() for test in tests)
     assert [env["CS336_ISOLATION"] for env, _ in runs("container", "all")] == ["container"]
+
+
+def test_the_hang_attack_runs_only_the_full_rubric_hang_zip_at_both_levels() -> None:
+    planned = runs("both", "hang")
+    assert [env["CS336_ISOLATION"] for env, _ in planned] == ["namespaces", "container"]
+    for env, command in planned:
+        assert env["CS336_GRADER_ATTACKS"] == "hang"
+        assert command[-3:] == ["course/tests/test_grader_hostile.py", "-k", "hanging_train_bpe"]
