@@ -89,13 +89,15 @@ mutants-smoke:
 # Silent hidden losses (the grader takes a component's points while its shipped tests all pass)
 # and double charges: each mistake graded, then its component's tests where it lost points
 # (docs/grading.md). silent: every set, the generated mutants of the graded modules too (hours
-# on 2 cores); silent-smoke: CI-sized, the near misses.
+# on 2 cores); silent-smoke: CI-sized, the near misses but Linear's 3-D-only one (the slowest,
+# and caught by the shipped tests before this check existed).
 silent:
 	uv run python -m course.mutation --source near-miss --source catalogue --source blind --judge silent
 	uv run python -m course.mutation --source generated --graded --judge silent
 
 silent-smoke:
-	uv run python -m course.mutation --source near-miss --judge silent
+	uv run python -m course.mutation --source near-miss --judge silent near_miss_rmsnorm_3d_only \
+		near_miss_rmsnorm_eps_fixed near_miss_swiglu_3d_only near_miss_lm_final_eps near_miss_bpe_no_stop
 
 # The property tests with many random examples (the default profile is quick and derandomized).
 test-thorough:
