@@ -110,6 +110,8 @@ ORACLE_IMPORTS = (
 )
 # The one outcomes file of a copy: its runs follow one another.
 OUTCOMES_LABEL = "outcomes"
+# pytest ended 0 but advice tests failed: the mutant is caught (only the student's screen stays green).
+ADVICE_FAILED = "pytest exit 0, advice failed"
 # How much of a failure's message the log keeps (the end of its E lines).
 FAILURE_CHARS = 2000
 # A CI-sized sample: small modules whose tests run in seconds.
@@ -190,11 +192,16 @@ def scratch(copy: Path) -> Path:
     return copy / SCRATCH
 
 
-def first_failure(copy: Path) -> tuple[bool, str]:
-    """Whether a failing test of the last run in ``copy`` printed a hint or diagnosis line, and
-    the first failing test's id and message (cut short)."""
+def failures_of(copy: Path) -> dict[str, dict]:
+    """The failing tests of the last run in ``copy``, advice included (pytest's status is 0 when
+    only advice failed, tests/what_counts.py, but a mutant that fails advice is caught)."""
     results = summarize(outcomes_file(scratch(copy), OUTCOMES_LABEL))
-    failing = {n: r for n, r in results.items() if r["outcome"] in ("failed", "error")}
+    return {n: r for n, r in results.items() if r["outcome"] in ("failed", "error")}
+
+
+def first_failure(failing: dict[str, dict]) -> tuple[bool, str]:
+    """Whether a failing test printed a hint or diagnosis line, and the first failing test's id
+    and message (cut short)."""
     hinted = any(hint_lines(r["message"]) for r in failing.values())
     text = next((f"{n}\n{error_lines(r['message'])}" for n, r in failing.items()), "")
     return hinted, text
@@ -240,10 +247,13 @@ class Pool:
                     how = f"died with signal {os.WTERMSIG(status)}"
                 else:
                     how = f"pytest exit {os.WEXITSTATUS(status)}"
+                failing = failures_of(copy)
+                if how == "pytest exit 0" and failing:
+                    how = ADVICE_FAILED
                 (copy / path).write_text(original, encoding="utf-8")
                 del self.running[pid]
                 self.free.append(copy)
-                self.failures[id(job)] = first_failure(copy)
+                self.failures[id(job)] = first_failure(failing)
                 done.append((job, how))
             if done:
                 return done
@@ -251,7 +261,8 @@ class Pool:
 
 
 def killed(how: str) -> bool:
-    """Tests failed (1), collection broke (2), pytest crashed (3), or the run hung or died."""
+    """Tests failed (1, or advice only: ``ADVICE_FAILED``), collection broke (2), pytest crashed
+    (3), or the run hung or died."""
     return how not in ("pytest exit 0", "pytest exit 4", "pytest exit 5", "pytest exit 99")
 
 
