@@ -43,6 +43,10 @@ EXIT_BAD_ARGUMENTS = 2
 IMPORT_FAILED = "importing your tests/adapters.py failed: "  # course/grading/judge.py reads it back
 BLOCKED = "blocked while grading"  # in the message for a package the rubric blocks
 CASE_TIMEOUT_S = 60.0
+# The components whose cases build a torch optimizer. Its first ``add_param_group`` imports
+# torch._dynamo, seconds of CPU: the driver imports it once, before it forks each component's
+# process, so that cost is paid once per sandbox, not once per component.
+OPTIMIZER_COMPONENTS = frozenset(("adamw", "checkpoint"))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -280,8 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     from tests.cases.core import describe_exception
 
     torch.set_num_threads(1)
+    components = args.component.split(",")
+    if OPTIMIZER_COMPONENTS.intersection(components):
+        import torch._dynamo  # noqa: F401
     selected = {c for c in args.cases.split(",") if c}
-    instances = load_instances(args.inputs, args.component.split(","), selected)
+    instances = load_instances(args.inputs, components, selected)
     if not instances:
         print(f"driver: no case inputs for {args.component!r} in {args.inputs}", file=sys.stderr)
         return EXIT_BAD_ARGUMENTS

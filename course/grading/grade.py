@@ -9,8 +9,10 @@ grader
 2. runs the fixed driver (``course/grading/driver.py``) in fresh sandboxes (``course/grading/sandbox/``, at
    the best isolation level the machine offers: namespaces, else container mode): first one,
    alone on the machine, for the public cases of every component, then (if the student's
-   adapters imported in time there) one per component for its hidden cases, each with
-   the student's copy, the pristine case definitions, only those cases' inputs and a Python
+   adapters imported in time there) a few for the hidden cases (``hidden_groups``: the
+   components together, each in a process of its own, but a component whose sandbox's CPU time
+   is a leaderboard entry alone; a component a shared sandbox did not finish runs again
+   alone), each with the student's copy, the pristine case definitions, only those cases' inputs and a Python
    environment without the reference solution (and without the packages the rubric blocks);
    no network, no host files, no expected values; CPU-time, wall, memory, disk, process and
    output limits, and one time budget for the whole zip (``Budget``). The driver writes
@@ -44,6 +46,7 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from course.grading.driver import (
@@ -56,6 +59,7 @@ from course.grading.driver import (
 from course.grading.export import write_batch_outputs
 from course.grading.judge import (
     IMPORT_FAILED,
+    NO_OUTPUTS,
     CaseResult,
     Rubric,
     is_hidden,
@@ -73,6 +77,7 @@ from course.grading.sandbox import (
     isolation,
     run_sandboxed,
 )
+from course.grading.settings import load_settings
 from course.grading.unpack import UnsafeArchive, unpack_submission
 from course.paths import DRIVER, HIDDEN, REPO_ROOT, RUBRIC, relative
 from course.workspace import stage
@@ -277,7 +282,8 @@ def run_phase(
     """Run the driver on ``names``' hidden (or public) cases in one sandbox, within its share
     of ``budget``, then judge them; never raises. The public run runs alone."""
     started = time.monotonic()
-    label = f"hidden-{names[0]}" if hidden else "public"
+    label = "public" if not hidden else f"hidden-{names[0]}"
+    label += f"-and-{len(names) - 1}-more" if hidden and len(names) > 1 else ""
     limits = budget.share(setting.limits)
     run = None
     try:
@@ -330,7 +336,7 @@ class Budget:
 
     def share(self, limits: SandboxLimits) -> SandboxLimits:
         with self._lock:
-            self.waiting -= 1
+            self.waiting = max(self.waiting - 1, 0)  # a sandbox run again is not counted ahead
             bound = max(1, int(min(limits.wall_s, self.left - self.floor * self.waiting)))
             self.left -= bound
         return replace(limits, wall_s=bound)
@@ -484,6 +490,9 @@ class Setting:
     level: Isolation | None
     budget_s: float | None = None  # wall-clock seconds for all of a zip's sandboxes together
     case_s: float = CASE_TIMEOUT_S  # the driver's limit per case, in CPU-seconds
+    # Components whose hidden cases run in a sandbox of their own: the leaderboard's measured
+    # ones, whose sandbox's CPU time (counted by the watchdog, outside) is their entry.
+    alone: frozenset[str] = frozenset()
 
 
 def seconds_of(value, key: str, rubric: Path):
@@ -522,7 +531,8 @@ def grade(
         case_s = seconds_of(rubric_limits.pop("case_cpu_s", CASE_TIMEOUT_S), "case_cpu_s", rubric)
         limits = limits or sandbox_limits(rubric_limits)
         level = isolation(protected_paths(course)) if sandbox else None
-        setting = Setting(loaded, limits, course, level, budget_s, case_s)
+        measured = {entry.component for entry in load_settings(rubric).leaderboard.measured}
+        setting = Setting(loaded, limits, course, level, budget_s, case_s, frozenset(measured))
         results, note = grade_components(zip_path, components, setting, jobs)
         report = gradescope_results(results, time.monotonic() - started, level, note)
         report = finish_report(report, results, rubric, zip_path, metadata)
@@ -544,12 +554,12 @@ def grade_components(
     zip_path: Path, components: list, setting: Setting, jobs: int
 ) -> tuple[list[ComponentResult], str]:
     """Every component's result, and a note on the public run: one sandbox runs the public
-    cases of every component, then one sandbox per component its hidden cases. The public run
-    comes first and runs alone (``alone``: no sandbox that holds hidden inputs runs beside the
-    one whose output the student reads, and each sandbox's writable places die or are wiped
-    with it, so nothing of a hidden run reaches a later public one); the hidden runs follow,
-    ``jobs`` at a time, within the submission's time budget, and only if the public run's
-    driver imported the adapters in time (every case goes through them)."""
+    cases of every component, then a few sandboxes the hidden ones (``hidden_phases``). The
+    public run comes first and runs alone (``alone``: no sandbox that holds hidden inputs runs
+    beside the one whose output the student reads, and each sandbox's writable places die or
+    are wiped with it, so nothing of a hidden run reaches a later public one); the hidden runs
+    follow, ``jobs`` at a time, within the submission's time budget, and only if the public
+    run's driver imported the adapters in time (every case goes through them)."""
     with tempfile.TemporaryDirectory(prefix="cs336-grade-") as tmp:
         scratch = Path(tmp)
         submission = scratch / "submission"
@@ -559,25 +569,70 @@ def grade_components(
             refused = f"Submission refused, nothing was run: {error}"
             return [ComponentResult(c.name, 0.0, c.points, refused) for c in components], ""
         names = [c.name for c in components]
+        groups = hidden_groups(names, setting.alone)
         budget = Budget(
-            setting.budget_s or (len(names) + 1) * setting.limits.wall_s, len(names) + 1
+            setting.budget_s or (len(names) + 1) * setting.limits.wall_s, len(groups) + 1
         )
         public = run_phase(names, False, submission, scratch, setting, budget)
         if public.import_timeout:
-            hidden = [Phase(None, {}, IMPORT_NOT_ENDED) for _ in names]
+            hidden = {n: Phase(None, {}, IMPORT_NOT_ENDED) for n in names}
         else:
-            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-                hidden = list(
-                    pool.map(
-                        lambda n: run_phase([n], True, submission, scratch, setting, budget), names
-                    )
-                )
+            run_hidden = partial(
+                run_phase,
+                hidden=True,
+                submission=submission,
+                scratch=scratch,
+                setting=setting,
+                budget=budget,
+            )
+            hidden = hidden_phases(groups, run_hidden, jobs)
     results = [
-        summarize(c, h, public, h.limits or setting.limits)
-        for c, h in zip(components, hidden, strict=True)
+        summarize(c, hidden[c.name], public, hidden[c.name].limits or setting.limits)
+        for c in components
     ]
     note = public_note(public, results, public.limits or setting.limits)
     return results, "\n".join(text for text in (public.import_timeout, note) if text)
+
+
+def hidden_groups(names: list[str], alone: frozenset[str]) -> list[list[str]]:
+    """The hidden sandboxes' components: every component together (the driver runs each in a
+    process of its own, with per-case limits over all its processes, so one that hangs or
+    crashes costs only its own cases), but those in ``alone`` each in a sandbox of its own."""
+    together = [n for n in names if n not in alone]
+    return ([together] if together else []) + [[n] for n in names if n in alone]
+
+
+def hidden_phases(groups: list[list[str]], run_hidden, jobs: int) -> dict[str, Phase]:
+    """Each component's hidden phase: ``run_hidden(group)`` for every group, ``jobs`` at a time,
+    then, alone, each component of a group whose sandbox stopped before that component's cases
+    all wrote outputs (a limit of the sandbox's, an exit of the driver) or failed on the
+    grader's side: it gets what it would have had in a sandbox of its own."""
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        shared = list(pool.map(run_hidden, groups))
+    phases, again = {}, []
+    for group, phase in zip(groups, shared, strict=True):
+        if len(group) == 1:
+            phases[group[0]] = phase
+            continue
+        for name in group:
+            if unfinished(phase, name):
+                again.append([name])
+            else:  # its cases' outcomes are its own, whatever stopped the sandbox later
+                phases[name] = replace(phase, run=None, cases={name: phase.cases[name]})
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        phases |= {
+            group[0]: phase for group, phase in zip(again, pool.map(run_hidden, again), strict=True)
+        }
+    return phases
+
+
+def unfinished(phase: Phase, name: str) -> bool:
+    """Whether ``name``'s cases in a shared sandbox lack outputs because the sandbox stopped
+    (or the grader failed): the driver writes every case's outputs, a message at worst."""
+    if phase.run is None or name not in phase.cases:
+        return True
+    stopped = phase.run.returncode != 0 or phase.run.timed_out or phase.run.killed_for
+    return bool(stopped) and any(c.message.startswith(NO_OUTPUTS) for c in phase.cases[name])
 
 
 def gradescope_results(

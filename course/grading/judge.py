@@ -45,6 +45,10 @@ BUILTIN_EXCEPTIONS = frozenset(
 )
 
 
+# The start of the judge's message for a case the driver wrote no outputs for.
+NO_OUTPUTS = "no outputs"
+
+
 @dataclass(frozen=True)
 class Component:
     name: str
@@ -154,7 +158,7 @@ def hidden_feedback(outcome: Outputs | str | None) -> str:
             return "ended its process before writing its outputs (an exit or a crash)"
         shown = name if name in BUILTIN_EXCEPTIONS else "an exception of a class of your own"
         return f"{where}raised {shown}"
-    if isinstance(outcome, str) and outcome.startswith("no outputs"):
+    if isinstance(outcome, str) and outcome.startswith(NO_OUTPUTS):
         return outcome
     if isinstance(outcome, str) and outcome.startswith(("malformed", "unreadable")):
         return "its outputs were malformed"
@@ -172,7 +176,7 @@ def load_outputs(outputs_dir: Path, case_id: str, caps: Caps) -> tuple[Outputs |
     except Exception as error:  # noqa: BLE001  (never let a student's file stop the judge)
         return f"unreadable outputs: {type(error).__name__}", "", ""
     if found is None:
-        return "no outputs: the case did not finish (time limit, crash or exit?)", "", ""
+        return f"{NO_OUTPUTS}: the case did not finish (time limit, crash or exit?)", "", ""
     header, data = found
     status, error = header.get("status"), header.get("error")
     if header.get("case") != case_id or status not in ("ok", "raised"):

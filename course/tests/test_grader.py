@@ -23,7 +23,16 @@ from pathlib import Path
 import pytest
 
 from course.grading.attacks import runs
-from course.grading.grade import Budget, grade, grade_batch, write_json
+from course.grading.grade import (
+    Budget,
+    Phase,
+    grade,
+    grade_batch,
+    hidden_groups,
+    hidden_phases,
+    write_json,
+)
+from course.grading.judge import NO_OUTPUTS, CaseResult
 from course.grading.sandbox import (
     CONTAINER,
     NAMESPACES,
@@ -33,6 +42,7 @@ from course.grading.sandbox import (
     Job,
     Runtime,
     SandboxLimits,
+    SandboxResult,
     SandboxUnavailable,
     Slots,
     isolation,
@@ -733,6 +743,66 @@ def test_the_budget_keeps_a_floor_for_every_sandbox_not_started() -> None:
         bounds.append(share.wall_s)
         budget.settle(share, 1.0)
     assert bounds == [15, 29, 43]
+
+
+def case(name: str, message: str = "") -> CaseResult:
+    return CaseResult(
+        f"{name}-hidden-x-0", not message, 0.0 if message else 1.0, 1.0, message, True
+    )
+
+
+def test_hidden_components_share_a_sandbox_but_the_leaderboards_run_alone() -> None:
+    names = ["silu", "train_bpe", "softmax", "tokenizer"]
+    groups = hidden_groups(names, frozenset({"train_bpe", "tokenizer"}))
+    assert groups == [["silu", "softmax"], ["train_bpe"], ["tokenizer"]]
+    assert hidden_groups(["train_bpe"], frozenset({"train_bpe"})) == [["train_bpe"]]
+
+
+def test_a_component_a_shared_sandbox_did_not_finish_runs_again_alone() -> None:
+    """The shared sandbox died (a limit of its own) after silu's cases and during softmax's:
+    silu keeps its outcomes, without the sandbox's death note; softmax, whose case wrote no
+    outputs, runs again in a sandbox of its own. A grader-side error reruns each component."""
+    died = SandboxResult(-9, 5.0, "", killed_for="memory")
+    runs: list[list[str]] = []
+
+    def run_hidden(group: list[str]) -> Phase:
+        runs.append(group)
+        if group == ["silu", "softmax"]:
+            cases = {"silu": [case("silu")], "softmax": [case("softmax", NO_OUTPUTS + ": ...")]}
+            return Phase(died, cases)
+        if group == ["rope", "linear"]:
+            return Phase(None, {}, "grader error: RuntimeError: ...")
+        return Phase(SandboxResult(0, 1.0, ""), {group[0]: [case(group[0])]})
+
+    phases = hidden_phases([["silu", "softmax"], ["rope", "linear"], ["tokenizer"]], run_hidden, 2)
+    assert sorted(map(tuple, runs)) == sorted(
+        [
+            ("silu", "softmax"),
+            ("rope", "linear"),
+            ("tokenizer",),
+            ("softmax",),
+            ("rope",),
+            ("linear",),
+        ]
+    )
+    assert phases["silu"].run is None and phases["silu"].cases == {"silu": [case("silu")]}
+    assert phases["softmax"].run.returncode == 0 and phases["softmax"].cases["softmax"][0].passed
+    assert all(phases[n].error is None and phases[n].cases[n][0].passed for n in ("rope", "linear"))
+
+
+def test_a_stopped_shared_sandbox_keeps_a_components_own_missing_outputs() -> None:
+    """A component whose case wrote no outputs in a sandbox that ended normally is not run
+    again: nothing of the sandbox's stopped it."""
+    ended = SandboxResult(0, 5.0, "")
+    runs: list[list[str]] = []
+
+    def run_hidden(group: list[str]) -> Phase:
+        runs.append(group)
+        return Phase(ended, {"silu": [case("silu", NO_OUTPUTS)], "softmax": [case("softmax")]})
+
+    phases = hidden_phases([["silu", "softmax"]], run_hidden, 2)
+    assert runs == [["silu", "softmax"]]
+    assert not phases["silu"].cases["silu"][0].passed
 
 
 def test_the_attacks_command_runs_both_levels_container_mode_confined() -> None:

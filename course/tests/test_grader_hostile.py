@@ -416,7 +416,8 @@ if _found and any("-hidden-" in p for p in glob.glob(os.path.join(_inputs[0], "*
     LeakException.__name__ = "Sent" + _found[0][:40]
     def run_softmax(in_features, dim):
         raise LeakException(" ".join(_found))
-    if "--component=softmax" in sys.argv:
+    _graded = [a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--component=")]
+    if _graded and "softmax" in _graded[0]:  # alone, or with others in a shared hidden sandbox
         sys.stderr.write("SENT-LOG " + " ".join(_found))
         os._exit(3)
 """,
@@ -934,16 +935,21 @@ def run_softmax(in_features, dim):
 
 
 def test_busy_neighbours_cost_no_points(bases: dict[str, Path], tmp_path: Path) -> None:
-    """One component starts a hundred busy loops; the other, graded at the same time, keeps its
-    full marks: limits count CPU time, and each sandbox is a scheduling group of its own."""
+    """One component's hidden run starts a hundred busy loops; the other keeps its full marks:
+    the shared hidden sandbox is stopped at its CPU limit, and each component runs again
+    alone, side by side (limits count CPU time, and each sandbox is a scheduling group of its
+    own)."""
     rubric = tmp_path / "rubric.toml"
     rubric.write_text(
         "[limits]\ncpu_s = 15\nwall_s = 120\nprocesses = 200\n\n"
         '[[component]]\nname = "silu"\npoints = 1\n\n[[component]]\nname = "softmax"\npoints = 1\n'
     )
     snippet = """
-import os, sys
-if "--component=silu" in sys.argv:
+import glob, os, sys
+_graded = [a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--component=")]
+_inputs = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--inputs=")]
+_hidden = _inputs and glob.glob(os.path.join(_inputs[0], "*", "*-hidden-*"))
+if _graded and "silu" in _graded[0] and _hidden:
     for _ in range(100):
         if os.fork() == 0:
             while True:
