@@ -128,11 +128,16 @@ gradescope:
 gradescope-docker:
 	uv run python -m course.grading gradescope-docker
 
-# Every hostile submission against the real sandbox, at both isolation levels (`make test-all`
-# and CI run a smoke subset). The container level runs where namespaces work too: the grader is
+# Every hostile submission against the real sandbox, at both isolation levels (CI runs the smoke
+# subset below). The container level runs where namespaces work too: the grader is
 # started the way a default Docker container starts it (course/grading/confine.py no-namespaces).
 grader-attacks:
 	uv run python -m course.grading attacks
+
+# CI's subset at both levels: every attack at once in one zip, the runaway processes, the notes
+# between sandboxes, the busy neighbour, the replayed answers, and tests/test_grader.py in container mode.
+grader-attacks-smoke:
+	uv run python -m course.grading attacks --attacks smoke
 
 # The full-rubric hang zip alone, at both levels: a 64/64 solution whose train_bpe starts a pool that
 # never starts must grade 49/64 (minutes per level: not in CI).
