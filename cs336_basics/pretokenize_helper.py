@@ -1,0 +1,163 @@
+"""Counting the pre-tokens of a file's byte ranges, in this process and in helper processes.
+
+:func:`cs336_basics.bpe.train_bpe` counts the first share of a file's chunks in its own process
+and each other share in a *helper*: a fresh interpreter that runs :func:`main` of this module and
+imports nothing but what counting needs. Not a forked or a ``multiprocessing`` worker, for memory:
+a forked worker's resident set counts all its parent's pages again (each worker adds the parent's
+interpreter, libraries and data to the tree's total), and a worker that ``multiprocessing``
+spawns imports the parent's ``__main__`` module again (a script that imports torch would import
+it once per worker).
+
+A helper's protocol is pickles over its pipes. It reads one job ``(path, ranges,
+special_tokens)`` from stdin, then writes to stdout ``("counted", n_bytes)`` after each range
+(for the progress bar) and finally ``("counts", table)``, or ``("error", exception)`` if counting
+failed. A helper whose parent has gone stops at its next write, as the pipe is broken.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from cs336_basics.chunking import read_text_range
+from cs336_basics.pretokenization import count_pretokens
+
+# ``[(start, end), ...]``: byte ranges of the file, each starting and ending at a safe boundary.
+Ranges = list[tuple[int, int]]
+
+# How a helper starts: the directory that holds this package goes first on its path, so it
+# imports the same code as its parent whatever its working directory holds.
+_START = f"import sys; sys.path.insert(0, sys.argv[1]); from {__name__} import main; main()"
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def count_ranges(
+    path: str,
+    ranges: Ranges,
+    special_tokens: Sequence[str],
+    counted: Callable[[int], object] = lambda n_bytes: None,
+    counts: Counter[bytes] | None = None,
+) -> Counter[bytes]:
+    """Count the pre-tokens of the byte ranges ``[start, end)`` of the file, reading one range at a
+    time (so one range's text is held, beside the counts); ``counted(n_bytes)`` after each. The
+    counts are added to ``counts`` if given (and returned)."""
+    counts = Counter() if counts is None else counts
+    for start, end in ranges:
+        counts.update(count_pretokens(read_text_range(path, start, end), special_tokens))
+        counted(end - start)
+    return counts
+
+
+def count_shares(
+    path: str,
+    shares: list[Ranges],
+    special_tokens: Sequence[str],
+    counted: Callable[[int], object] = lambda n_bytes: None,
+) -> Counter[bytes]:
+    """Count the pre-tokens of all ``shares`` at once: the first here, each other in a helper
+    process. ``counted(n_bytes)`` is called here, after every range of every share."""
+    messages: queue.SimpleQueue[tuple[str, object]] = queue.SimpleQueue()
+    helpers = [_Helper(path, share, special_tokens, messages) for share in shares[1:]]
+    # One table for all: a helper's is added as it arrives, and the share counted here goes in
+    # directly (two whole tables side by side would raise this process's peak).
+    counts: Counter[bytes] = Counter()
+    waiting = len(helpers)
+
+    def handle(kind: str, value) -> None:
+        nonlocal waiting
+        if kind == "counted":
+            counted(value)
+        elif kind == "counts":
+            counts.update(value)
+            waiting -= 1
+        else:
+            raise value
+
+    def counted_here(n_bytes: int) -> None:
+        counted(n_bytes)
+        while not messages.empty():  # the helpers' news, without waiting for it
+            handle(*messages.get())
+
+    try:
+        count_ranges(path, shares[0], special_tokens, counted_here, counts)
+        while waiting:
+            handle(*messages.get())
+    finally:
+        for helper in helpers:
+            helper.stop()
+    return counts
+
+
+class _Helper:
+    """A helper process counting one share; a thread here passes its messages on to ``messages``."""
+
+    def __init__(
+        self,
+        path: str,
+        ranges: Ranges,
+        special_tokens: Sequence[str],
+        messages: queue.SimpleQueue,
+    ) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _START, _PACKAGE_ROOT],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        with self.process.stdin:
+            pickle.dump((path, ranges, tuple(special_tokens)), self.process.stdin)
+        self.thread = threading.Thread(target=self._relay, args=(messages,), daemon=True)
+        self.thread.start()
+
+    def _relay(self, messages: queue.SimpleQueue) -> None:
+        """Put the helper's messages on ``messages`` until its last; report an early end."""
+        try:
+            while True:
+                kind, value = pickle.load(self.process.stdout)
+                messages.put((kind, value))
+                if kind != "counted":
+                    return
+        except (EOFError, OSError, pickle.UnpicklingError):
+            code = self.process.wait()
+            error = RuntimeError(f"a pre-tokenization helper ended with no counts (exit {code})")
+            messages.put(("error", error))
+
+    def stop(self) -> None:
+        """End the helper if it still runs (counting failed here), and wait for it."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self.thread.join()
+        self.process.stdout.close()
+
+
+def main() -> None:
+    """A helper: count the job read from stdin; the messages go to stdout (see the module)."""
+    # Ctrl-C reaches the whole process group: the parent stops its helpers itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    path, ranges, special_tokens = pickle.load(sys.stdin.buffer)
+    out = sys.stdout.buffer
+
+    def send(kind: str, value) -> None:
+        try:
+            pickle.dump((kind, value), out)
+            out.flush()
+        except BrokenPipeError:  # the parent has gone: nobody wants the rest
+            os._exit(1)
+
+    try:
+        counts = count_ranges(path, ranges, special_tokens, lambda n: send("counted", n))
+    except Exception as error:  # raised again in the parent, e.g. a file that is not UTF-8
+        try:
+            pickle.loads(pickle.dumps(error))
+        except Exception:
+            error = RuntimeError(f"{type(error).__name__}: {error}")
+        send("error", error)
+        return
+    send("counts", counts)
