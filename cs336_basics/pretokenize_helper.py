@@ -64,11 +64,11 @@ def count_shares(
     """Count the pre-tokens of all ``shares`` at once: the first here, each other in a helper
     process. ``counted(n_bytes)`` is called here, after every range of every share."""
     messages: queue.SimpleQueue[tuple[str, object]] = queue.SimpleQueue()
-    helpers = [_Helper(path, share, special_tokens, messages) for share in shares[1:]]
+    helpers: list[_Helper] = []
     # One table for all: a helper's is added as it arrives, and the share counted here goes in
     # directly (two whole tables side by side would raise this process's peak).
     counts: Counter[bytes] = Counter()
-    waiting = len(helpers)
+    waiting = len(shares) - 1
 
     def handle(kind: str, value) -> None:
         nonlocal waiting
@@ -86,6 +86,8 @@ def count_shares(
             handle(*messages.get())
 
     try:
+        for share in shares[1:]:
+            helpers.append(_Helper(path, share, special_tokens, messages))
         count_ranges(path, shares[0], special_tokens, counted_here, counts)
         while waiting:
             handle(*messages.get())
@@ -110,8 +112,14 @@ class _Helper:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
-        with self.process.stdin:
-            pickle.dump((path, ranges, tuple(special_tokens)), self.process.stdin)
+        try:
+            with self.process.stdin:
+                pickle.dump((path, ranges, tuple(special_tokens)), self.process.stdin)
+        except OSError:  # it ended before reading its job; its exit code says more
+            self.process.kill()
+            code = self.process.wait()
+            self.process.stdout.close()
+            raise RuntimeError(f"a pre-tokenization helper failed to start (exit {code})") from None
         self.thread = threading.Thread(target=self._relay, args=(messages,), daemon=True)
         self.thread.start()
 

@@ -24,7 +24,7 @@ import regex
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from cs336_basics import bpe
+from cs336_basics import bpe, pretokenize_helper
 from cs336_basics.bpe import _descending_key, train_bpe
 from cs336_basics.chunking import find_chunk_boundaries
 from cs336_basics.pretokenization import (
@@ -152,6 +152,13 @@ def test_helper_reports_a_bad_byte_by_file_offset(monkeypatch, tmp_path):
     (tmp_path / "bad.txt").write_bytes(good + b"w\xf6rld")
     with pytest.raises(ValueError, match=rf"bad\.txt.*offset {len(good) + 1}"):
         train_bpe(tmp_path / "bad.txt", 300, [EOT], num_workers=2)
+
+
+def test_a_helper_that_dies_is_an_error(monkeypatch):
+    monkeypatch.setattr(bpe, "CHUNK_BYTES", 32 * 1024)
+    monkeypatch.setattr(pretokenize_helper, "_START", "import sys; sys.exit(3)")
+    with pytest.raises(RuntimeError, match=r"pre-tokenization helper .*\(exit 3\)"):
+        train_bpe(CORPUS, 300, [EOT], num_workers=2)
 
 
 def test_helper_imports_only_what_counting_needs():
