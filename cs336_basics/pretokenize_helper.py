@@ -10,12 +10,22 @@ it once per worker).
 
 A helper's protocol is pickles over its pipes. It reads one job ``(path, ranges,
 special_tokens)`` from stdin, then writes to stdout ``("counted", n_bytes)`` after each range
-(for the progress bar) and finally ``("counts", table)``, or ``("error", exception)`` if counting
-failed. A helper whose parent has gone stops at its next write, as the pipe is broken.
+(for the progress bar). Once its stdin ends (the parent closes it when done with its own share,
+or has gone), it writes its table as ``("counts", [(pre_token, count), ...])`` in batches and
+``("done", None)``; or ``("error", exception)`` if counting failed. A helper whose parent has
+gone stops at its first write after that, as the pipe is broken.
+
+The hand-over is kept small, as it is the tree's peak on a corpus with few distinct pre-tokens:
+pickling a whole table at once would build a memo as large as the table in the helper, and
+unpickling it would put a second whole table beside the parent's, while the parent still
+counted. Batch by batch, once the parent has finished counting, each batch goes into the
+parent's table.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import pickle
 import queue
@@ -31,6 +41,9 @@ from cs336_basics.pretokenization import count_pretokens
 
 # ``[(start, end), ...]``: byte ranges of the file, each starting and ending at a safe boundary.
 Ranges = list[tuple[int, int]]
+
+# Pre-tokens per batch of a helper's table (see above).
+BATCH_ITEMS = 4096
 
 # How a helper starts: the directory that holds this package goes first on its path, so it
 # imports the same code as its parent whatever its working directory holds.
@@ -65,8 +78,8 @@ def count_shares(
     process. ``counted(n_bytes)`` is called here, after every range of every share."""
     messages: queue.SimpleQueue[tuple[str, object]] = queue.SimpleQueue()
     helpers: list[_Helper] = []
-    # One table for all: a helper's is added as it arrives, and the share counted here goes in
-    # directly (two whole tables side by side would raise this process's peak).
+    # One table for all: a helper's batches are added as they arrive, and the share counted here
+    # goes in directly (two whole tables side by side would raise this process's peak).
     counts: Counter[bytes] = Counter()
     waiting = len(shares) - 1
 
@@ -75,7 +88,9 @@ def count_shares(
         if kind == "counted":
             counted(value)
         elif kind == "counts":
-            counts.update(value)
+            for pre_token, count in value:
+                counts[pre_token] += count
+        elif kind == "done":
             waiting -= 1
         else:
             raise value
@@ -89,6 +104,8 @@ def count_shares(
         for share in shares[1:]:
             helpers.append(_Helper(path, share, special_tokens, messages))
         count_ranges(path, shares[0], special_tokens, counted_here, counts)
+        for helper in helpers:
+            helper.send_table()
         while waiting:
             handle(*messages.get())
     finally:
@@ -113,12 +130,11 @@ class _Helper:
             stdout=subprocess.PIPE,
         )
         try:
-            with self.process.stdin:
-                pickle.dump((path, ranges, tuple(special_tokens)), self.process.stdin)
+            pickle.dump((path, ranges, tuple(special_tokens)), self.process.stdin)
+            self.process.stdin.flush()
         except OSError:  # it ended before reading its job; its exit code says more
-            self.process.kill()
-            code = self.process.wait()
-            self.process.stdout.close()
+            self.stop()
+            code = self.process.returncode
             raise RuntimeError(f"a pre-tokenization helper failed to start (exit {code})") from None
         self.thread = threading.Thread(target=self._relay, args=(messages,), daemon=True)
         self.thread.start()
@@ -129,19 +145,26 @@ class _Helper:
             while True:
                 kind, value = pickle.load(self.process.stdout)
                 messages.put((kind, value))
-                if kind != "counted":
+                if kind in ("done", "error"):
                     return
         except (EOFError, OSError, pickle.UnpicklingError):
             code = self.process.wait()
             error = RuntimeError(f"a pre-tokenization helper ended with no counts (exit {code})")
             messages.put(("error", error))
 
+    def send_table(self) -> None:
+        """Let the helper send its table (it waits for the end of its stdin)."""
+        with contextlib.suppress(OSError):  # it has ended: the relay reports why
+            self.process.stdin.close()
+
     def stop(self) -> None:
         """End the helper if it still runs (counting failed here), and wait for it."""
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
-        self.thread.join()
+        if hasattr(self, "thread"):
+            self.thread.join()
+        self.send_table()
         self.process.stdout.close()
 
 
@@ -168,4 +191,8 @@ def main() -> None:
             error = RuntimeError(f"{type(error).__name__}: {error}")
         send("error", error)
         return
-    send("counts", counts)
+    sys.stdin.buffer.read()  # wait until the parent has finished counting (or has gone)
+    items = iter(counts.items())
+    while batch := list(itertools.islice(items, BATCH_ITEMS)):
+        send("counts", batch)
+    send("done", None)
