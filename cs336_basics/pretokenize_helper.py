@@ -13,7 +13,7 @@ special_tokens)`` from stdin, then writes to stdout ``("counted", n_bytes)`` aft
 (for the progress bar). Once its stdin ends (the parent closes it when done with its own share,
 or has gone), it writes its table as ``("counts", [(pre_token, count), ...])`` in batches and
 ``("done", None)``; or ``("error", exception)`` if counting failed. A helper whose parent has
-gone stops at its first write after that, as the pipe is broken.
+gone stops at its next write, as the pipe is broken.
 
 The hand-over is kept small, as it is the tree's peak on a corpus with few distinct pre-tokens:
 pickling a whole table at once would build a memo as large as the table in the helper, and
@@ -129,6 +129,7 @@ class _Helper:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
+        self.thread: threading.Thread | None = None
         try:
             pickle.dump((path, ranges, tuple(special_tokens)), self.process.stdin)
             self.process.stdin.flush()
@@ -162,7 +163,7 @@ class _Helper:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
-        if hasattr(self, "thread"):
+        if self.thread is not None:
             self.thread.join()
         self.send_table()
         self.process.stdout.close()
