@@ -17,21 +17,18 @@ import os
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 
-from cs336_basics.chunking import find_chunk_boundaries, read_text_range
-from cs336_basics.pretokenization import check_special_tokens, count_pretokens
+from cs336_basics.chunking import find_chunk_boundaries
+from cs336_basics.pretokenization import check_special_tokens
+from cs336_basics.pretokenize_helper import count_shares
 from cs336_basics.progress import progress_bar
 
-# Workers read their share of the file in chunks of about this size: a worker holds one chunk's
+# Each process reads its share of the file in chunks of about this size: it holds one chunk's
 # text at a time (as bytes and as str), beside the counts, so its memory does not grow with the file.
-CHUNK_BYTES = 4 * 1024 * 1024
-# A task (what one worker counts and sends back as one table) spans at most this many bytes, so
-# the progress bar moves on huge files; fewer tasks would send fewer tables to add up here.
-MAX_TASK_BYTES = 64 * 1024 * 1024
-# Unless told how many workers to use, files smaller than this are pre-tokenized in-process:
-# starting worker processes would take longer than the work.
+CHUNK_BYTES = 1024 * 1024
+# Unless told how many processes to use, files smaller than this are pre-tokenized in this one:
+# starting a helper process would take longer than the work.
 MIN_PARALLEL_BYTES = 4 * 1024 * 1024
 
 
@@ -98,7 +95,8 @@ def pretokenize_file(
     num_workers: int | None = None,
     progress: bool = False,
 ) -> Counter[bytes]:
-    """Count the pre-tokens of a whole file, in parallel over chunks cut at safe boundaries."""
+    """Count the pre-tokens of a whole file, in ``num_workers`` processes (this one and helpers,
+    see :mod:`cs336_basics.pretokenize_helper`), each counting a share of the file's chunks."""
     path = os.fspath(input_path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"training corpus not found (or not a file): {path!r}")
@@ -107,52 +105,16 @@ def pretokenize_file(
     file_size = os.path.getsize(path)
     if num_workers is None:
         num_workers = (os.cpu_count() or 1) if file_size >= MIN_PARALLEL_BYTES else 1
-    num_workers = max(1, num_workers)
     boundaries = find_chunk_boundaries(path, -(-file_size // CHUNK_BYTES), special_tokens)
     chunks = list(zip(boundaries, boundaries[1:], strict=False))
-    # Consecutive chunks make one task; as many tasks as workers unless that exceeds MAX_TASK_BYTES.
-    num_tasks = min(len(chunks), max(num_workers, -(-file_size // MAX_TASK_BYTES)))
-    jobs = [
-        (
-            path,
-            chunks[len(chunks) * i // num_tasks : len(chunks) * (i + 1) // num_tasks],
-            tuple(special_tokens),
-        )
-        for i in range(num_tasks)
-    ]
-    counts: Counter[bytes] = Counter()
+    # One run of consecutive chunks per process, of about equal size.
+    n = max(1, min(num_workers, len(chunks)))
+    shares = [chunks[len(chunks) * i // n : len(chunks) * (i + 1) // n] for i in range(n)]
     bar = progress_bar(
         total=file_size, unit="B", unit_scale=True, desc="pre-tokenizing", disable=not progress
     )
     with bar:
-        for task_bytes, task_counts in _run_tasks(jobs, num_workers):
-            counts.update(task_counts)
-            bar.update(task_bytes)
-            del task_counts  # not held while the next table is awaited
-    return counts
-
-
-def _run_tasks(jobs: list, num_workers: int) -> Iterator[tuple[int, Counter[bytes]]]:
-    """Yield ``(bytes counted, counts)`` of each job, as the jobs finish. Only the table being
-    added up is held here: a finished job's table is not kept waiting for an earlier one."""
-    if num_workers == 1 or len(jobs) == 1:
-        yield from map(_count_chunks, jobs)
-        return
-    with ProcessPoolExecutor(max_workers=min(num_workers, len(jobs))) as pool:
-        for future in as_completed([pool.submit(_count_chunks, job) for job in jobs]):
-            yield future.result()
-
-
-def _count_chunks(
-    job: tuple[str, list[tuple[int, int]], tuple[str, ...]],
-) -> tuple[int, Counter[bytes]]:
-    """Worker: count the pre-tokens of the byte ranges ``[start, end)`` of the file, one at a
-    time; return the bytes counted and the counts."""
-    path, chunks, special_tokens = job
-    counts: Counter[bytes] = Counter()
-    for start, end in chunks:
-        counts.update(count_pretokens(read_text_range(path, start, end), special_tokens))
-    return chunks[-1][1] - chunks[0][0], counts
+        return count_shares(path, shares, tuple(special_tokens), bar.update)
 
 
 # Ends every descending key; it sorts after every character chr(255 - b) a key is made of.
@@ -184,14 +146,16 @@ def merge_pairs(
     """Make up to ``num_merges`` merges over the pre-token table, adding each new token to ``vocab``.
 
     The most frequent adjacent pair (ties: the greater pair of bytes) is merged each step.
+    ``word_counts`` is emptied once read: merging needs the memory more.
 
     How training is fast, in two phases:
 
     1. **Pre-tokenization** (see :mod:`cs336_basics.pretokenization`) turns the corpus into a
        table of distinct pre-tokens and their counts. The file is cut at safe boundaries into
-       chunks; worker processes each open the file and count their share of the chunks, reading
-       one at a time, so a multi-GB file never passes through one process's memory. Counts are independent of how
-       the file was cut, so every worker count gives the same result.
+       chunks; this process and helper processes (:mod:`cs336_basics.pretokenize_helper`) each
+       open the file and count a share of the chunks, reading one at a time, so a multi-GB file
+       never passes through one process's memory. Counts are independent of how the file was
+       cut, so every number of processes gives the same result.
     2. **Merging** works on the distinct pre-tokens only (a few thousand to a few hundred
        thousand), keeping the count of every adjacent pair and, for each pair, the pre-tokens it
        occurs in. A merge rewrites only the pre-tokens containing the pair and updates the counts
@@ -206,6 +170,9 @@ def merge_pairs(
     # string search and replace (in C) then find and merge pairs. A pair is a 2-character string.
     words = [word.decode("latin-1") for word in sorted(word_counts)]  # byte b is chr(b)
     counts = [word_counts[word.encode("latin-1")] for word in words]
+    # The table is not needed any more; its memory is (16 MB of a 186 MB peak at 100 MB of
+    # English-like text, vocab 32,000).
+    word_counts.clear()
     # Each pair's count, and the pre-tokens it occurs in: each listed once (a run like "aaaa..."
     # would otherwise be searched once per occurrence) and, lazily, some it has left.
     pair_counts: dict[str, int] = {}

@@ -10,12 +10,11 @@ worker then reads its own byte range, so the file never passes through one proce
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 
-import regex
-
 # A printable ASCII character followed by a space or newline: the safe boundary sits between.
-_SAFE_WHITESPACE_BYTES = regex.compile(rb"(?<=[!-~])[ \n]")
+_SAFE_WHITESPACE_BYTES = re.compile(rb"(?<=[!-~])[ \n]")
 
 
 def read_text_range(path: str | os.PathLike, start: int, end: int) -> str:

@@ -29,8 +29,11 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from functools import cache
+from typing import TYPE_CHECKING
 
-import regex
+if TYPE_CHECKING:
+    import regex
 
 # Re-exported: the file-cutting helpers used to live here.
 
@@ -40,7 +43,6 @@ import regex
 GPT2_PRETOKENIZER_PATTERN = (
     r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 )
-GPT2_PRETOKENIZER = regex.compile(GPT2_PRETOKENIZER_PATTERN)
 # The same pattern for ASCII text, where \p{L} is [A-Za-z], \p{N} is [0-9] and \s is [\t\n\v\f\r ]:
 # the standard library's ``re`` runs it about twice as fast as ``regex`` runs the general one.
 _GPT2_ASCII = re.compile(
@@ -55,7 +57,26 @@ WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f
 _WORDS = re.compile(f"[{WHITESPACE}]*[^{WHITESPACE}]+|[{WHITESPACE}]+")
 
 # A printable ASCII character followed by a space or newline: the safe boundary sits between.
-_SAFE_WHITESPACE = regex.compile(r"(?<=[!-~])[ \n]")
+_SAFE_WHITESPACE = re.compile(r"(?<=[!-~])[ \n]")
+
+
+@cache
+def gpt2_pretokenizer() -> regex.Pattern:
+    """GPT-2's pattern compiled by the ``regex`` module, which knows ``\\p{L}`` and ``\\p{N}``.
+
+    Imported on first use: ``regex`` takes about 11 MB in each process that imports it, and
+    pre-tokenizing ASCII text (``_GPT2_ASCII``) never needs it.
+    """
+    import regex
+
+    return regex.compile(GPT2_PRETOKENIZER_PATTERN)
+
+
+def __getattr__(name: str) -> object:
+    """``GPT2_PRETOKENIZER`` (the compiled pattern) is made on first use, see above."""
+    if name == "GPT2_PRETOKENIZER":
+        return gpt2_pretokenizer()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_special_tokens(special_tokens: Sequence[str] | None) -> list[str]:
@@ -72,16 +93,16 @@ def check_special_tokens(special_tokens: Sequence[str] | None) -> list[str]:
     return tokens
 
 
-def special_token_regex(special_tokens: Sequence[str]) -> regex.Pattern | None:
+def special_token_regex(special_tokens: Sequence[str]) -> re.Pattern | None:
     """A regex matching any special token, longest first (so ``<|a|><|b|>`` beats ``<|a|>``)."""
     if not special_tokens:
         return None
     ordered = sorted(special_tokens, key=len, reverse=True)
-    return regex.compile("|".join(regex.escape(token) for token in ordered))
+    return re.compile("|".join(re.escape(token) for token in ordered))
 
 
 def split_on_special_tokens(
-    text: str, special_regex: regex.Pattern | None
+    text: str, special_regex: re.Pattern | None
 ) -> Iterator[tuple[str, bool]]:
     """Yield ``(piece, is_special)`` in order; ordinary pieces are never empty."""
     if special_regex is None:
@@ -106,7 +127,7 @@ def split_words(text: str) -> list[str]:
 
 def pretokenize(text: str) -> list[str]:
     """The GPT-2 pre-tokens of ``text`` (which holds no special tokens), in order."""
-    return (_GPT2_ASCII if text.isascii() else GPT2_PRETOKENIZER).findall(text)
+    return (_GPT2_ASCII if text.isascii() else gpt2_pretokenizer()).findall(text)
 
 
 def count_pretokens(text: str, special_tokens: Sequence[str] = ()) -> Counter[bytes]:
@@ -121,9 +142,7 @@ def count_pretokens(text: str, special_tokens: Sequence[str] = ()) -> Counter[by
     # END SOLUTION
 
 
-def last_safe_boundary(
-    text: str, start: int, stop: int, special_regex: regex.Pattern | None
-) -> int:
+def last_safe_boundary(text: str, start: int, stop: int, special_regex: re.Pattern | None) -> int:
     """The largest safe boundary ``p`` with ``start < p <= stop`` in ``text``, or ``-1``.
 
     Special tokens are looked for in ``text`` itself, so every special token that could contain a

@@ -5,16 +5,16 @@ else (output to a file, a pipe, a CI log) redraws would leave one copy of the ba
 the log, joined by carriage returns; there it is a :class:`LineProgress` instead: a plain line
 every ``SUMMARY_SECONDS`` with the count, the rate and the latest postfix, and one closing line
 per stage. Both take the calls the runner makes (``update``, ``set_postfix``, ``write``,
-``close``, ``with``).
+``close``, ``with``). A disabled bar is a silent :class:`LineProgress`, so a run that shows no
+bar never imports tqdm (about 6 MB of memory in each process that does).
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from typing import IO, Any
-
-from tqdm.auto import tqdm
 
 # How often a run whose output is not a terminal reports how far it is.
 SUMMARY_SECONDS = 30.0
@@ -34,19 +34,27 @@ def progress_bar(
     """A tqdm bar on an interactive ``stream`` (default: stderr, as tqdm's), else a
     :class:`LineProgress` writing to it; a silent bar when ``disable``."""
     stream = stream or sys.stderr
-    if disable or _interactive(stream):
-        return tqdm(
+    if disable:  # a LineProgress that never reports
+        return LineProgress(total, desc, unit, unit_scale, initial, False, stream, math.inf)
+    if _interactive(stream):
+        return _tqdm()(
             total=total,
             desc=desc,
             unit=unit,
             unit_scale=unit_scale,
             initial=initial,
-            disable=disable,
             leave=leave,
             file=stream,
             dynamic_ncols=True,
         )
     return LineProgress(total, desc, unit, unit_scale, initial, leave, stream)
+
+
+def _tqdm() -> Any:
+    """tqdm's bar class (its notebook widget in Jupyter), imported on first use."""
+    from tqdm.auto import tqdm
+
+    return tqdm
 
 
 def _interactive(stream: IO[str]) -> bool:
@@ -115,14 +123,15 @@ class LineProgress:
         if self.total is not None:
             count += f"/{self._amount(self.total)}"
         share = f" ({100 * self.n / self.total:.0f}%)" if self.total and not done else ""
-        timing = f"in {tqdm.format_interval(elapsed)}" if done else tqdm.format_interval(elapsed)
+        interval = _tqdm().format_interval(elapsed)
+        timing = f"in {interval}" if done else interval
         line = f"{self.desc}: {'done, ' if done else ''}{count} {self.unit}{share} {timing}, "
         line += f"{self._amount(rate)} {self.unit}/s"
         return f"{line}, {self.postfix}" if self.postfix else line
 
     def _amount(self, value: float) -> str:
         if self.unit_scale:
-            return tqdm.format_sizeof(value)
+            return _tqdm().format_sizeof(value)
         return f"{value:,.0f}" if value >= 10 or value == int(value) else f"{value:.2f}"
 
     def _print(self, line: str) -> None:

@@ -87,7 +87,7 @@ def test_byte_counts_are_scaled_and_a_vanishing_bar_leaves_no_line() -> None:
     assert quiet.getvalue() == ""
 
 
-def test_disabled_or_interactive_streams_get_tqdm() -> None:
+def test_interactive_streams_get_tqdm_and_disabled_bars_are_silent() -> None:
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
             return True
@@ -98,3 +98,15 @@ def test_disabled_or_interactive_streams_get_tqdm() -> None:
     with progress_bar(total=1, desc="x", disable=True, stream=silent) as bar:
         bar.update()
     assert silent.getvalue() == ""
+
+
+def test_a_disabled_bar_does_not_import_tqdm() -> None:
+    # tqdm takes about 6 MB in each process that imports it; the BPE trainer's memory target
+    # (at most HF tokenizers' peak) counts it.
+    script = (
+        "import sys; from cs336_basics.progress import progress_bar\n"
+        "with progress_bar(total=2, desc='x', disable=True) as bar: bar.update(2)\n"
+        "print('tqdm' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert (result.stdout, result.stderr) == ("False\n", "")

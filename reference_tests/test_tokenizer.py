@@ -11,8 +11,10 @@
 
 from __future__ import annotations
 
+import ast
 import random
 import re
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -22,6 +24,7 @@ import regex
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from cs336_basics import bpe, pretokenize_helper
 from cs336_basics.bpe import _descending_key, train_bpe
 from cs336_basics.chunking import find_chunk_boundaries
 from cs336_basics.pretokenization import (
@@ -132,6 +135,44 @@ def test_train_bpe_same_result_for_any_worker_count():
     assert train_bpe(CORPUS, 500, [EOT], num_workers=1) == train_bpe(
         CORPUS, 500, [EOT], num_workers=2
     )
+
+
+def test_train_bpe_helper_processes_count_as_one_process(monkeypatch):
+    # Chunks small enough that the corpus makes several, so 2 and 3 processes start helpers.
+    monkeypatch.setattr(bpe, "CHUNK_BYTES", 32 * 1024)
+    alone = train_bpe(CORPUS, 500, [EOT], num_workers=1)
+    assert train_bpe(CORPUS, 500, [EOT], num_workers=2) == alone
+    assert train_bpe(CORPUS, 500, [EOT], num_workers=3) == alone
+
+
+def test_helper_reports_a_bad_byte_by_file_offset(monkeypatch, tmp_path):
+    # The bad byte lies in the last chunk, which a helper counts; its error is raised here.
+    monkeypatch.setattr(bpe, "CHUNK_BYTES", 1024)
+    good = ("once upon a time " * 400).encode()
+    (tmp_path / "bad.txt").write_bytes(good + b"w\xf6rld")
+    with pytest.raises(ValueError, match=rf"bad\.txt.*offset {len(good) + 1}"):
+        train_bpe(tmp_path / "bad.txt", 300, [EOT], num_workers=2)
+
+
+def test_a_helper_that_dies_is_an_error(monkeypatch):
+    monkeypatch.setattr(bpe, "CHUNK_BYTES", 32 * 1024)
+    monkeypatch.setattr(pretokenize_helper, "_START", "import sys; sys.exit(3)")
+    with pytest.raises(RuntimeError, match=r"pre-tokenization helper .*\(exit 3\)"):
+        train_bpe(CORPUS, 300, [EOT], num_workers=2)
+
+
+def test_helper_imports_only_what_counting_needs():
+    # A helper is a fresh interpreter: not the parent's __main__, nor torch or numpy; and
+    # ``regex`` only once text that is not ASCII needs it.
+    script = (
+        "import sys; from cs336_basics.pretokenize_helper import count_ranges; "
+        "count_ranges(sys.argv[1], [(0, 4096)], ['<|endoftext|>']); print(sorted(sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(CORPUS)], capture_output=True, text=True, check=True
+    )
+    modules = set(ast.literal_eval(result.stdout))
+    assert not modules & {"regex", "numpy", "torch", "tqdm"}
 
 
 def test_chunk_boundaries_preserve_pretoken_counts():
