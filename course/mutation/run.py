@@ -103,6 +103,8 @@ def check_combination(options: argparse.ArgumentParser, args: argparse.Namespace
     alone = args.source == ["generated"] or beside
     if generated_only and not alone:
         options.error(f"{', '.join(generated_only)}: for --source generated alone")
+    if args.list and args.judge != "tests":
+        options.error("--list: for the generated mutants judged by the tests (it runs nothing)")
     if tests_only and (args.judge not in ("tests", "first") or len(args.source) > 1):
         options.error(f"{', '.join(tests_only)}: for one source judged by the tests or first")
     if args.names and len(args.source) > 1:
