@@ -61,13 +61,18 @@ def apply_edits(root: Path, edits: Iterable[Edit]) -> None:
     when its ``before`` does not occur exactly once in its file as edited so far."""
     for edit in edits:
         file = root / edit.path
-        text = file.read_text(encoding="utf-8")
-        count = text.count(edit.before)
-        if count != 1:
-            raise ValueError(
-                f"{edit.why}: {edit.before!r} occurs {count} times in {edit.path}, expected once"
-            )
-        file.write_text(text.replace(edit.before, edit.after), encoding="utf-8")
+        file.write_text(replace_once(file.read_text(encoding="utf-8"), edit), encoding="utf-8")
+
+
+def replace_once(text: str, edit: Edit) -> str:
+    """``text`` (the contents of ``edit.path``) with ``edit`` made; raise ``ValueError`` (naming
+    the edit) when its ``before`` does not occur exactly once."""
+    count = text.count(edit.before)
+    if count != 1:
+        raise ValueError(
+            f"{edit.why}: {edit.before!r} occurs {count} times in {edit.path}, expected once"
+        )
+    return text.replace(edit.before, edit.after)
 
 
 @contextmanager

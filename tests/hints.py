@@ -3,6 +3,7 @@ the failure says which mistake that is (the snapshot tests do the same; see snap
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 
 import torch
@@ -18,6 +19,16 @@ def matching_hints(
 def diagnosis_lines(lines: Iterable[str], indent: str = "") -> str:
     """``"\\n<indent>diagnosis: ..."`` for each non-empty line (a measured diagnosis)."""
     return "".join(f"\n{indent}diagnosis: {line}" for line in lines if line)
+
+
+# A hint or diagnosis line of a message, as the tests write them.
+LABELLED = re.compile(r"^\s*(?:hint|diagnosis):\s*(.+?)\s*$", re.MULTILINE)
+
+
+def labelled_lines(message: str) -> list[str]:
+    """The text of each ``hint:`` or ``diagnosis:`` line of ``message``, label and indent off
+    (what ``matching_hints`` and ``diagnosis_lines`` wrote into it)."""
+    return [m.group(1) for m in LABELLED.finditer(message)]
 
 
 def close(a: object, b: object, tolerance: float = 1e-6) -> bool:

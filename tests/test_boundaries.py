@@ -37,7 +37,7 @@ from .lazy_adapters import (
     run_top_p_filter,
     run_train_bpe,
 )
-from .localize import diagnosed_if_raised
+from .localize import diagnosed_if_raised, graded_case_located
 from .localize.decoding import sampling_raised, top_p_raised
 from .localize.raised import clipping_raised
 from .localize.tokenizers import train_bpe_raised
@@ -330,6 +330,7 @@ def compiled(model: torch.nn.Module) -> torch.nn.Module:
         pytest.skip(f"torch.compile is not available with this torch and Python: {error}")
 
 
+@graded_case_located("checkpoint")
 def test_checkpoint_of_compiled_model_has_no_wrapper_prefix(tmp_path) -> None:
     plain = tiny_model(seed=0)
     check_plain_round_trip(compiled(plain), plain, tmp_path / "compiled.pt")

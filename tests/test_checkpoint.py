@@ -16,6 +16,7 @@ from .lazy_adapters import (
     run_load_checkpoint,
     run_save_checkpoint,
 )
+from .localize import graded_case_located
 
 ADAMW = dict(lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
 
@@ -40,6 +41,7 @@ def _train_steps(model, optimizer, steps: int, seed: int = 0) -> list[float]:
 
 
 @pytest.mark.parametrize("kind", ["path", "str", "bytesio"])
+@graded_case_located("checkpoint")
 def test_checkpoint_round_trip_continues_identically(tmp_path, kind):
     model, optimizer = _model_and_optimizer(0)
     _train_steps(model, optimizer, 3)

@@ -10,8 +10,10 @@ import torch
 
 from .adapters import run_get_batch
 from .expect import raises_an_error
+from .localize import graded_case_located
 
 
+@graded_case_located("get_batch")
 def test_get_batch_shapes_targets_and_every_start():
     torch.manual_seed(0)  # get_batch draws from the global generator; fixed, so the test is too
     dataset = np.arange(100)

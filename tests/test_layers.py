@@ -10,8 +10,10 @@ import torch.nn.functional as F
 from .adapters import run_embedding, run_linear, run_rmsnorm, run_silu, run_softmax, run_swiglu
 from .expect import raises_an_error
 from .hints import assert_close_or_hint, close, dtype_kept, matching_hints, softmax_mistakes
+from .localize import graded_case_located
 
 
+@graded_case_located("linear")
 def test_linear(snapshot, inputs, state_dict):
     weight = state_dict["layers.0.ffn.w1.weight"]
     d_out, d_in = weight.shape
@@ -60,6 +62,7 @@ def test_embedding_rejects_ids_outside_vocabulary(state_dict, bad_id):
         run_embedding(*weight.shape, weight, torch.tensor([[0, bad_id]]))
 
 
+@graded_case_located("rmsnorm")
 def test_rmsnorm(snapshot, inputs, state_dict):
     gain = state_dict["layers.0.ln1.weight"]
     snapshot.assert_match(
@@ -114,6 +117,7 @@ def test_rmsnorm_bfloat16_is_computed_in_float32(state_dict):
     torch.testing.assert_close(out.double(), expected, atol=0.05, rtol=0.02)
 
 
+@graded_case_located("silu")
 def test_silu(snapshot, inputs):
     snapshot.assert_match(run_silu(inputs["in_embeddings"]), "silu")
 
@@ -123,6 +127,7 @@ def test_silu_matches_torch_on_extremes():
     torch.testing.assert_close(run_silu(x), F.silu(x))
 
 
+@graded_case_located("swiglu")
 def test_swiglu(snapshot, inputs, state_dict):
     w1, w2, w3 = (state_dict[f"layers.0.ffn.{n}.weight"] for n in ("w1", "w2", "w3"))
     d_ff, d_model = w1.shape

@@ -11,6 +11,7 @@ import torch
 from .adapters import get_adamw_cls
 from .expect import raises_an_error
 from .hints import matching_hints
+from .localize import graded_case_located
 
 
 def _problem(seed: int = 0) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
@@ -42,6 +43,7 @@ def test_adamw_is_a_torch_optimizer():
 
 
 @pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+@graded_case_located("adamw")
 def test_adamw_tracks_torch_adamw_over_many_steps(weight_decay):
     # torch decays before the update and scales eps by the bias correction; the handout decays
     # after it and does not. Per step those differ by O(lr² λ) and O(eps), far below the

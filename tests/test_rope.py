@@ -8,10 +8,12 @@ import torch
 from .adapters import run_rope
 from .expect import raises_an_error
 from .hints import dtype_kept
+from .localize import graded_case_located
 
 THETA, MAX_SEQ_LEN = 10000.0, 16
 
 
+@graded_case_located("rope")
 def test_rope(snapshot, inputs):
     x = inputs["in_embeddings"]
     out = run_rope(x.shape[-1], THETA, MAX_SEQ_LEN, x, inputs["token_positions"])

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from .adapters import get_tokenizer
 from .cases.shipped import Shipped
 from .expect import raises_an_error
+from .localize import graded_case_located
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -46,6 +47,7 @@ def test_tokenizer_empty_string(tokenizer):
     assert list(tokenizer.encode_iterable(["", ""])) == []
 
 
+@graded_case_located("tokenizer")
 def test_tokenizer_works_with_any_id_layout(vocab_and_merges, tokenizer):
     """Ids are only names: the same vocabulary under shuffled ids must encode to the shuffled
     ids (so nothing may assume that byte b has id b, or that merges follow the bytes)."""
@@ -62,6 +64,7 @@ def test_tokenizer_works_with_any_id_layout(vocab_and_merges, tokenizer):
 # --- special tokens ------------------------------------------------------------------------
 
 
+@graded_case_located("tokenizer")
 def test_tokenizer_special_token_gets_its_id(tokenizer, vocab_and_merges):
     vocab, _ = vocab_and_merges
     eot_id = next(i for i, t in vocab.items() if t == EOT.encode())
@@ -83,6 +86,7 @@ def test_tokenizer_adds_missing_special_tokens_to_vocab(vocab_and_merges):
     assert tok.decode(ids) == "a<|pad|>b"
 
 
+@graded_case_located("tokenizer")
 def test_tokenizer_overlapping_special_tokens_longest_first(vocab_and_merges):
     vocab, merges = vocab_and_merges
     double = EOT + EOT
@@ -97,6 +101,7 @@ def test_tokenizer_overlapping_special_tokens_longest_first(vocab_and_merges):
 # --- decode ------------------------------------------------------------------------------
 
 
+@graded_case_located("tokenizer")
 def test_tokenizer_decode_replaces_malformed_utf8(tokenizer, vocab_and_merges):
     byte_id = {t: i for i, t in vocab_and_merges[0].items()}
     # The first two bytes of "€" (e2 82 ac), then "a": one replacement character, then "a".
@@ -113,6 +118,7 @@ def split_at(text: str, cuts: list[int]) -> list[str]:
 
 
 @pytest.mark.parametrize("chunk_size", [1, 2, 3, 7, 64, 1000])
+@graded_case_located("tokenizer")
 def test_tokenizer_encode_iterable_matches_encode(tokenizer, chunk_size):
     text = "".join(read_text(p) for p in SAMPLES)
     chunks = [text[i : i + chunk_size] for i in range(0, len(text), chunk_size)]

@@ -11,7 +11,7 @@ import regex
 from .adapters import get_tokenizer, run_train_bpe
 from .expect import raises_an_error
 from .hints import diagnosis_lines
-from .localize import diagnosed_if_raised
+from .localize import diagnosed_if_raised, graded_case_located
 from .localize.stages import raises
 from .measure import (
     HANDOUT_STEPS,
@@ -59,6 +59,7 @@ def merges_diagnosis(
     return diagnosis_lines([line])
 
 
+@graded_case_located("train_bpe")
 def test_train_bpe_handout_example(tmp_path):
     # The handout's corpus with whitespace pre-tokenization: separating the words by a special
     # token makes every word exactly one pre-token (no leading space).
@@ -93,6 +94,7 @@ def test_train_bpe_repeated_pairs_in_frequent_pretokens(tmp_path):
     assert len(vocab) == 263
 
 
+@graded_case_located("train_bpe")
 def test_train_bpe_output_drives_the_tokenizer(tmp_path):
     """The trainer's (vocab, merges) are exactly what the tokenizer takes: text from the corpus
     round-trips, special tokens get their own ids, and the merges shorten the encoding."""

@@ -15,6 +15,7 @@ from .adapters import (
 )
 from .expect import raises_an_error
 from .hints import dtype_kept
+from .localize import graded_case_located
 
 
 def block_weights(state_dict: dict[str, torch.Tensor], layer: int = 0) -> dict[str, torch.Tensor]:
@@ -45,6 +46,7 @@ def block_args(config: dict) -> tuple:
     )
 
 
+@graded_case_located("transformer_block")
 def test_transformer_block(snapshot, inputs, state_dict, model_config):
     out = run_transformer_block(
         *block_args(model_config), block_weights(state_dict), inputs["in_embeddings"]
@@ -52,6 +54,7 @@ def test_transformer_block(snapshot, inputs, state_dict, model_config):
     snapshot.assert_match(out, "transformer_block")
 
 
+@graded_case_located("transformer_lm")
 def test_transformer_lm(snapshot, inputs, state_dict, model_config):
     out = run_transformer_lm(*lm_args(model_config), state_dict, inputs["in_indices"])
     snapshot.assert_match(out, "transformer_lm")

@@ -110,6 +110,9 @@ ORACLE_IMPORTS = (
 )
 # The one outcomes file of a copy: its runs follow one another.
 OUTCOMES_LABEL = "outcomes"
+# The outcomes of a test that failed (course/pytest_outcomes.py summarize), or of a test file
+# that could not be collected.
+FAILED = ("failed", "error", "collect_error")
 # pytest ended 0 but advice tests failed: the mutant is caught (only the student's screen stays green).
 ADVICE_FAILED = "pytest exit 0, advice failed"
 # How much of a failure's message the log keeps (the end of its E lines).
@@ -155,16 +158,18 @@ def load_equivalents() -> dict[tuple[str, str], str]:
     return {(e["path"], e["key"]): e["reason"] for e in entries}
 
 
-def run_child(copy: Path, mutant: Mutant | None, path: str, select: str, files: list[str]) -> None:
-    """In a forked child: apply ``mutant`` to ``copy`` and exit with pytest's status."""
+def run_child(copy: Path, source: str | None, path: str, select: str, files: list[str]) -> None:
+    """In a forked child: write ``source`` (a mutant's module; ``None``: none) to ``path`` in
+    ``copy``, run ``pytest -x -k select files`` and exit with pytest's status (``files`` may hold
+    more arguments, such as ``--deselect``)."""
     try:
         os.chdir(copy)
         sys.path[:] = [str(copy)] + [p for p in sys.path if p not in ("", str(REPO_ROOT))]
         reloaded = ("cs336_basics", "tests", "course", "benchmarks")
         for name in [n for n in sys.modules if n.split(".")[0] in reloaded]:
             del sys.modules[name]
-        if mutant is not None:
-            (copy / path).write_text(mutant.source, encoding="utf-8")
+        if source is not None:
+            (copy / path).write_text(source, encoding="utf-8")
         if path.removeprefix("cs336_basics/") in REFERENCE_MODULE_TESTS:
             # Compiled kernels with bounds checks, as the suite's slow test of them runs them.
             os.environ["NUMBA_BOUNDSCHECK"] = "1"
@@ -192,11 +197,11 @@ def scratch(copy: Path) -> Path:
     return copy / SCRATCH
 
 
-def failures_of(copy: Path) -> dict[str, dict]:
-    """The failing tests of the last run in ``copy``, advice included (pytest's status is 0 when
-    only advice failed, tests/what_counts.py, but a mutant that fails advice is caught)."""
-    results = summarize(outcomes_file(scratch(copy), OUTCOMES_LABEL))
-    return {n: r for n, r in results.items() if r["outcome"] in ("failed", "error")}
+def failures_of(results: dict[str, dict]) -> dict[str, dict]:
+    """The failing tests of a run's outcomes, in the order pytest reported them, advice included
+    (pytest's status is 0 when only advice failed, tests/what_counts.py, but a mutant that fails
+    advice is caught) and files that could not be collected (reported before any test runs)."""
+    return {n: r for n, r in results.items() if r["outcome"] in FAILED}
 
 
 def first_failure(failing: dict[str, dict]) -> tuple[bool, str]:
@@ -219,16 +224,16 @@ class Pool:
     def __init__(self, copies: list[Path]) -> None:
         self.free = list(copies)
         self.running: dict[int, tuple[Path, object, float, float]] = {}
-        # By id(job): whether the run's failure printed a hint, and the first failure's text.
-        self.failures: dict[int, tuple[bool, str]] = {}
+        # By id(job): the outcomes of its run (course/pytest_outcomes.py), in collection order.
+        self.outcomes: dict[int, dict[str, dict]] = {}
 
-    def start(self, job: object, mutant: Mutant | None, path: str, select: str, files, timeout):
+    def start(self, job: object, source: str | None, path: str, select: str, files, timeout):
         copy = self.free.pop()
         original = (copy / path).read_text(encoding="utf-8")
         outcomes_file(scratch(copy), OUTCOMES_LABEL).unlink(missing_ok=True)
         pid = os.fork()
         if pid == 0:
-            run_child(copy, mutant, path, select, files)
+            run_child(copy, source, path, select, files)
         self.running[pid] = (copy, (job, path, original), time.monotonic(), timeout)
 
     def wait(self) -> list[tuple[object, str]]:
@@ -247,13 +252,13 @@ class Pool:
                     how = f"died with signal {os.WTERMSIG(status)}"
                 else:
                     how = f"pytest exit {os.WEXITSTATUS(status)}"
-                failing = failures_of(copy)
-                if how == "pytest exit 0" and failing:
+                results = summarize(outcomes_file(scratch(copy), OUTCOMES_LABEL))
+                if how == "pytest exit 0" and failures_of(results):
                     how = ADVICE_FAILED
                 (copy / path).write_text(original, encoding="utf-8")
                 del self.running[pid]
                 self.free.append(copy)
-                self.failures[id(job)] = first_failure(failing)
+                self.outcomes[id(job)] = results
                 done.append((job, how))
             if done:
                 return done
@@ -278,7 +283,7 @@ def baselines(pool: Pool, modules: list[str], nodeids, timeout: float) -> dict[s
             files = test_files(module, nodeids)
             pool.start(module, None, path, selection(module), files, timeout)
         for module, how in pool.wait():
-            pool.failures.pop(id(module), None)
+            pool.outcomes.pop(id(module), None)
             if how != "pytest exit 0":
                 raise SystemExit(f"the tests of {module} do not pass unmutated ({how})")
             durations[module] = time.monotonic() - started[module]
@@ -319,13 +324,14 @@ def run(
                     module = Path(mutant.path).name
                     timeout = 30 + 5 * durations[module]
                     files = test_files(module, nodeids)
-                    pool.start(mutant, mutant, mutant.path, selection(module), files, timeout)
+                    source = mutant.source
+                    pool.start(mutant, source, mutant.path, selection(module), files, timeout)
                 for mutant, how in pool.wait():
                     equivalent = (mutant.path, mutant.key) in equivalents
                     status = "killed" if killed(how) else "survived"
                     if equivalent:
                         status = "equivalent-killed" if status == "killed" else "equivalent"
-                    hinted, failure = pool.failures.pop(id(mutant))
+                    hinted, failure = first_failure(failures_of(pool.outcomes.pop(id(mutant))))
                     outcomes.append(Outcome(mutant, status, how, hinted, failure))
                     if status == "survived":
                         bar.write(f"survived: {mutant}")

@@ -132,8 +132,14 @@ class MutantResult:
     @property
     def explained(self) -> bool:
         """Some failure printed a hint that says what this bug is (``EXPECTED_HINTS``)."""
-        expected = EXPECTED_HINTS.get(self.bug.name)
-        return bool(expected) and any(re.search(expected, h, re.IGNORECASE) for h in self.hints)
+        return names_bug(self.bug, self.hints)
+
+
+def names_bug(bug: Bug, hints: list[str]) -> bool:
+    """Whether one of ``hints`` matches the pattern catalogued for ``bug`` (``EXPECTED_HINTS``;
+    bugs without one, the blind set's, are never named by this measure)."""
+    expected = EXPECTED_HINTS.get(bug.name)
+    return bool(expected) and any(re.search(expected, h, re.IGNORECASE) for h in hints)
 
 
 def make_copy(root: Path, destination: Path, extra: tuple[str, ...] = ()) -> Path:

@@ -1,6 +1,7 @@
 """Mutation testing: does the suite catch mistakes, and name them? One runner, source x judge.
 
-``python -m course.mutation [--source SOURCE ...] [--judge tests|grader|silent] [names] [options]``
+``python -m course.mutation [--source SOURCE ...] [--judge tests|grader|silent|first] [names]
+[options]``
 
 Sources of mistakes: ``catalogue`` (realistic bugs with the hints that should name them,
 ``course/mutation/catalogue.py``), ``blind`` (mistakes written without reading the diagnoses,
@@ -11,10 +12,12 @@ tests of the mistake's component: caught when a test that passes on the referenc
 ``judge_tests.py``, ``generated.py``), ``grader`` (the grading driver and judge on the public and
 hidden cases: caught when the component loses points; ``judge_grader.py``) and ``silent`` (both:
 a silent hidden loss is a mistake that loses points while the component's tests all pass, and
-a double charge one that fails hidden cases of several kinds; ``judge_silent.py``). The
-generated mutants are judged by the tests or ``silent``. Exits 1 unless every mistake is caught
-(for generated mutants: unless every survivor is listed as equivalent; ``silent``: unless no
-loss is silent).
+a double charge one that fails hidden cases of several kinds; ``judge_silent.py``) and ``first``
+(the component's tests run as a student runs them, ``-k`` and its test file alone, each with
+``-x``: does the first failure print a hint or diagnosis line? ``judge_first.py``). The
+generated mutants are judged by the tests, ``silent`` or ``first``. Exits 1 unless every mistake
+is caught (for generated mutants judged by the tests: unless every survivor is listed as
+equivalent; ``silent``: unless no loss is silent).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import sys
 from pathlib import Path
 
 from course.grading.judge import load_rubric
-from course.mutation import generated, judge_grader, judge_silent, judge_tests
+from course.mutation import generated, judge_first, judge_grader, judge_silent, judge_tests
 from course.mutation.ast_mutants import generate
 from course.mutation.blind import BLIND
 from course.mutation.catalogue import BUGS, Bug
@@ -33,7 +36,7 @@ from course.mutation.near_miss import NEAR_MISSES
 from course.paths import REPO_ROOT
 
 SOURCES = {"catalogue": BUGS, "blind": BLIND, "near-miss": NEAR_MISSES, "generated": None}
-JUDGES = ("tests", "grader", "silent")
+JUDGES = ("tests", "grader", "silent", "first")
 # Bugs are run a few at a time (each run imports torch); forked generated mutants on every core.
 BUG_JOBS = 2
 
@@ -75,7 +78,7 @@ def parser() -> argparse.ArgumentParser:
     options.add_argument(
         "--log",
         type=Path,
-        help="judged by the tests: each bug's or mutant's hints and first failure (JSONL)",
+        help="judged by the tests or first: each bug's or mutant's hints and first failure (JSONL)",
     )
     return options
 
@@ -92,13 +95,18 @@ def check_combination(options: argparse.ArgumentParser, args: argparse.Namespace
         if given
     ]
     if "generated" in args.source and args.judge == "grader":
-        options.error("generated mutants are judged by the tests or silent (not --judge grader)")
-    # The silent judge takes the generated mutants beside the other sources.
-    alone = args.source == ["generated"] or (args.judge == "silent" and "generated" in args.source)
+        options.error(
+            "generated mutants are judged by the tests, silent or first (not --judge grader)"
+        )
+    # The silent and first judges take the generated mutants beside the other sources.
+    beside = args.judge in ("silent", "first") and "generated" in args.source
+    alone = args.source == ["generated"] or beside
     if generated_only and not alone:
         options.error(f"{', '.join(generated_only)}: for --source generated alone")
-    if tests_only and (args.judge != "tests" or len(args.source) > 1):
-        options.error(f"{', '.join(tests_only)}: for one source judged by the tests")
+    if args.list and args.judge != "tests":
+        options.error("--list: for the generated mutants judged by the tests (it runs nothing)")
+    if tests_only and (args.judge not in ("tests", "first") or len(args.source) > 1):
+        options.error(f"{', '.join(tests_only)}: for one source judged by the tests or first")
     if args.names and len(args.source) > 1:
         options.error("names select within one source: give one --source with them")
     if args.jobs is not None and args.jobs < 1:
@@ -125,21 +133,44 @@ def graded_bugs(options: argparse.ArgumentParser, source: str, bugs: list[Bug]) 
     return bugs
 
 
+def mutant_bugs(options: argparse.ArgumentParser, args: argparse.Namespace) -> list[Bug]:
+    """The generated mutants asked for (not those listed as equivalent), each as a bug of each
+    graded component of its module."""
+    equivalents = generated.load_equivalents()
+    bugs = []
+    for module in generated_modules(options, args):
+        mutants = [
+            m
+            for m in generate(REPO_ROOT, f"cs336_basics/{module}")
+            if (m.path, m.key) not in equivalents
+            and (not args.match or any(p in m.key for p in args.match))
+        ]
+        components = judge_silent.module_components(module, generated.MODULE_TESTS[module])
+        bugs += judge_silent.mutant_bugs(mutants, components)
+    return bugs
+
+
+def run_first(options: argparse.ArgumentParser, source: str, args: argparse.Namespace) -> bool:
+    """Run each mistake of ``source`` as a student runs its component's tests; print whether the
+    first failure names it, per component and for the set; return whether every run caught it."""
+    if source == "generated":
+        bugs = mutant_bugs(options, args)
+    else:
+        bugs = chosen_bugs(options, source, args.names)
+    jobs = args.jobs or BUG_JOBS
+    print(f"the first failure of {len(bugs)} mistakes of the {source}, {jobs} runs at a time")
+    runs, broken = judge_first.run_all(bugs, jobs, args.timeout)
+    if args.log:
+        judge_first.write_log(runs, args.log)
+    print(judge_first.report(runs, broken, source))
+    return all(r.caught for r in runs)
+
+
 def run_silent(options: argparse.ArgumentParser, source: str, args: argparse.Namespace) -> bool:
     """Grade the mistakes of ``source``, test the ones that lose points; print the silent
     hidden losses and double charges; return whether there is no silent loss."""
     if source == "generated":
-        equivalents = generated.load_equivalents()
-        bugs = []
-        for module in generated_modules(options, args):
-            mutants = [
-                m
-                for m in generate(REPO_ROOT, f"cs336_basics/{module}")
-                if (m.path, m.key) not in equivalents
-                and (not args.match or any(p in m.key for p in args.match))
-            ]
-            components = judge_silent.module_components(module, generated.MODULE_TESTS[module])
-            bugs += judge_silent.mutant_bugs(mutants, components)
+        bugs = mutant_bugs(options, args)
     else:
         bugs = graded_bugs(options, source, chosen_bugs(options, source, args.names))
     jobs = args.jobs or BUG_JOBS
@@ -208,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     for source in args.source:
         if args.judge == "silent":
             clean &= run_silent(options, source, args)
+        elif args.judge == "first":
+            clean &= run_first(options, source, args)
         elif source == "generated":
             clean &= run_generated(options, args)
         else:

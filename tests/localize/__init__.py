@@ -29,14 +29,16 @@ each one right answers it must stay silent on.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
 
-from tests.cases.core import Bundle, Case, Outputs, judge_case
-from tests.cases.public import public_expected
+from tests.cases import CASES
+from tests.cases.core import Bundle, Case, Outputs, judge_case, normalize
+from tests.cases.public import public_expected, public_inputs
 from tests.cases.shipped import Shipped
-from tests.hints import diagnosis_lines
+from tests.hints import diagnosis_lines, labelled_lines
 from tests.localize.attention import localize_sdpa, sdpa_raised
 from tests.localize.composites import (
     BLOCK_STAGES,
@@ -217,6 +219,51 @@ def diagnose(
     if outputs.raised.startswith("NotImplementedError"):
         return []
     return quietly(lambda: localize_raised(case.component, adapters, inputs, expected))
+
+
+def graded_case_lines(component: str, adapters: ModuleType | None = None) -> list[str]:
+    """What ``diagnose`` measured on the first of ``component``'s public graded cases that fails
+    (the first line naming the case), for a shipped test of the same component whose own failure
+    only says how far a value is off: the student who runs one test file reads that failure
+    first. ``[]`` when every public case passes or nothing was measured, and for code not written
+    yet. ``adapters``: ``tests.adapters``, imported only here (a test file that imports it at the
+    top cannot even be collected when it does not import)."""
+    adapters = adapters or importlib.import_module("tests.adapters")
+    shipped = Shipped()
+    cases = [c for c in CASES.values() if c.component == component and c.public_inputs]
+    for case in sorted(cases, key=lambda c: c.public_id):
+        inputs = public_inputs(case, shipped)
+        try:
+            outputs = Outputs(normalize(case.call(adapters, inputs)))
+        except NotImplementedError:
+            return []
+        except Exception:  # noqa: BLE001  (student code: any exception is a raised call)
+            outputs = RAISED
+        lines = case_failure_lines(case, adapters, inputs, outputs)
+        if lines:
+            return [f"on the graded case {case.public_id}: {lines[0]}", *lines[1:]]
+    return []
+
+
+def case_failure_lines(
+    case: Case, adapters: ModuleType, inputs: Bundle, outputs: Outputs
+) -> list[str]:
+    """A public case's ``diagnose`` lines when it fails; where nothing was measured, the hint and
+    diagnosis lines its check's own message holds (the tokenizer's first differing id, a BPE
+    vocabulary's make-up). ``[]`` when it passes."""
+    expected = public_expected(case)
+    message = judge_case(case, outputs, expected, inputs)
+    if message is None:
+        return []
+    return diagnose(case, adapters, inputs, outputs, expected) or labelled_lines(message)
+
+
+@contextmanager
+def graded_case_located(component: str, adapters: ModuleType | None = None) -> Iterator[None]:
+    """A failure inside gets ``graded_case_lines``'s note (``NotImplementedError`` passes
+    through untouched, as in ``diagnosed_if_raised``)."""
+    with diagnosed_if_raised(lambda: graded_case_lines(component, adapters)):
+        yield
 
 
 def public_diagnosis(
