@@ -72,13 +72,6 @@ def gpt2_pretokenizer() -> regex.Pattern:
     return regex.compile(GPT2_PRETOKENIZER_PATTERN)
 
 
-def __getattr__(name: str) -> object:
-    """``GPT2_PRETOKENIZER`` (the compiled pattern) is made on first use, see above."""
-    if name == "GPT2_PRETOKENIZER":
-        return gpt2_pretokenizer()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def check_special_tokens(special_tokens: Sequence[str] | None) -> list[str]:
     """Return ``special_tokens`` as a list, refusing empty, non-string and duplicate tokens."""
     tokens = list(special_tokens or [])

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from benchmarks.english import generate_english
 from course.cases.truths.tokenizers import tiktoken_of
-from cs336_basics.pretokenization import GPT2_PRETOKENIZER, WHITESPACE
+from cs336_basics.pretokenization import WHITESPACE, gpt2_pretokenizer
 from cs336_basics.runner.compiled.fast_tokenizer import FastTokenizer
 from cs336_basics.runner.compiled.fast_tokenizer_kernels import (
     HEAP_ABOVE,
@@ -394,7 +394,7 @@ def test_the_compiled_ascii_pretokenizer_is_the_pattern(text: str) -> None:
     # module's general pattern, not the ASCII copy the Python path uses.
     starts = ascii_pretoken_starts(np.frombuffer(text.encode("ascii"), dtype=np.uint8))
     pieces = [text[a:b] for a, b in zip(starts.tolist(), starts[1:].tolist(), strict=False)]
-    assert pieces == GPT2_PRETOKENIZER.findall(text)
+    assert pieces == gpt2_pretokenizer().findall(text)
 
 
 @pytest.mark.parametrize("merges_by_heap", [False, True], ids=["scans", "heap"])

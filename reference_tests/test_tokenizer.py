@@ -28,9 +28,9 @@ from cs336_basics import bpe, pretokenize_helper
 from cs336_basics.bpe import _descending_key, train_bpe
 from cs336_basics.chunking import find_chunk_boundaries
 from cs336_basics.pretokenization import (
-    GPT2_PRETOKENIZER,
     WHITESPACE,
     count_pretokens,
+    gpt2_pretokenizer,
     pretokenize,
     split_words,
 )
@@ -51,7 +51,7 @@ def test_whitespace_class_is_the_patterns_whitespace() -> None:
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(st.characters(max_codepoint=127), max_size=60))
 def test_ascii_pretokenizer_agrees_with_the_gpt2_pattern(text: str) -> None:
-    assert pretokenize(text) == GPT2_PRETOKENIZER.findall(text)
+    assert pretokenize(text) == gpt2_pretokenizer().findall(text)
 
 
 @settings(max_examples=300, deadline=None)
@@ -62,8 +62,8 @@ def test_ascii_pretokenizer_agrees_with_the_gpt2_pattern(text: str) -> None:
     | st.text(max_size=40)
 )
 def test_a_pretoken_alone_is_one_pretoken(text: str) -> None:
-    for pretoken in GPT2_PRETOKENIZER.findall(text):
-        assert GPT2_PRETOKENIZER.findall(pretoken) == [pretoken]
+    for pretoken in gpt2_pretokenizer().findall(text):
+        assert gpt2_pretokenizer().findall(pretoken) == [pretoken]
 
 
 def test_ascii_pretokenizer_agrees_on_every_three_characters() -> None:
@@ -71,7 +71,9 @@ def test_ascii_pretokenizer_agrees_on_every_three_characters() -> None:
     for a in ascii_chars:
         for b in ascii_chars:
             texts = [a + b + c for c in "a1 \n'.s"]
-            assert [pretokenize(t) for t in texts] == [GPT2_PRETOKENIZER.findall(t) for t in texts]
+            assert [pretokenize(t) for t in texts] == [
+                gpt2_pretokenizer().findall(t) for t in texts
+            ]
 
 
 class _TinyCacheTokenizer(Tokenizer):
@@ -111,8 +113,8 @@ def test_pretokens_of_words_are_pretokens_of_text(text: str) -> None:
     assert all(words)
     # Compare with the pattern applied to the whole text, independently of the word split.
     assert [
-        p for word in words for p in GPT2_PRETOKENIZER.findall(word)
-    ] == GPT2_PRETOKENIZER.findall(text)
+        p for word in words for p in gpt2_pretokenizer().findall(word)
+    ] == gpt2_pretokenizer().findall(text)
 
 
 def test_words_are_whitespace_then_non_whitespace() -> None:

@@ -239,23 +239,10 @@ def graded_case_lines(component: str, adapters: ModuleType | None = None) -> lis
             return []
         except Exception:  # noqa: BLE001  (student code: any exception is a raised call)
             outputs = RAISED
-        lines = case_failure_lines(case, adapters, inputs, outputs)
+        lines = public_diagnosis(case, adapters, inputs, outputs, from_message=True)
         if lines:
             return [f"on the graded case {case.public_id}: {lines[0]}", *lines[1:]]
     return []
-
-
-def case_failure_lines(
-    case: Case, adapters: ModuleType, inputs: Bundle, outputs: Outputs
-) -> list[str]:
-    """A public case's ``diagnose`` lines when it fails; where nothing was measured, the hint and
-    diagnosis lines its check's own message holds (the tokenizer's first differing id, a BPE
-    vocabulary's make-up). ``[]`` when it passes."""
-    expected = public_expected(case)
-    message = judge_case(case, outputs, expected, inputs)
-    if message is None:
-        return []
-    return diagnose(case, adapters, inputs, outputs, expected) or labelled_lines(message)
 
 
 @contextmanager
@@ -267,12 +254,16 @@ def graded_case_located(component: str, adapters: ModuleType | None = None) -> I
 
 
 def public_diagnosis(
-    case: Case, adapters: ModuleType, inputs: Bundle, outputs: Outputs
+    case: Case, adapters: ModuleType, inputs: Bundle, outputs: Outputs, from_message: bool = False
 ) -> list[str]:
-    """The grader's public run (its sandbox holds the shipped fixtures, as a handout does): a
-    public case judged with its shipped expected values, and ``diagnose``'s lines if it
-    fails."""
+    """A public case judged with its shipped expected values (the grader's public run, whose
+    sandbox holds the shipped fixtures as a handout does), and ``diagnose``'s lines if it fails;
+    ``[]`` when it passes. ``from_message``: where nothing was measured, the hint and diagnosis
+    lines the check's own message holds (the tokenizer's first differing id, a BPE vocabulary's
+    make-up); the grader leaves them out, as its judge shows that message already."""
     expected = public_expected(case)
-    if judge_case(case, outputs, expected, inputs) is None:
+    message = judge_case(case, outputs, expected, inputs)
+    if message is None:
         return []
-    return diagnose(case, adapters, inputs, outputs, expected)
+    lines = diagnose(case, adapters, inputs, outputs, expected)
+    return lines or (labelled_lines(message) if from_message else [])

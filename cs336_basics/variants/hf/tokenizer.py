@@ -31,7 +31,7 @@ from typing import Any
 
 import regex
 
-from cs336_basics.pretokenization import GPT2_PRETOKENIZER
+from cs336_basics.pretokenization import gpt2_pretokenizer
 from cs336_basics.tokenizer import Tokenizer
 from cs336_basics.tokenizer_files import string_to_token
 
@@ -324,7 +324,7 @@ def _byte_level(spec: dict[str, Any]) -> PreTokenizer:
     def byte_level(text: str) -> list[str]:
         if prefix and not text.startswith(" "):
             text = " " + text
-        return GPT2_PRETOKENIZER.findall(text) if use_regex else [text]
+        return gpt2_pretokenizer().findall(text) if use_regex else [text]
 
     return byte_level
 
