@@ -174,8 +174,13 @@ def run_silent(options: argparse.ArgumentParser, source: str, args: argparse.Nam
     else:
         bugs = graded_bugs(options, source, chosen_bugs(options, source, args.names))
     jobs = args.jobs or BUG_JOBS
-    print(f"judging {len(bugs)} mistakes of the {source}: graded, then tested where charged")
-    verdicts = judge_silent.judge_all(bugs, jobs, args.timeout)
+    order = (
+        "tested, then graded where the tests miss"
+        if source == "generated"
+        else ("graded, then tested where charged")
+    )
+    print(f"judging {len(bugs)} mistakes of the {source}: {order}")
+    verdicts = judge_silent.judge_all(bugs, jobs, args.timeout, tests_first=source == "generated")
     print(judge_silent.report(verdicts))
     return not any(v.silent for v in verdicts)
 
