@@ -87,12 +87,14 @@ mutants-smoke:
 	uv run python -m course.mutation --source generated --smoke --jobs 2
 
 # Silent hidden losses (the grader takes a component's points while its shipped tests all pass)
-# and double charges: each mistake graded, then its component's tests where it lost points
-# (docs/grading.md). silent: every set, the generated mutants of the graded modules too (hours
-# on 2 cores); silent-smoke: CI-sized, the near misses but Linear's 3-D-only one (the slowest,
-# and caught by the shipped tests before this check existed).
+# and double charges: each mistake graded, then its component's tests where it lost points; the
+# generated mutants tested first, then graded where their tests miss (docs/grading.md). silent:
+# every set, the generated mutants of the graded modules too (about two hours on 2 cores);
+# silent-smoke: CI-sized, the near misses but Linear's 3-D-only one (the slowest, and caught by
+# the shipped tests before this check existed).
 silent:
-	uv run python -m course.mutation --source near-miss --source catalogue --source blind --judge silent
+	uv run python -m course.mutation --source near-miss --source catalogue --source blind \
+		--source second-blind --judge silent
 	uv run python -m course.mutation --source generated --graded --judge silent
 
 silent-smoke:
