@@ -13,6 +13,7 @@ from .adapters import (
     run_transformer_block,
     run_transformer_lm,
 )
+from .cases.model import truncated_length
 from .expect import raises_an_error
 from .hints import dtype_kept
 from .localize import graded_case_located
@@ -84,7 +85,7 @@ def test_transformer_lm_final_norm_takes_rmsnorms_eps(inputs, state_dict, model_
 
 
 def test_transformer_lm_truncated_input(snapshot, inputs, state_dict, model_config):
-    ids = inputs["in_indices"][:, : model_config["context_length"] // 4]
+    ids = inputs["in_indices"][:, : truncated_length(model_config["context_length"])]
     snapshot.assert_match(
         run_transformer_lm(*lm_args(model_config), state_dict, ids), "transformer_lm_truncated"
     )

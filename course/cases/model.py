@@ -26,6 +26,7 @@ from cs336_basics.rmsnorm import RMSNorm
 from cs336_basics.rope import RotaryPositionalEmbedding
 from cs336_basics.variants.builders import variant_block
 from cs336_basics.variants.config import VariantConfig
+from tests.cases.model import truncated_length
 
 f64 = torch.float64
 
@@ -346,7 +347,7 @@ def lm(data: FixtureData) -> CaseResult:
 
 @snapshot_case("transformer_lm_truncated")
 def lm_truncated(data: FixtureData) -> CaseResult:
-    ids = data.inputs["in_indices"][:, : data.config.context_length // 4]
+    ids = data.inputs["in_indices"][:, : truncated_length(data.config.context_length)]
     model = transformer_lm(data.config)
     model.load_state_dict(data.state_dict)
     return CaseResult(model(ids), naive_lm(ids, data.config, data.state_dict))

@@ -96,3 +96,51 @@ def test_a_missing_truth_is_named_and_only_out_is_derived_from_the_spread(monkey
     monkeypatch.setitem(TRUTHS, ("silu", "basic"), lambda inputs: derived)
     with pytest.raises(ValueError, match="only out.atol can be derived from the spread, not other"):
         computed_expected(case, {"x": torch.zeros(2)})
+
+
+def core_sizes(bundle) -> dict[tuple[str, int], int]:
+    """The sizes of each input tensor's last two axes (the feature and sequence axes a mistake
+    can confuse; leading batch axes are the ranks' business), by (input, axis from the end)."""
+    return {
+        (name, -axis): value.shape[-axis]
+        for name, value in bundle.items()
+        if isinstance(value, torch.Tensor)
+        for axis in range(1, min(value.dim(), 2) + 1)
+    }
+
+
+def coincidences(public, hidden) -> list[tuple]:
+    """Pairs of axes of the same size in the public inputs that a hidden instance tells apart:
+    a mistake that confuses them passes the public case and fails the hidden one."""
+    ours, theirs = core_sizes(public), core_sizes(hidden)
+    shared = sorted(set(ours) & set(theirs))
+    return [
+        (a, b, ours[a])
+        for i, a in enumerate(shared)
+        for b in shared[i + 1 :]
+        if ours[a] == ours[b] and theirs[a] != theirs[b]
+    ]
+
+
+def test_a_public_case_tells_apart_every_pair_of_sizes_its_hidden_instances_do():
+    found = []
+    for folder in sorted(INPUTS_ROOT.iterdir()):
+        inputs = bundles(INPUTS_ROOT, folder.name)
+        for case_id, public in inputs.items():
+            if "-public-" not in case_id:
+                continue
+            kind = case_id.split("-public-")[1]
+            for hidden_id, hidden in inputs.items():
+                if f"-hidden-{kind}-" in hidden_id:
+                    found += [(case_id, hidden_id, *c) for c in coincidences(public, hidden)]
+    assert found == []
+
+
+def test_a_size_coincidence_is_seen():
+    square, wide = torch.zeros(2, 3, 3), torch.zeros(2, 3, 5)
+    assert coincidences({"x": square}, {"x": wide}) == [(("x", -2), ("x", -1), 3)]
+    assert coincidences({"x": wide}, {"x": square}) == []
+    assert (
+        coincidences({"q": torch.zeros(4, 16), "k": torch.zeros(3, 16)}, {"q": torch.zeros(4, 8)})
+        == []
+    )

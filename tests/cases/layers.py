@@ -199,7 +199,14 @@ def check_softmax_stable(outputs: Bundle, expected: Bundle, inputs: Bundle) -> s
     "large_inputs",
     check=check_softmax_stable,
     public=lambda s: {
-        "x": torch.tensor([[1000.0, 1001.0, 1002.0], [-1000.0, 0.0, 1000.0], [88.0, 89.0, 90.0]]),
+        # Three rows of four: a softmax over the wrong axis of a square input could pass.
+        "x": torch.tensor(
+            [
+                [1000.0, 1001.0, 1002.0, 999.0],
+                [-1000.0, 0.0, 1000.0, 500.0],
+                [88.0, 89.0, 90.0, 87.0],
+            ]
+        ),
         "dims": [0, 1, -1],
     },
 )

@@ -39,6 +39,12 @@ def block(adapters, inputs: Bundle) -> Bundle:
     return {"out": adapters.run_transformer_block(*args, weights_of(inputs), inputs["x"])}
 
 
+def truncated_length(context_length: int) -> int:
+    """The truncated LM input's length: shorter than the context, and of another size than the
+    batch (4) and than the hidden instances' lengths, so positions taken from the wrong axis fail."""
+    return 3 * context_length // 8
+
+
 def lm_inputs(s, length: int | None = None, prefixes: list[int] | None = None) -> Bundle:
     ids = s.inputs["in_indices"]
     return {
@@ -93,7 +99,7 @@ def lm_prefixes(adapters, inputs: Bundle) -> Bundle:
     "truncated",
     check=close_out,
     snapshot="transformer_lm_truncated",
-    public=lambda s: lm_inputs(s, length=s.config["context_length"] // 4),
+    public=lambda s: lm_inputs(s, length=truncated_length(s.config["context_length"])),
 )
 def lm_truncated(adapters, inputs: Bundle) -> Bundle:
     """Input shorter than the context length."""
