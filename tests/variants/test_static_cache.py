@@ -85,10 +85,8 @@ class CountingBackend:
 # Tracing a graph takes seconds: plain pytest traces one kind; `pytest -m ""` (CI) all four.
 @pytest.mark.parametrize(
     "variant",
-    [
-        "gqa",
-        *(pytest.param(v, marks=pytest.mark.slow) for v in ("mla", "learned positions", "nope")),
-    ],
+    # Each traces the decoding step with torch.compile (tens of seconds of CPU): slow, in CI.
+    [pytest.param(v, marks=pytest.mark.slow) for v in ("gqa", "mla", "learned positions", "nope")],
 )
 def test_compiled_decoding_equals_uncached_and_compiles_one_graph(variant: str) -> None:
     torch.compiler.reset()  # graphs of earlier tests must not count against the recompile limit
@@ -105,7 +103,7 @@ def test_compiled_decoding_equals_uncached_and_compiles_one_graph(variant: str) 
     assert backend.graphs == 1
 
 
-@pytest.mark.parametrize("compile_backend", [None, "eager"])
+@pytest.mark.parametrize("compile_backend", [None, pytest.param("eager", marks=pytest.mark.slow)])
 def test_static_and_compiled_decoding_stop_each_row_at_its_own_stop_token(compile_backend) -> None:
     torch.compiler.reset()
     model = tiny_model("gqa")
