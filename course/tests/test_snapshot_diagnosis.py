@@ -322,6 +322,12 @@ def test_tricky_special_token_hints_name_only_the_mistake_they_reproduce() -> No
     reversed_ids = right | {"lines": right["lines"] | {name: expected["ids"][name][::-1]}}
     message = special_tokens.check_tricky(reversed_ids, expected, inputs)
     assert special_tokens.LINES in message and "hint:" not in message
+    # A stream cut short (its last piece never flushed) is charged by the encode_iterable case
+    # alone; a streamed special token cut in two is this case's own mistake.
+    cut_short = right | {"lines": right["lines"] | {name: expected["ids"][name][:-3]}}
+    assert special_tokens.check_tricky(cut_short, expected, inputs) is None
+    cut_inside = right | {"lines": right["lines"] | {name: as_text}}
+    assert special_tokens.LINES in special_tokens.check_tricky(cut_inside, expected, inputs)
 
 
 def test_dtype_hint_only_for_an_upcast_that_was_not_cast_back() -> None:

@@ -158,6 +158,12 @@ def run_outputs(outputs: Bundle, name: str, lines: bool) -> dict[str, object]:
     return runs | ({LINES: outputs["lines"].get(name)} if lines else {})
 
 
+def lost_tail_only(got, want: list[int]) -> bool:
+    """Whether streamed ids are the right ones cut short: every special token streamed whole up to
+    where the stream stopped, only its end lost (a final piece never flushed)."""
+    return isinstance(got, list) and len(got) < len(want) and got == want[: len(got)]
+
+
 def check_tricky(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | None:
     reveal = expected.get("reveal", True)
     # In name order: the grader's inputs come back from JSON with sorted keys, pytest's do not,
@@ -166,6 +172,8 @@ def check_tricky(outputs: Bundle, expected: Bundle, inputs: Bundle) -> str | Non
         want, mistakes = expected["ids"][name], expected["mistakes"][name]
         lines = read_by_lines(inputs["texts"][name], inputs["special_tokens"])
         for label, got in run_outputs(outputs, name, lines).items():
+            if label == LINES and lost_tail_only(got, want):
+                continue  # a stream that stops early is the encode_iterable case's subject
             message = equal_mismatch(got, want, f"{label} ({name})", reveal)
             if message:
                 wrong = {"as_text": mistakes["as_text"], "per_piece": mistakes["per_piece"][label]}
