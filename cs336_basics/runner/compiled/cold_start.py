@@ -62,7 +62,7 @@ def kernels_cached() -> bool:
 
     entry_kernels = (
         k._fill_pair_table, k.merge_pretokens, k.find_words, k.word_kinds, k.joined_words,
-        k.ascii_pretoken_starts, k.look_up_words, k.gather_ids, k._rehash,
+        k.ascii_word_pretoken_starts, k.look_up_words, k.gather_ids, k._rehash,
     )  # fmt: skip
     try:
         codegen = numba.core.registry.cpu_target.target_context.codegen()

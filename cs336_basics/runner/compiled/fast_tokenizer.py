@@ -35,7 +35,7 @@ from cs336_basics.pretokenization import WHITESPACE, pretokenize, split_on_speci
 from cs336_basics.runner.compiled.fast_tokenizer_kernels import (
     ALONE,
     WordTable,
-    ascii_pretoken_starts,
+    ascii_word_pretoken_starts,
     find_words,
     joined_words,
     merge_pretokens,
@@ -103,6 +103,7 @@ class FastTokenizer(Tokenizer):
     def _new_cache(self) -> None:
         # The reference's pickling leaves ``_cache`` out and calls this to start a new one.
         self._cache = WordTable()
+        self._pretokens = WordTable()
 
     def _encode_group(self, group: list[str | int], ids: list[int]) -> None:
         """Append the ids of ``group`` (ordinary pieces and special token ids) to ``ids``."""
@@ -139,9 +140,9 @@ class FastTokenizer(Tokenizer):
         """Store the ids of the table's ``new_entries`` (words not seen before)."""
         table = self._cache
         columns = table.word_bytes, table.word_starts, table.word_lengths
-        # Words that end where a pre-token ends are pre-tokenized joined together, in one pass
-        # per kind (the ASCII ones with the faster pattern); the others (a piece's first and
-        # last words) alone. Their bytes are gathered in that order, to be decoded in slices.
+        # ASCII words are pre-tokenized by compiled code, each alone; the others by the pattern,
+        # those that start and end where a pre-token does joined together, in one pass, the
+        # rest alone. Their bytes are gathered in that order, to be decoded in slices.
         kinds = word_kinds(*columns, new_entries)
         entries = new_entries[np.argsort(kinds, kind="stable")]
         lengths = table.word_lengths[entries]
@@ -155,15 +156,38 @@ class FastTokenizer(Tokenizer):
             ids = np.fromiter(chain.from_iterable(word_ids), np.int64)
             id_ends = np.cumsum([len(x) for x in word_ids], dtype=np.int64)
         else:
-            # ASCII words are pre-tokenized by compiled code, the others by the pattern.
             data = np.frombuffer(blob, dtype=np.uint8)
-            starts = [ascii_pretoken_starts(data[: bounds[ascii_count]])[:-1]]
+            ascii_ends = np.array(bounds[1 : ascii_count + 1], dtype=np.int64)
+            starts = [ascii_word_pretoken_starts(data[: bounds[ascii_count]], ascii_ends)]
             others = [(bounds[ascii_count], bounds[joined]), *itertools.pairwise(bounds[joined:])]
             for a, b in others:
                 starts.append(a + _pretoken_starts(blob[a:b].decode("utf-8")))
             starts.append(np.array([len(blob)]))
-            ids, id_ends = self._merge_bytes(data, np.concatenate(starts), lengths)
+            ids, id_ends = self._pretoken_ids(data, np.concatenate(starts), lengths)
         table.store_ids(entries, ids, id_ends)
+
+    def _pretoken_ids(
+        self, data: np.ndarray, starts: np.ndarray, word_lengths: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The ids of the consecutive words of ``data`` (of the given byte lengths) whose
+        pre-tokens start at ``starts`` (then ``len(data)``): all ids, and where each word's ids
+        end. New words mostly hold known pre-tokens (``"\\Ab`di*ca\"tion\\,"``), so pre-tokens
+        have a table of their own and only those not seen before are merged."""
+        if self._pretokens.entries + len(starts) > self.CACHE_SIZE:
+            self._pretokens = WordTable()
+        table = self._pretokens
+        entries, new_entries = table.look_up(data, starts[1:])
+        if len(new_entries):
+            new_bytes = joined_words(
+                table.word_bytes, table.word_starts, table.word_lengths, new_entries
+            )
+            lengths = table.word_lengths[new_entries]
+            new_starts = np.concatenate(([0], np.cumsum(lengths)))
+            table.store_ids(new_entries, *self._merge_bytes(new_bytes, new_starts, lengths))
+        pretoken_id_ends = np.cumsum(table.id_lengths[entries])
+        # Each word ends where one of its pre-tokens ends: find which, by byte offsets.
+        last_pretokens = np.searchsorted(starts[1:], np.cumsum(word_lengths))
+        return table.gather(entries), pretoken_id_ends[last_pretokens]
 
     def _encode_each(self, text: str) -> list[int]:
         """The ids of ``text`` by the reference's Python merge loop."""

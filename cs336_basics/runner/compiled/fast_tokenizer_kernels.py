@@ -242,16 +242,34 @@ def ends_in_whitespace(data, start, end):
     return lead == 0xE3 and middle == 0x80 and last == 0x80
 
 
+@numba.njit(cache=True, inline="always")
+def _is_ascii_space(byte):
+    return byte == 0x20 or 0x09 <= byte <= 0x0D
+
+
 @numba.njit(cache=True)
 def find_words(data, piece_ends):
     """Where the words of each piece end: a piece ``data[piece_ends[i - 1]:piece_ends[i]]`` is
-    cut before every space that follows a non-whitespace character, and at its end."""
+    cut at its end and before every ASCII whitespace character that either follows a
+    non-whitespace character or is the last of a run of ASCII whitespace followed by an ASCII
+    non-whitespace character. A pre-token ends at each cut, whatever the text around it:
+    no pre-token holds non-whitespace followed by whitespace, and the pattern's ``\\s+(?!\\S)``
+    leaves the last whitespace character of a run for what follows. So a word is a whitespace
+    run on its own, or one whitespace character (if any) and what follows up to the next
+    whitespace: ``" dignity,"``, ``"\\n   "`` then ``" the"``, rather than ``"\\n    the"`` for each
+    indentation and word (GCIDE's lines)."""
     ends = np.empty(len(data) + len(piece_ends), dtype=np.int64)
     count = 0
     start = 0
     for end in piece_ends:
         for i in range(start + 1, end):
-            if data[i] == 0x20 and not ends_in_whitespace(data, start, i):
+            if not _is_ascii_space(data[i]):
+                continue
+            # After whitespace, a cut needs the run to end here: the next byte is ASCII
+            # non-whitespace (a multi-byte character might be whitespace, so no cut before it).
+            if not ends_in_whitespace(data, start, i) or (
+                i + 1 < end and data[i + 1] < 0x80 and not _is_ascii_space(data[i + 1])
+            ):
                 ends[count] = i
                 count += 1
         if end > start:
@@ -262,27 +280,29 @@ def find_words(data, piece_ends):
 
 
 # How a new word is pre-tokenized (see ``word_kinds``).
-JOINED_ASCII, JOINED, ALONE = 0, 1, 2
+ASCII, JOINED, ALONE = 0, 1, 2
 
 
 @numba.njit(cache=True)
 def word_kinds(word_bytes, word_starts, word_lengths, entries):
-    """How each word ``entries[i]`` of a ``WordTable`` is pre-tokenized: led by a space and
-    ending in non-whitespace, it ends where a pre-token ends, so it may be pre-tokenized joined
-    to others (``JOINED_ASCII`` if all its bytes are ASCII, else ``JOINED``); any other word (a
-    piece's first or last) is pre-tokenized ``ALONE``."""
+    """How each word ``entries[i]`` of a ``WordTable`` is pre-tokenized: ``ASCII`` words (all
+    bytes ASCII) by compiled code, one by one; the others by the pattern, joined to others
+    (``JOINED``) if led by whitespace and ending in non-whitespace (then they start and end where
+    a pre-token does, whatever their neighbours), else ``ALONE`` (a piece's first or last word,
+    a run of whitespace)."""
     kinds = np.empty(len(entries), dtype=np.int64)
     for i in range(len(entries)):
         start = word_starts[entries[i]]
         end = start + word_lengths[entries[i]]
-        if word_bytes[start] != 0x20 or ends_in_whitespace(word_bytes, start, end):
-            kinds[i] = ALONE
-            continue
-        kinds[i] = JOINED_ASCII
+        kinds[i] = ASCII
         for j in range(start, end):
             if word_bytes[j] >= 0x80:
                 kinds[i] = JOINED
                 break
+        if kinds[i] == JOINED and (
+            not _is_ascii_space(word_bytes[start]) or ends_in_whitespace(word_bytes, start, end)
+        ):
+            kinds[i] = ALONE
     return kinds
 
 
@@ -318,20 +338,26 @@ def _ascii_class(byte):
     return _OTHER
 
 
-@numba.njit(cache=True)
-def ascii_pretoken_starts(data):
+def ascii_pretoken_starts(data: np.ndarray) -> np.ndarray:
     """Where the pre-tokens of the ASCII text ``data`` start, then ``len(data)``: the matches of
     ``GPT2_PRETOKENIZER_PATTERN``, whose alternatives are tried in order at each start."""
-    n = len(data)
-    starts = np.empty(n + 1, dtype=np.int64)
+    starts = ascii_word_pretoken_starts(data, np.array([len(data)], dtype=np.int64))
+    return np.append(starts, len(data))
+
+
+@numba.njit(cache=True)
+def ascii_word_pretoken_starts(data, word_ends):
+    """Where the pre-tokens of the ASCII words ``data[word_ends[w - 1]:word_ends[w]]``, each
+    pre-tokenized alone, start (as offsets into ``data``)."""
+    starts = np.empty(len(data), dtype=np.int64)
     count = 0
     i = 0
-    while i < n:
-        starts[count] = i
-        count += 1
-        i = _ascii_pretoken_end(data, i, n)
-    starts[count] = n
-    return starts[: count + 1]
+    for n in word_ends:
+        while i < n:
+            starts[count] = i
+            count += 1
+            i = _ascii_pretoken_end(data, i, n)
+    return starts[:count]
 
 
 @numba.njit(cache=True, inline="always")
