@@ -246,6 +246,22 @@ def test_tables_that_start_small_grow_without_losing_words(
     assert len(tokenizer._pretokens) == pretokens > 500
 
 
+@pytest.mark.parametrize("id_objects", [True, False], ids=["made-ahead", "tolist"])
+def test_ids_are_python_ints_either_way(vocab_and_merges, reference, monkeypatch, id_objects):
+    # The list of ids is built from ints made ahead, or (for a vocabulary of huge ids) by
+    # ``tolist``: the same plain ints both ways, never numpy scalars.
+    import cs336_basics.runner.compiled.fast_tokenizer as module
+
+    if not id_objects:
+        monkeypatch.setattr(module, "_MOST_ID_OBJECTS", 0)
+    fast = FastTokenizer(*vocab_and_merges, SPECIALS)
+    assert (fast._id_objects is None) != id_objects
+    text = generate_english(20_000, seed=3)
+    ids = fast.encode(text)
+    assert ids == reference.encode(text)
+    assert {type(i) for i in ids} == {int}
+
+
 def fnv1a_64(data: bytes) -> int:
     value = 0xCBF29CE484222325
     for byte in data:

@@ -391,7 +391,8 @@ class WordTable:
 
     Entry ``e`` is the word ``word_bytes[word_starts[e]:][:word_lengths[e]]`` with the ids
     ``ids[id_starts[e]:][:id_lengths[e]]`` (``id_lengths[e] == -1``: not learned yet). ``slots``
-    is the hash table: entry numbers, or ``EMPTY``.
+    is the hash table: entry numbers with part of their word's hash (see ``_HASH_BITS``), or
+    ``EMPTY``.
     """
 
     def __init__(self, entries: int = 1 << 9, arena: int = 1 << 16) -> None:
@@ -467,8 +468,15 @@ def _rehash(hashes, size):
         slot = _slot(hashes[entry], mask)
         while slots[slot] != EMPTY:
             slot = (slot + 1) & mask
-        slots[slot] = entry
+        slots[slot] = (hashes[entry] & _HASH_BITS) | entry
     return slots
+
+
+# A slot holds an entry number in its low 32 bits and the high 32 bits of the word's hash above
+# them, so a probe that meets another word mostly tells so without reading that word's arrays.
+# (No slot is EMPTY, -1: entry numbers stay far below 2^32 - 1.)
+_HASH_BITS = -(1 << 32)
+_ENTRY_BITS = (1 << 32) - 1
 
 
 @numba.njit(cache=True, inline="always")
@@ -502,19 +510,20 @@ def look_up_words(data, word_ends, slots, hashes, word_starts, word_lengths, wor
         key = _fnv1a(data, start, end)
         slot = _slot(key, mask)
         while True:
-            entry = slots[slot]
-            if entry == EMPTY:
+            packed = slots[slot]
+            if packed == EMPTY:
                 entry = counts[0]
                 counts[0] += 1
-                slots[slot] = entry
+                slots[slot] = (key & _HASH_BITS) | entry
                 hashes[entry] = key
                 word_starts[entry] = counts[1]
                 word_lengths[entry] = length
                 word_bytes[counts[1] : counts[1] + length] = data[start:end]
                 counts[1] += length
                 break
+            entry = packed & _ENTRY_BITS
             if (
-                hashes[entry] == key
+                (packed ^ key) & _HASH_BITS == 0
                 and word_lengths[entry] == length
                 and _same_bytes(word_bytes, word_starts[entry], data, start, length)
             ):
@@ -534,7 +543,8 @@ def gather_ids(entries, id_starts, id_lengths, ids):
     out = np.empty(total, dtype=np.int64)
     at = 0
     for entry in entries:
-        start, length = id_starts[entry], id_lengths[entry]
-        out[at : at + length] = ids[start : start + length]
-        at += length
+        start = id_starts[entry]
+        for i in range(start, start + id_lengths[entry]):  # a loop: most words have 1 or 2 ids
+            out[at] = ids[i]
+            at += 1
     return out
