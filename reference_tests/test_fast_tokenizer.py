@@ -234,16 +234,16 @@ def test_tables_that_start_small_grow_without_losing_words(
     class SmallTables(FastTokenizer):
         def _new_cache(self) -> None:
             self._cache = WordTable(entries=2, arena=8)
-            self._pretokens = WordTable(entries=2, arena=8)
+            self._pretoken_cache = WordTable(entries=2, arena=8)
 
     tokenizer = SmallTables(*vocab_and_merges, SPECIALS)
     text = generate_english(40_000, seed=17)
     expected = reference.encode(text)
     assert tokenizer.encode(text) == expected
-    words, pretokens = len(tokenizer._cache), len(tokenizer._pretokens)
+    words, pretokens = len(tokenizer._cache), len(tokenizer._pretoken_cache)
     assert tokenizer.encode(text) == expected
     assert len(tokenizer._cache) == words > 1000
-    assert len(tokenizer._pretokens) == pretokens > 500
+    assert len(tokenizer._pretoken_cache) == pretokens > 500
 
 
 @pytest.mark.parametrize("id_objects", [True, False], ids=["made-ahead", "tolist"])

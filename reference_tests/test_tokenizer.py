@@ -117,16 +117,20 @@ def test_pretokens_of_words_are_pretokens_of_text(text: str) -> None:
     ] == gpt2_pretokenizer().findall(text)
 
 
-def test_words_are_whitespace_then_non_whitespace() -> None:
+def test_words_are_one_whitespace_then_non_whitespace_or_whitespace() -> None:
+    # A run of whitespace before a word leaves its last character to the word (as the pattern's
+    # \s+(?!\S) does): indented lines share their words, whatever the indentation.
     assert split_words("Once upon\n\na time,  there ") == [
         "Once",
         " upon",
-        "\n\na",
+        "\n",
+        "\na",
         " time,",
-        "  there",
+        " ",
+        " there",
         " ",
     ]
-    assert split_words("héllo\u3000wörld") == ["héllo", "\u3000wörld"]
+    assert split_words("héllo\u3000wörld\n\u3000 x") == ["héllo", "\u3000wörld", "\n\u3000", " x"]
 
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "corpora" / "stories-400k.txt"

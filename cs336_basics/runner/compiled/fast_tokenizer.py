@@ -113,7 +113,7 @@ class FastTokenizer(Tokenizer):
     def _new_cache(self) -> None:
         # The reference's pickling leaves ``_cache`` out and calls this to start a new one.
         self._cache = WordTable()
-        self._pretokens = WordTable()
+        self._pretoken_cache = WordTable()
 
     def _encode_group(self, group: list[str | int], ids: list[int]) -> None:
         """Append the ids of ``group`` (ordinary pieces and special token ids) to ``ids``."""
@@ -189,9 +189,9 @@ class FastTokenizer(Tokenizer):
         pre-tokens start at ``starts`` (then ``len(data)``): all ids, and where each word's ids
         end. New words mostly hold known pre-tokens (``"\\Ab`di*ca\"tion\\,"``), so pre-tokens
         have a table of their own and only those not seen before are merged."""
-        if self._pretokens.entries + len(starts) > self.CACHE_SIZE:
-            self._pretokens = WordTable()
-        table = self._pretokens
+        if self._pretoken_cache.entries + len(starts) > self.CACHE_SIZE:
+            self._pretoken_cache = WordTable()
+        table = self._pretoken_cache
         entries, new_entries = table.look_up(data, starts[1:])
         if len(new_entries):
             new_bytes = joined_words(
