@@ -1,6 +1,6 @@
 """The reference tokenizer with compiled word lookup and merges: the same ids, faster.
 
-:class:`~cs336_basics.tokenizer.Tokenizer` caches the ids of every whitespace-led word, so
+:class:`~cs336_basics.tokenizer.Tokenizer` caches the ids of every word, so
 text it has seen costs a dictionary lookup per word, and a word it has not seen is merged one
 Python step at a time. Both are per-word Python work, and natural text is mostly words: about
 1.6 million per 10 MB of English prose, 150,000 of them distinct.
@@ -8,14 +8,17 @@ Python step at a time. Both are per-word Python work, and natural text is mostly
 :class:`FastTokenizer` gives the same ids without per-word Python work on known words. Text is
 split on special tokens (as the reference does), and the ordinary text of about 256K characters
 at a time (a longer document is cut between two words) is handled as UTF-8 bytes by compiled
-code (:mod:`cs336_basics.runner.compiled.fast_tokenizer_kernels`, numba): cut into words before every space
-that follows a non-whitespace character (a pre-token always ends there), each word looked up in
-a hash table of known words, and the ids of the words gathered. The words not seen before are
-learned together: decoded, pre-tokenized with the reference's pattern in one pass over their
-concatenation (where that is safe: a word led by a space and ending in non-whitespace), and
-merged by one call of a compiled kernel with the rule of ``Tokenizer._encode_pretoken`` (the
-leftmost pair of lowest rank merges first; long pre-tokens through a heap). A few new words are
-merged by the reference's own Python loop.
+code (:mod:`cs336_basics.runner.compiled.fast_tokenizer_kernels`, numba): cut into words where a
+pre-token always ends (before ASCII whitespace that follows non-whitespace, and before the last
+character of a run of whitespace: the reference's words), each word looked up in a hash table of
+known words, and the ids of the words gathered, then made a list of Python ints by copying
+references to ints made ahead. The words not seen before are learned together: the ASCII ones
+pre-tokenized one by one by a compiled copy of GPT-2's pattern, the others by the pattern itself
+(in one pass over their concatenation where that is safe: a word led by whitespace and ending
+in non-whitespace); their pre-tokens are looked up in a second table, and only the pre-tokens
+not seen before are merged, by one call of a compiled kernel with the rule of
+``Tokenizer._encode_pretoken`` (the leftmost pair of lowest rank merges first; long pre-tokens
+through a heap). A few new words are merged by the reference's own Python loop.
 
 numba is a development dependency (``uv sync`` installs it from the lock). This module is part
 of the reference repository, not of the student handout. The tests check that its ids equal the
