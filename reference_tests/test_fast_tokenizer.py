@@ -418,11 +418,12 @@ def test_the_compiled_ascii_pretokenizer_is_the_pattern(text: str) -> None:
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.text(st.sampled_from(ALPHABET), max_size=40))
+@given(st.text(st.sampled_from([*ALPHABET, "\x08", "\x0e"]), max_size=40))
 def test_words_are_cut_only_where_a_pretoken_ends(text: str) -> None:
     # Each word pre-tokenized alone gives the pre-tokens of the whole text (by the ``regex``
     # module's pattern): a cut inside a run of whitespace other than before its last character,
-    # or before whitespace that follows whitespace and precedes more, would change them.
+    # or before whitespace that follows whitespace and precedes more, would change them; so
+    # would a cut before \x08 or \x0e (symbols, next to \t-\r) after a symbol.
     data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
     ends = find_words(data, np.array([len(data)], dtype=np.int64)).tolist()
     words = [data[a:b].tobytes().decode("utf-8") for a, b in itertools.pairwise([0, *ends])]
