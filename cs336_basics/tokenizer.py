@@ -140,7 +140,8 @@ class Tokenizer:
     def _encode_word(self, word: str) -> list[int]:
         """The ids of one word: those of its pre-tokens, in order, each merged only once."""
         # BEGIN SOLUTION
-        return list(chain.from_iterable(map(self._pretoken_cache.__getitem__, pretokenize(word))))
+        pretokens = pretokenize(word)
+        return list(chain.from_iterable(map(self._pretoken_cache.__getitem__, pretokens)))
         # END SOLUTION
 
     def _encode_pretoken(self, pretoken: str) -> list[int]:
