@@ -231,8 +231,9 @@ def _comparisons(input_path: str, vocab_size: int, workers: int, tokenizer_dir: 
                 "tiktoken, 1 thread": (tiktoken_encode, encode_args),
                 "HF tokenizers, 1 thread": (hf_encode, encode_args),
             },
-            # The readable encoder's bar, and the compiled one's (issue 27).
-            {"tiktoken, 1 thread": 0.5, (OURS_COMPILED, "tiktoken, 1 thread"): 0.8},
+            # The readable encoder's bar, and the compiled one's (issue 42, on GCIDE and the
+            # stories: ``--corpus dictionary stories``, which ``make bench`` runs by default).
+            {"tiktoken, 1 thread": 0.5, (OURS_COMPILED, "tiktoken, 1 thread"): 1.5},
         ),
         (
             f"encode file, {workers} processes",

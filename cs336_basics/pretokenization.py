@@ -18,10 +18,13 @@ whole. Two kinds of position are safe:
 Either kind is rejected when it lies strictly inside a special-token occurrence.
 
 Inside one ordinary segment the second rule holds more generally: wherever whitespace follows
-a non-whitespace character, a pre-token ends. So a segment can also be cut into *words*, each a
-run of whitespace followed by a run of non-whitespace (``" happy."``, ``"\n\nOne"``), and the
-pre-tokens of the segment are those of its words, in order. Words recur even more than
-pre-tokens, which makes them good keys for an encoding cache.
+a non-whitespace character, a pre-token ends, and so it does before the last character of a
+run of whitespace that non-whitespace follows (the pattern's ``\\s+(?!\\S)`` leaves that character
+to the next pre-token). So a segment can also be cut into *words*, each one whitespace
+character or none followed by a run of non-whitespace (``" happy."``, ``"\nOne"``), or a run of
+whitespace (``"\n   "`` before ``" the"`` in an indented line), and the pre-tokens of the
+segment are those of its words, in order. Words recur even more than pre-tokens, which makes
+them good keys for an encoding cache.
 """
 
 from __future__ import annotations
@@ -53,8 +56,9 @@ _GPT2_ASCII = re.compile(
 # Spelled out so the standard library's faster ``re`` can cut words with the same notion of
 # whitespace (its own ``\s`` also takes \x1c-\x1f, which the pattern treats as symbols).
 WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-# Words: whitespace, then non-whitespace (or trailing whitespace).
-_WORDS = re.compile(f"[{WHITESPACE}]*[^{WHITESPACE}]+|[{WHITESPACE}]+")
+# Words: one whitespace character or none, then non-whitespace; or whitespace that no
+# non-whitespace follows (a run before a word leaves its last character to it, as ``\s+(?!\S)``).
+_WORDS = re.compile(f"[{WHITESPACE}]?[^{WHITESPACE}]+|[{WHITESPACE}]+(?![^{WHITESPACE}])")
 
 # A printable ASCII character followed by a space or newline: the safe boundary sits between.
 _SAFE_WHITESPACE = re.compile(r"(?<=[!-~])[ \n]")
@@ -114,7 +118,8 @@ def split_on_special_tokens(
 
 def split_words(text: str) -> list[str]:
     """Cut ``text`` (no special tokens in it) before every whitespace run that follows a
-    non-whitespace character; pre-tokenizing the words one by one gives the pre-tokens of ``text``."""
+    non-whitespace character and before the last character of a whitespace run that
+    non-whitespace follows; pre-tokenizing the words one by one gives the pre-tokens of ``text``."""
     return _WORDS.findall(text)
 
 

@@ -88,11 +88,15 @@ class Tokenizer:
         # END SOLUTION
 
     def _new_cache(self) -> None:
+        # Words' ids, and pre-tokens' merged ids: a word not seen before mostly holds pre-tokens
+        # seen before, and each cache is emptied when full without emptying the other.
         self._cache = _Cache(self._encode_word, self.CACHE_SIZE)
+        self._pretoken_cache = _Cache(self._encode_pretoken, self.CACHE_SIZE)
 
     def __getstate__(self) -> dict:
-        # The cache refers back to this object; start an empty one on unpickling instead.
-        return {key: value for key, value in self.__dict__.items() if key != "_cache"}
+        # The caches refer back to this object; start empty ones on unpickling instead.
+        caches = ("_cache", "_pretoken_cache")
+        return {key: value for key, value in self.__dict__.items() if key not in caches}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -134,13 +138,10 @@ class Tokenizer:
         # END SOLUTION
 
     def _encode_word(self, word: str) -> list[int]:
-        """The ids of one whitespace-led word: those of its pre-tokens, in order."""
+        """The ids of one word: those of its pre-tokens, in order, each merged only once."""
         # BEGIN SOLUTION
         pretokens = pretokenize(word)
-        if len(pretokens) == 1:
-            return self._encode_pretoken(word)
-        # A pre-token pre-tokenizes to itself, so its ids as a word are its own: share the cache.
-        return list(chain.from_iterable(map(self._cache.__getitem__, pretokens)))
+        return list(chain.from_iterable(map(self._pretoken_cache.__getitem__, pretokens)))
         # END SOLUTION
 
     def _encode_pretoken(self, pretoken: str) -> list[int]:
@@ -216,11 +217,10 @@ class Tokenizer:
 class _Cache(dict):
     """Maps a string to its ids, computing a missing entry with ``function``; emptied when full.
 
-    Text recurs a lot, so the tokenizer caches ids per whitespace-led word (``" happy."``, cut as
-    in :func:`~cs336_basics.pretokenization.split_words`). A new word is cut into pre-tokens, and
-    each pre-token is looked up in the same cache (a pre-token on its own is a word that is one
-    pre-token), so a pre-token is merged only the first time it is seen. The common case is one
-    dictionary lookup per word.
+    Text recurs a lot, so the tokenizer caches ids per word (``" happy."``, cut as in
+    :func:`~cs336_basics.pretokenization.split_words`). A new word is cut into pre-tokens, and
+    each pre-token is looked up in a second cache, so a pre-token is merged only the first time
+    it is seen. The common case is one dictionary lookup per word.
 
     Lookups of known strings stay inside the dictionary's C code (``map(cache.__getitem__, ...)``
     calls no Python function), which is what makes warm encoding fast.

@@ -9,6 +9,7 @@ same merges.
 
 from __future__ import annotations
 
+import itertools
 import os
 import pickle
 import random
@@ -31,6 +32,7 @@ from cs336_basics.runner.compiled.fast_tokenizer_kernels import (
     WordTable,
     ascii_pretoken_starts,
     ends_in_whitespace,
+    find_words,
 )
 from cs336_basics.runner.encode_file import encode_file
 from cs336_basics.tokenizer import Tokenizer
@@ -222,9 +224,9 @@ def test_known_words_are_found_not_learned_again(fast, reference) -> None:
 def test_tables_that_start_small_grow_without_losing_words(
     vocab_and_merges, reference, monkeypatch
 ) -> None:
-    # A table with room for 2 words and 8 bytes and ids, fed groups of about 60 words: its entry
-    # arrays, hash slots and both arenas grow many times, each time by what is already used
-    # plus what the group may add.
+    # Tables (of words and of pre-tokens) with room for 2 entries and 8 bytes and ids, fed groups
+    # of about 60 words: their entry arrays, hash slots and both arenas grow many times, each time
+    # by what is already used plus what the group may add.
     import cs336_basics.runner.compiled.fast_tokenizer as module
 
     monkeypatch.setattr(module, "_GROUP_CHARACTERS", 300)
@@ -232,14 +234,32 @@ def test_tables_that_start_small_grow_without_losing_words(
     class SmallTables(FastTokenizer):
         def _new_cache(self) -> None:
             self._cache = WordTable(entries=2, arena=8)
+            self._pretoken_cache = WordTable(entries=2, arena=8)
 
     tokenizer = SmallTables(*vocab_and_merges, SPECIALS)
     text = generate_english(40_000, seed=17)
     expected = reference.encode(text)
     assert tokenizer.encode(text) == expected
-    words = len(tokenizer._cache)
+    words, pretokens = len(tokenizer._cache), len(tokenizer._pretoken_cache)
     assert tokenizer.encode(text) == expected
     assert len(tokenizer._cache) == words > 1000
+    assert len(tokenizer._pretoken_cache) == pretokens > 500
+
+
+@pytest.mark.parametrize("id_objects", [True, False], ids=["made-ahead", "tolist"])
+def test_ids_are_python_ints_either_way(vocab_and_merges, reference, monkeypatch, id_objects):
+    # The list of ids is built from ints made ahead, or (for a vocabulary of huge ids) by
+    # ``tolist``: the same plain ints both ways, never numpy scalars.
+    import cs336_basics.runner.compiled.fast_tokenizer as module
+
+    if not id_objects:
+        monkeypatch.setattr(module, "_MOST_ID_OBJECTS", 0)
+    fast = FastTokenizer(*vocab_and_merges, SPECIALS)
+    assert (fast._id_objects is None) != id_objects
+    text = generate_english(20_000, seed=3)
+    ids = fast.encode(text)
+    assert ids == reference.encode(text)
+    assert {type(i) for i in ids} == {int}
 
 
 def fnv1a_64(data: bytes) -> int:
@@ -395,6 +415,34 @@ def test_the_compiled_ascii_pretokenizer_is_the_pattern(text: str) -> None:
     starts = ascii_pretoken_starts(np.frombuffer(text.encode("ascii"), dtype=np.uint8))
     pieces = [text[a:b] for a, b in zip(starts.tolist(), starts[1:].tolist(), strict=False)]
     assert pieces == gpt2_pretokenizer().findall(text)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(st.sampled_from([*ALPHABET, "\x08", "\x0e"]), max_size=40))
+def test_words_are_cut_only_where_a_pretoken_ends(text: str) -> None:
+    # Each word pre-tokenized alone gives the pre-tokens of the whole text (by the ``regex``
+    # module's pattern): a cut inside a run of whitespace other than before its last character,
+    # or before whitespace that follows whitespace and precedes more, would change them; so
+    # would a cut before \x08 or \x0e (symbols, next to \t-\r) after a symbol.
+    data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    ends = find_words(data, np.array([len(data)], dtype=np.int64)).tolist()
+    words = [data[a:b].tobytes().decode("utf-8") for a, b in itertools.pairwise([0, *ends])]
+    pattern = gpt2_pretokenizer()
+    assert [p for word in words for p in pattern.findall(word)] == pattern.findall(text)
+
+
+def test_indented_lines_share_their_words(fast, reference, merges_by) -> None:
+    # GCIDE's lines: a newline and an indentation, then a word. A word is cut before the
+    # indentation's last space, so the table holds each indentation and each " word" once,
+    # not each pair of them; and the ids are still the reference's.
+    words = ["Webster]", "the", "(Zool.)", "1.", "--Bailey."]
+    lines = [f"{word}\n{' ' * (1 + i % 7)}" for i, word in enumerate(words * 7)]
+    text = "x " + "".join(lines) + "end"
+    fast._new_cache()
+    assert fast.encode(text) == reference.encode(text)
+    # "x", "\n" + 0 to 6 spaces (the indentation but its last space), " " + each word, " end"
+    # (cut only before a space after non-whitespace, each of the 35 lines is a word of its own).
+    assert len(fast._cache) == 1 + 7 + len(words) + 1
 
 
 @pytest.mark.parametrize("merges_by_heap", [False, True], ids=["scans", "heap"])

@@ -96,6 +96,23 @@ def test_an_overflowing_cache_gives_the_same_ids() -> None:
     assert tiny.encode(text) == expected
     assert tiny.encode(text) == expected
     assert len(tiny._cache) <= 7
+    assert len(tiny._pretoken_cache) <= 7
+
+
+def test_a_pretoken_is_merged_once_whatever_words_hold_it() -> None:
+    # New words made of known pre-tokens (real English has many: " ab,", " (ab)") look their
+    # pre-tokens up rather than merging them again.
+    class Counting(Tokenizer):
+        def _encode_pretoken(self, pretoken: str) -> list[int]:
+            self.merged.append(pretoken)
+            return super()._encode_pretoken(pretoken)
+
+    tokenizer = _small_tokenizer(Counting)
+    tokenizer.merged = []
+    text = " ab, ab. (ab) ab! ab\n  ab"
+    assert tokenizer.encode(text) == _small_tokenizer().encode(text)
+    assert sorted(tokenizer.merged) == sorted(set(tokenizer.merged))
+    assert " ab" in tokenizer.merged
 
 
 # Whitespace of every kind the GPT-2 pattern knows (and \x1c, which str.isspace calls whitespace but
@@ -117,16 +134,20 @@ def test_pretokens_of_words_are_pretokens_of_text(text: str) -> None:
     ] == gpt2_pretokenizer().findall(text)
 
 
-def test_words_are_whitespace_then_non_whitespace() -> None:
+def test_words_are_one_whitespace_then_non_whitespace_or_whitespace() -> None:
+    # A run of whitespace before a word leaves its last character to the word (as the pattern's
+    # \s+(?!\S) does): indented lines share their words, whatever the indentation.
     assert split_words("Once upon\n\na time,  there ") == [
         "Once",
         " upon",
-        "\n\na",
+        "\n",
+        "\na",
         " time,",
-        "  there",
+        " ",
+        " there",
         " ",
     ]
-    assert split_words("héllo\u3000wörld") == ["héllo", "\u3000wörld"]
+    assert split_words("héllo\u3000wörld\n\u3000 x") == ["héllo", "\u3000wörld", "\n\u3000", " x"]
 
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "corpora" / "stories-400k.txt"

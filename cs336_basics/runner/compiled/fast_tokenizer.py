@@ -1,6 +1,6 @@
 """The reference tokenizer with compiled word lookup and merges: the same ids, faster.
 
-:class:`~cs336_basics.tokenizer.Tokenizer` caches the ids of every whitespace-led word, so
+:class:`~cs336_basics.tokenizer.Tokenizer` caches the ids of every word, so
 text it has seen costs a dictionary lookup per word, and a word it has not seen is merged one
 Python step at a time. Both are per-word Python work, and natural text is mostly words: about
 1.6 million per 10 MB of English prose, 150,000 of them distinct.
@@ -8,14 +8,17 @@ Python step at a time. Both are per-word Python work, and natural text is mostly
 :class:`FastTokenizer` gives the same ids without per-word Python work on known words. Text is
 split on special tokens (as the reference does), and the ordinary text of about 256K characters
 at a time (a longer document is cut between two words) is handled as UTF-8 bytes by compiled
-code (:mod:`cs336_basics.runner.compiled.fast_tokenizer_kernels`, numba): cut into words before every space
-that follows a non-whitespace character (a pre-token always ends there), each word looked up in
-a hash table of known words, and the ids of the words gathered. The words not seen before are
-learned together: decoded, pre-tokenized with the reference's pattern in one pass over their
-concatenation (where that is safe: a word led by a space and ending in non-whitespace), and
-merged by one call of a compiled kernel with the rule of ``Tokenizer._encode_pretoken`` (the
-leftmost pair of lowest rank merges first; long pre-tokens through a heap). A few new words are
-merged by the reference's own Python loop.
+code (:mod:`cs336_basics.runner.compiled.fast_tokenizer_kernels`, numba): cut into words where a
+pre-token always ends (before ASCII whitespace that follows non-whitespace, and before the last
+character of a run of whitespace: the reference's words), each word looked up in a hash table of
+known words, and the ids of the words gathered, then made a list of Python ints by copying
+references to ints made ahead. The words not seen before are learned together: the ASCII ones
+pre-tokenized one by one by a compiled copy of GPT-2's pattern, the others by the pattern itself
+(in one pass over their concatenation where that is safe: a word led by whitespace and ending
+in non-whitespace); their pre-tokens are looked up in a second table, and only the pre-tokens
+not seen before are merged, by one call of a compiled kernel with the rule of
+``Tokenizer._encode_pretoken`` (the leftmost pair of lowest rank merges first; long pre-tokens
+through a heap). A few new words are merged by the reference's own Python loop.
 
 numba is a development dependency (``uv sync`` installs it from the lock). This module is part
 of the reference repository, not of the student handout. The tests check that its ids equal the
@@ -35,7 +38,7 @@ from cs336_basics.pretokenization import WHITESPACE, pretokenize, split_on_speci
 from cs336_basics.runner.compiled.fast_tokenizer_kernels import (
     ALONE,
     WordTable,
-    ascii_pretoken_starts,
+    ascii_word_pretoken_starts,
     find_words,
     joined_words,
     merge_pretokens,
@@ -49,6 +52,8 @@ from cs336_basics.tokenizer import Tokenizer
 _GROUP_CHARACTERS = 1 << 18
 # encode_iterable reads at least this many characters before encoding.
 _STREAM_CHARACTERS = 1 << 16
+# Ids are made Python ints ahead (``_id_objects``) up to this width of the vocabulary.
+_MOST_ID_OBJECTS = 1 << 22
 # Fewer new words than this are merged in Python: a kernel call has a fixed cost of tens of µs.
 _SMALL_BATCH = 32
 
@@ -71,9 +76,17 @@ class FastTokenizer(Tokenizer):
         ranks = np.fromiter(self.merge_ranks.values(), dtype=np.int64, count=len(keys))
         self._rank_keys, self._rank_values = pair_table(keys, ranks)
         self._merged_ids = np.array(self.merged_ids, dtype=np.int64)
+        # Each id as a Python int made once: a list of ids is then built by copying references
+        # (``take`` then ``tolist`` of an object array), about half the time of ``tolist`` on
+        # int64, which makes a new int object per id. (Not for vocabularies of sparse, huge ids.)
+        self._id_objects = (
+            np.array(range(self._width), dtype=object) if self._width <= _MOST_ID_OBJECTS else None
+        )
         self._byte_id_array = np.array(self.byte_ids, dtype=np.int64)
         # Load (or compile) the kernels now rather than in the first call of ``encode``.
-        self.encode(" ".join(f"warm{i}" for i in range(_SMALL_BATCH)))  # the compiled path
+        # The compiled path, with a word the pattern pre-tokenizes (compiling it takes 0.1 s, as
+        # tiktoken's set-up compiles its own).
+        self.encode(" ".join(f"warm{i}" for i in range(_SMALL_BATCH)) + " é")
         self.encode(" ".join(["warm"] * _SMALL_BATCH))  # and the Python one
         self._new_cache()
 
@@ -103,6 +116,7 @@ class FastTokenizer(Tokenizer):
     def _new_cache(self) -> None:
         # The reference's pickling leaves ``_cache`` out and calls this to start a new one.
         self._cache = WordTable()
+        self._pretoken_cache = WordTable()
 
     def _encode_group(self, group: list[str | int], ids: list[int]) -> None:
         """Append the ids of ``group`` (ordinary pieces and special token ids) to ``ids``."""
@@ -118,7 +132,7 @@ class FastTokenizer(Tokenizer):
         entries, new_entries = self._cache.look_up(data, word_ends)
         if len(new_entries):
             self._learn(new_entries)
-        group_ids = self._cache.gather(entries).tolist()
+        group_ids = self._as_list(self._cache.gather(entries))
         if len(encoded) == len(group):
             ids += group_ids
             return
@@ -135,13 +149,19 @@ class FastTokenizer(Tokenizer):
                 ids += group_ids[start:end]
                 start = end
 
+    def _as_list(self, ids: np.ndarray) -> list[int]:
+        """``ids.tolist()``, faster."""
+        if self._id_objects is None:
+            return ids.tolist()
+        return self._id_objects.take(ids).tolist()
+
     def _learn(self, new_entries: np.ndarray) -> None:
         """Store the ids of the table's ``new_entries`` (words not seen before)."""
         table = self._cache
         columns = table.word_bytes, table.word_starts, table.word_lengths
-        # Words that end where a pre-token ends are pre-tokenized joined together, in one pass
-        # per kind (the ASCII ones with the faster pattern); the others (a piece's first and
-        # last words) alone. Their bytes are gathered in that order, to be decoded in slices.
+        # ASCII words are pre-tokenized by compiled code, each alone; the others by the pattern,
+        # those that start and end where a pre-token does joined together, in one pass, the
+        # rest alone. Their bytes are gathered in that order, to be decoded in slices.
         kinds = word_kinds(*columns, new_entries)
         entries = new_entries[np.argsort(kinds, kind="stable")]
         lengths = table.word_lengths[entries]
@@ -155,15 +175,38 @@ class FastTokenizer(Tokenizer):
             ids = np.fromiter(chain.from_iterable(word_ids), np.int64)
             id_ends = np.cumsum([len(x) for x in word_ids], dtype=np.int64)
         else:
-            # ASCII words are pre-tokenized by compiled code, the others by the pattern.
             data = np.frombuffer(blob, dtype=np.uint8)
-            starts = [ascii_pretoken_starts(data[: bounds[ascii_count]])[:-1]]
+            ascii_ends = np.array(bounds[1 : ascii_count + 1], dtype=np.int64)
+            starts = [ascii_word_pretoken_starts(data[: bounds[ascii_count]], ascii_ends)]
             others = [(bounds[ascii_count], bounds[joined]), *itertools.pairwise(bounds[joined:])]
             for a, b in others:
                 starts.append(a + _pretoken_starts(blob[a:b].decode("utf-8")))
             starts.append(np.array([len(blob)]))
-            ids, id_ends = self._merge_bytes(data, np.concatenate(starts), lengths)
+            ids, id_ends = self._pretoken_ids(data, np.concatenate(starts), lengths)
         table.store_ids(entries, ids, id_ends)
+
+    def _pretoken_ids(
+        self, data: np.ndarray, starts: np.ndarray, word_lengths: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The ids of the consecutive words of ``data`` (of the given byte lengths) whose
+        pre-tokens start at ``starts`` (then ``len(data)``): all ids, and where each word's ids
+        end. New words mostly hold known pre-tokens (``"\\Ab`di*ca\"tion\\,"``), so pre-tokens
+        have a table of their own and only those not seen before are merged."""
+        if self._pretoken_cache.entries + len(starts) > self.CACHE_SIZE:
+            self._pretoken_cache = WordTable()
+        table = self._pretoken_cache
+        entries, new_entries = table.look_up(data, starts[1:])
+        if len(new_entries):
+            new_bytes = joined_words(
+                table.word_bytes, table.word_starts, table.word_lengths, new_entries
+            )
+            lengths = table.word_lengths[new_entries]
+            new_starts = np.concatenate(([0], np.cumsum(lengths)))
+            table.store_ids(new_entries, *self._merge_bytes(new_bytes, new_starts, lengths))
+        pretoken_id_ends = np.cumsum(table.id_lengths[entries])
+        # Each word ends where one of its pre-tokens ends: find which, by byte offsets.
+        last_pretokens = np.searchsorted(starts[1:], np.cumsum(word_lengths))
+        return table.gather(entries), pretoken_id_ends[last_pretokens]
 
     def _encode_each(self, text: str) -> list[int]:
         """The ids of ``text`` by the reference's Python merge loop."""

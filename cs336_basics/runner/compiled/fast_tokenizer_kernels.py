@@ -242,16 +242,34 @@ def ends_in_whitespace(data, start, end):
     return lead == 0xE3 and middle == 0x80 and last == 0x80
 
 
+@numba.njit(cache=True, inline="always")
+def _is_ascii_space(byte):
+    return byte == 0x20 or 0x09 <= byte <= 0x0D
+
+
 @numba.njit(cache=True)
 def find_words(data, piece_ends):
     """Where the words of each piece end: a piece ``data[piece_ends[i - 1]:piece_ends[i]]`` is
-    cut before every space that follows a non-whitespace character, and at its end."""
+    cut at its end and before every ASCII whitespace character that either follows a
+    non-whitespace character or is the last of a run of ASCII whitespace followed by an ASCII
+    non-whitespace character. A pre-token ends at each cut, whatever the text around it:
+    no pre-token holds non-whitespace followed by whitespace, and the pattern's ``\\s+(?!\\S)``
+    leaves the last whitespace character of a run for what follows. So a word is a whitespace
+    run on its own, or one whitespace character (if any) and what follows up to the next
+    whitespace: ``" dignity,"``, ``"\\n   "`` then ``" the"``, rather than ``"\\n    the"`` for each
+    indentation and word (GCIDE's lines)."""
     ends = np.empty(len(data) + len(piece_ends), dtype=np.int64)
     count = 0
     start = 0
     for end in piece_ends:
         for i in range(start + 1, end):
-            if data[i] == 0x20 and not ends_in_whitespace(data, start, i):
+            if not _is_ascii_space(data[i]):
+                continue
+            # After whitespace, a cut needs the run to end here: the next byte is ASCII
+            # non-whitespace (a multi-byte character might be whitespace, so no cut before it).
+            if not ends_in_whitespace(data, start, i) or (
+                i + 1 < end and data[i + 1] < 0x80 and not _is_ascii_space(data[i + 1])
+            ):
                 ends[count] = i
                 count += 1
         if end > start:
@@ -262,27 +280,29 @@ def find_words(data, piece_ends):
 
 
 # How a new word is pre-tokenized (see ``word_kinds``).
-JOINED_ASCII, JOINED, ALONE = 0, 1, 2
+ASCII, JOINED, ALONE = 0, 1, 2
 
 
 @numba.njit(cache=True)
 def word_kinds(word_bytes, word_starts, word_lengths, entries):
-    """How each word ``entries[i]`` of a ``WordTable`` is pre-tokenized: led by a space and
-    ending in non-whitespace, it ends where a pre-token ends, so it may be pre-tokenized joined
-    to others (``JOINED_ASCII`` if all its bytes are ASCII, else ``JOINED``); any other word (a
-    piece's first or last) is pre-tokenized ``ALONE``."""
+    """How each word ``entries[i]`` of a ``WordTable`` is pre-tokenized: ``ASCII`` words (all
+    bytes ASCII) by compiled code, one by one; the others by the pattern, joined to others
+    (``JOINED``) if led by whitespace and ending in non-whitespace (then they start and end where
+    a pre-token does, whatever their neighbours), else ``ALONE`` (a piece's first or last word,
+    a run of whitespace)."""
     kinds = np.empty(len(entries), dtype=np.int64)
     for i in range(len(entries)):
         start = word_starts[entries[i]]
         end = start + word_lengths[entries[i]]
-        if word_bytes[start] != 0x20 or ends_in_whitespace(word_bytes, start, end):
-            kinds[i] = ALONE
-            continue
-        kinds[i] = JOINED_ASCII
+        kinds[i] = ASCII
         for j in range(start, end):
             if word_bytes[j] >= 0x80:
                 kinds[i] = JOINED
                 break
+        if kinds[i] == JOINED and (
+            not _is_ascii_space(word_bytes[start]) or ends_in_whitespace(word_bytes, start, end)
+        ):
+            kinds[i] = ALONE
     return kinds
 
 
@@ -318,20 +338,26 @@ def _ascii_class(byte):
     return _OTHER
 
 
-@numba.njit(cache=True)
-def ascii_pretoken_starts(data):
+def ascii_pretoken_starts(data: np.ndarray) -> np.ndarray:
     """Where the pre-tokens of the ASCII text ``data`` start, then ``len(data)``: the matches of
     ``GPT2_PRETOKENIZER_PATTERN``, whose alternatives are tried in order at each start."""
-    n = len(data)
-    starts = np.empty(n + 1, dtype=np.int64)
+    starts = ascii_word_pretoken_starts(data, np.array([len(data)], dtype=np.int64))
+    return np.append(starts, len(data))
+
+
+@numba.njit(cache=True)
+def ascii_word_pretoken_starts(data, word_ends):
+    """Where the pre-tokens of the ASCII words ``data[word_ends[w - 1]:word_ends[w]]``, each
+    pre-tokenized alone, start (as offsets into ``data``)."""
+    starts = np.empty(len(data), dtype=np.int64)
     count = 0
     i = 0
-    while i < n:
-        starts[count] = i
-        count += 1
-        i = _ascii_pretoken_end(data, i, n)
-    starts[count] = n
-    return starts[: count + 1]
+    for n in word_ends:
+        while i < n:
+            starts[count] = i
+            count += 1
+            i = _ascii_pretoken_end(data, i, n)
+    return starts[:count]
 
 
 @numba.njit(cache=True, inline="always")
@@ -365,7 +391,8 @@ class WordTable:
 
     Entry ``e`` is the word ``word_bytes[word_starts[e]:][:word_lengths[e]]`` with the ids
     ``ids[id_starts[e]:][:id_lengths[e]]`` (``id_lengths[e] == -1``: not learned yet). ``slots``
-    is the hash table: entry numbers, or ``EMPTY``.
+    is the hash table: entry numbers with part of their word's hash (see ``_HASH_BITS``), or
+    ``EMPTY``.
     """
 
     def __init__(self, entries: int = 1 << 9, arena: int = 1 << 16) -> None:
@@ -441,8 +468,15 @@ def _rehash(hashes, size):
         slot = _slot(hashes[entry], mask)
         while slots[slot] != EMPTY:
             slot = (slot + 1) & mask
-        slots[slot] = entry
+        slots[slot] = (hashes[entry] & _HASH_BITS) | entry
     return slots
+
+
+# A slot holds an entry number in its low 32 bits and the high 32 bits of the word's hash above
+# them, so a probe that meets another word mostly tells so without reading that word's arrays.
+# (No slot is EMPTY, -1: entry numbers stay far below 2^32 - 1.)
+_HASH_BITS = -(1 << 32)
+_ENTRY_BITS = (1 << 32) - 1
 
 
 @numba.njit(cache=True, inline="always")
@@ -476,19 +510,20 @@ def look_up_words(data, word_ends, slots, hashes, word_starts, word_lengths, wor
         key = _fnv1a(data, start, end)
         slot = _slot(key, mask)
         while True:
-            entry = slots[slot]
-            if entry == EMPTY:
+            packed = slots[slot]
+            if packed == EMPTY:
                 entry = counts[0]
                 counts[0] += 1
-                slots[slot] = entry
+                slots[slot] = (key & _HASH_BITS) | entry
                 hashes[entry] = key
                 word_starts[entry] = counts[1]
                 word_lengths[entry] = length
                 word_bytes[counts[1] : counts[1] + length] = data[start:end]
                 counts[1] += length
                 break
+            entry = packed & _ENTRY_BITS
             if (
-                hashes[entry] == key
+                (packed ^ key) & _HASH_BITS == 0
                 and word_lengths[entry] == length
                 and _same_bytes(word_bytes, word_starts[entry], data, start, length)
             ):
@@ -508,7 +543,8 @@ def gather_ids(entries, id_starts, id_lengths, ids):
     out = np.empty(total, dtype=np.int64)
     at = 0
     for entry in entries:
-        start, length = id_starts[entry], id_lengths[entry]
-        out[at : at + length] = ids[start : start + length]
-        at += length
+        start = id_starts[entry]
+        for i in range(start, start + id_lengths[entry]):  # a loop: most words have 1 or 2 ids
+            out[at] = ids[i]
+            at += 1
     return out
