@@ -49,6 +49,7 @@ def test_linear_bfloat16_in_bfloat16_out(state_dict):
     torch.testing.assert_close(out_bf16.float(), out, atol=0.1, rtol=0.05)
 
 
+@graded_case_located("embedding")
 def test_embedding(snapshot, inputs, state_dict):
     weight = state_dict["token_embeddings.weight"]
     snapshot.assert_match(run_embedding(*weight.shape, weight, inputs["in_indices"]), "embedding")

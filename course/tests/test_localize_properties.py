@@ -22,6 +22,7 @@ from tests.localize.losses import closed_form_lines, cross_entropy_raised
 from tests.localize.raised import (
     adamw_raised,
     clipping_raised,
+    embedding_raised,
     get_batch_raised,
     linear_raised,
     rmsnorm_raised,
@@ -366,6 +367,32 @@ def test_linear_that_raises_is_probed_with_a_square_weight():
         return 2 * x @ weight.T
 
     assert linear_raised(with_adapter("run_linear", doubled), inputs, expected) == []
+
+
+def column_lookup(vocab_size, d_model, weight, ids):
+    """Columns of the table, raising where the adapters' type check would (the output's last
+    axis is not d_model)."""
+    out = weight.T[ids % d_model]
+    if out.shape[-1] != d_model:
+        raise TypeError(f"output shape {tuple(out.shape)}")
+    return out
+
+
+def test_embedding_that_raises_is_probed_with_a_square_table():
+    inputs, expected = layer_case("embedding", "basic")
+    line = embedding_raised(with_adapter("run_embedding", column_lookup), inputs, expected)[0]
+    assert line.startswith("with a square table your embedding returns column i of the table")
+    assert "weight[token_ids]" in line
+    assert embedding_raised(reference, inputs, expected)[0].startswith("your embedding runs")
+
+    def doubled(vocab_size, d_model, weight, ids):
+        return 2 * weight[ids]
+
+    def raises_always(vocab_size, d_model, weight, ids):
+        raise RuntimeError("no")
+
+    for wrong in (doubled, raises_always):
+        assert embedding_raised(with_adapter("run_embedding", wrong), inputs, expected) == []
 
 
 def test_softmax_that_raises_on_batches_only_is_located():

@@ -53,6 +53,7 @@ from tests.localize.multihead import attention_raised, localize_attention
 from tests.localize.raised import (
     adamw_raised,
     clipping_raised,
+    embedding_raised,
     get_batch_raised,
     linear_raised,
     rmsnorm_raised,
@@ -173,6 +174,7 @@ RAISED_DIAGNOSES: dict[str, Callable[[ModuleType, Bundle, Bundle], list[str]]] =
     ),
     "get_batch": get_batch_raised,
     "linear": linear_raised,
+    "embedding": embedding_raised,
     "softmax": softmax_raised,
     "checkpoint": checkpoint_raised,
     "cross_entropy": cross_entropy_raised,
