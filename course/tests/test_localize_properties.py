@@ -29,7 +29,8 @@ from tests.localize.raised import (
     schedule_raised,
     softmax_raised,
 )
-from tests.test_boundaries import exhaustion_line, implied_temperature
+from tests.measure import exhaustion_line
+from tests.test_generation import implied_temperature
 from tests.test_init import beyond_the_cut
 
 DATA = torch.arange(10, 30)  # distinct ids

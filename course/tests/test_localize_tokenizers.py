@@ -184,16 +184,16 @@ def test_merges_diagnosis_names_a_merge_never_made_and_reads_only_byte_pairs():
 
 
 def test_the_exhaustion_test_names_single_bytes_missing_from_the_vocab(monkeypatch, tmp_path):
-    from tests import test_boundaries
+    from tests import test_train_bpe
 
     def without_the_last_byte(path, vocab_size, special_tokens):
         vocab, merges = reference.run_train_bpe(path, vocab_size, special_tokens)
         return {i: t for i, t in vocab.items() if t != b"\xff"}, merges
 
-    monkeypatch.setattr(test_boundaries, "run_train_bpe", without_the_last_byte)
+    monkeypatch.setattr(test_train_bpe, "run_train_bpe", without_the_last_byte)
     expected = [(b"b", b"c"), (b"a", b"bc"), (b" ", b"abc")]
     with pytest.raises(AssertionError, match=r"lacks 1 of them \(e\.g\. b'\\xff'\)"):
-        test_boundaries.test_train_bpe_to_exhaustion_tracks_changing_counts(
+        test_train_bpe.test_train_bpe_to_exhaustion_tracks_changing_counts(
             tmp_path, "abc abc", expected, [2, 2, 1]
         )
 
