@@ -144,19 +144,24 @@ def deselected(files: tuple[str, ...], broken: list[str]) -> list[str]:
 
 
 def run_all(
-    bugs: list[Bug], jobs: int, timeout: float, root: Path = REPO_ROOT
+    bugs: list[Bug],
+    jobs: int,
+    timeout: float,
+    root: Path = REPO_ROOT,
+    ways: tuple[str, ...] = WAYS,
 ) -> tuple[list[Run], list[str]]:
-    """Run every bug both ways; return the runs (bug by bug, ``WAYS`` order) and the tests that
-    fail unmutated (left out of every run)."""
+    """Run every bug each of ``ways``; return the runs (bug by bug, ``WAYS`` order) and the tests
+    that fail unmutated (left out of every run)."""
     unknown = sorted({b.component for b in bugs} - set(COMPONENT_FILES))
     if unknown:
         raise ValueError(f"bugs name components without a file in COMPONENT_FILES: {unknown}")
     nodeids = collected_nodeids(root)
     preload_test_dependencies(compiled=False)
-    runs = [Run(b, p.way, p.command) for b in bugs for p in plans(b, nodeids)]
+    chosen = [(b, p) for b in bugs for p in plans(b, nodeids) if p.way in ways]
+    runs = [Run(b, p.way, p.command) for b, p in chosen]
     with tempfile.TemporaryDirectory(prefix="cs336-first-failure-") as tmp:
         pool = Pool([make_copy(root, Path(tmp) / f"copy{i}") for i in range(max(1, jobs))])
-        files = sorted({f for b in bugs for p in plans(b, nodeids) for f in p.files})
+        files = sorted({f for _, p in chosen for f in p.files})
         broken = broken_tests(pool.free[0], files, timeout * 4)
         for run, how, outcomes in execute(pool, runs, nodeids, broken, root, timeout):
             run.how, run.first = how, first_failure(outcomes)

@@ -3,8 +3,13 @@
 A mistake is a *silent hidden loss* when the grader takes points from its component while every
 shipped test of that component passes: the student saw green and lost points. Each mistake is
 graded first (``judge_grader``: the driver, unsandboxed, on the component's public and hidden
-cases); only the ones that lose points then run the component's shipped tests
-(``judge_tests``), so a mistake costs one driver run, and a pytest run where it matters.
+cases); only the ones that lose points then run the component's shipped tests as a student
+runs them (``judge_first``'s ``-x -k <component>`` run), so a mistake costs one driver run, and a
+pytest run where it matters. Generated mutants go the other way round (``tests_first``): their
+tests run first, and only the mutants those tests miss are graded, since a mistake whose shipped
+tests fail cannot be a silent loss; most mutants fail their tests, and a test run that stops at
+its first failure is cheaper than grading every case. Their double charges are then counted only
+among the graded ones; the realistic sets (catalogue, blind, near misses) are graded whole.
 
 The same grading says which hidden cases charge each mistake: one charged in more than one case
 kind of its component is a *double charge*, listed so each can be read against what the cases
@@ -19,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course.grading.judge import load_rubric
-from course.mutation import judge_grader, judge_tests
+from course.mutation import judge_first, judge_grader
 from course.mutation.ast_mutants import Mutant
 from course.mutation.catalogue import Bug
 from course.paths import REPO_ROOT
@@ -39,17 +44,23 @@ def kind_of(case_id: str) -> str:
 
 @dataclass(frozen=True)
 class Verdict:
-    charge: judge_grader.CaughtBy
+    bug: Bug
+    charge: judge_grader.CaughtBy | None  # None: not graded (its tests fail: it cannot be silent)
     tests_failed: bool | None  # None: no points lost, so the tests were not run
 
     @property
+    def lost(self) -> float:
+        return self.charge.lost if self.charge else 0.0
+
+    @property
     def silent(self) -> bool:
-        return self.charge.lost > 0 and self.tests_failed is False
+        return self.lost > 0 and self.tests_failed is False
 
     @property
     def kinds(self) -> list[str]:
         """The case kinds (names) of the hidden cases that charged the mistake, in order."""
-        return list(dict.fromkeys(kind_of(case) for case in self.charge.failed_hidden))
+        failed = self.charge.failed_hidden if self.charge else ()
+        return list(dict.fromkeys(kind_of(case) for case in failed))
 
 
 def module_components(module: str, tests: list[str] | str) -> list[str]:
@@ -70,15 +81,26 @@ def mutant_bugs(mutants: list[Mutant], components: list[str]) -> list[Bug]:
     return bugs
 
 
-def judge_all(bugs: list[Bug], jobs: int, timeout: float) -> list[Verdict]:
-    """Grade every bug; run the shipped tests of the ones that lose points."""
+def tests_fail(bugs: list[Bug], jobs: int, timeout: float) -> dict[Bug, bool]:
+    """Whether each bug's component's shipped tests fail, run as a student runs them."""
+    runs, _ = judge_first.run_all(bugs, jobs, timeout, ways=("-k",))
+    return {run.bug: run.caught for run in runs}
+
+
+def judge_all(
+    bugs: list[Bug], jobs: int, timeout: float, tests_first: bool = False
+) -> list[Verdict]:
+    """Grade every bug and run the shipped tests of the ones that lose points; or, with
+    ``tests_first``, run every bug's tests and grade only the ones they miss."""
+    if tests_first:
+        failing = tests_fail(bugs, jobs, timeout)
+        missed = [b for b in bugs if not failing[b]]
+        charges = {c.bug: c for c in judge_grader.grade_all(missed, jobs, timeout)}
+        return [Verdict(b, charges.get(b), failing[b]) for b in bugs]
     charges = judge_grader.grade_all(bugs, jobs, timeout)
     losing = [c.bug for c in charges if c.lost > 0]
-    tested = {}
-    if losing:
-        results, _ = judge_tests.run_all(losing, jobs, timeout, first=True)
-        tested = {(r.bug.name, r.bug.component): r.caught for r in results}
-    return [Verdict(c, tested.get((c.bug.name, c.bug.component))) for c in charges]
+    tested = tests_fail(losing, jobs, timeout) if losing else {}
+    return [Verdict(c.bug, c, tested.get(c.bug)) for c in charges]
 
 
 def report(verdicts: list[Verdict]) -> str:
@@ -87,26 +109,30 @@ def report(verdicts: list[Verdict]) -> str:
     for v in verdicts:
         if v.silent:
             lines.append(
-                f"  {v.charge.bug.name} ({v.charge.bug.component}, {v.charge.lost:.2f} points): "
-                f"{', '.join(v.charge.failed_hidden)}  [{v.charge.bug.hint[:100]}]"
+                f"  {v.bug.name} ({v.bug.component}, {v.lost:.2f} points): "
+                f"{', '.join(v.charge.failed_hidden)}  [{v.bug.hint[:100]}]"
             )
     doubles = [v for v in verdicts if len(v.kinds) > 1]
     lines.append("double charges (hidden cases of more than one kind fail):")
     for v in doubles:
-        total = len(
-            {kind_of(case) for case in judge_grader.hidden_case_ids(v.charge.bug.component)}
-        )
+        total = len({kind_of(case) for case in judge_grader.hidden_case_ids(v.bug.component)})
         lines.append(
-            f"  {v.charge.bug.name} ({v.charge.bug.component}, {v.charge.lost:.2f} points): "
+            f"  {v.bug.name} ({v.bug.component}, {v.lost:.2f} points): "
             f"{len(v.kinds)} of {total} kinds: {', '.join(v.kinds)}"
         )
-    charged = sum(v.charge.lost > 0 for v in verdicts)
+    graded = [v for v in verdicts if v.charge]
+    charged = sum(v.lost > 0 for v in graded)
     silent = sum(v.silent for v in verdicts)
-    stale = [v.charge.bug.name for v in verdicts if v.charge.note.startswith("STALE")]
+    stale = [v.bug.name for v in graded if v.charge.note.startswith("STALE")]
     if stale:
         lines.append(f"stale (an edit no longer fits): {', '.join(stale)}")
+    if len(graded) < len(verdicts):
+        lines.append(
+            f"{len(verdicts) - len(graded)} of {len(verdicts)} mistakes fail their component's "
+            "shipped tests (not graded: none of them can be a silent loss)"
+        )
     lines.append(
-        f"silent hidden losses: {silent} of {charged} charged mistakes ({len(verdicts)} graded); "
+        f"silent hidden losses: {silent} of {charged} charged mistakes ({len(graded)} graded); "
         f"double charges: {len(doubles)}"
     )
     return "\n".join(lines)

@@ -31,11 +31,18 @@ from course.grading.judge import load_rubric
 from course.mutation import generated, judge_first, judge_grader, judge_silent, judge_tests
 from course.mutation.ast_mutants import generate
 from course.mutation.blind import BLIND
+from course.mutation.blind_second import SECOND_BLIND
 from course.mutation.catalogue import BUGS, Bug
 from course.mutation.near_miss import NEAR_MISSES
 from course.paths import REPO_ROOT
 
-SOURCES = {"catalogue": BUGS, "blind": BLIND, "near-miss": NEAR_MISSES, "generated": None}
+SOURCES = {
+    "catalogue": BUGS,
+    "blind": BLIND,
+    "second-blind": SECOND_BLIND,
+    "near-miss": NEAR_MISSES,
+    "generated": None,
+}
 JUDGES = ("tests", "grader", "silent", "first")
 # Bugs are run a few at a time (each run imports torch); forked generated mutants on every core.
 BUG_JOBS = 2
@@ -184,8 +191,13 @@ def run_silent(options: argparse.ArgumentParser, source: str, args: argparse.Nam
     else:
         bugs = graded_bugs(options, source, chosen_bugs(options, source, args.names))
     jobs = args.jobs or BUG_JOBS
-    print(f"judging {len(bugs)} mistakes of the {source}: graded, then tested where charged")
-    verdicts = judge_silent.judge_all(bugs, jobs, args.timeout)
+    order = (
+        "tested, then graded where the tests miss"
+        if source == "generated"
+        else ("graded, then tested where charged")
+    )
+    print(f"judging {len(bugs)} mistakes of the {source}: {order}")
+    verdicts = judge_silent.judge_all(bugs, jobs, args.timeout, tests_first=source == "generated")
     print(judge_silent.report(verdicts))
     return not any(v.silent for v in verdicts)
 

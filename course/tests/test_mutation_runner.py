@@ -60,7 +60,7 @@ def test_the_graded_generated_mutants_leave_the_compiled_tokenizer_out():
 def verdict(name: str, lost: float, failed: tuple[str, ...], tests_failed: bool | None):
     bug = Bug(name, "train_bpe", "cs336_basics/bpe.py", (("a", "b"),), "a hint")
     charge = CaughtBy(bug, lost, len(failed), 0, "", failed)
-    return Verdict(charge, tests_failed)
+    return Verdict(bug, charge, tests_failed)
 
 
 def test_the_silent_judge_counts_losses_the_tests_missed_and_charges_in_several_kinds():
@@ -86,4 +86,17 @@ def test_the_silent_judge_counts_losses_the_tests_missed_and_charges_in_several_
     assert "  twice (train_bpe, 6.00 points): 2 of " in text
     assert text.endswith(
         "silent hidden losses: 1 of 3 charged mistakes (4 graded); double charges: 1"
+    )
+
+
+def test_mistakes_their_tests_catch_are_not_graded_and_never_silent():
+    caught = verdict("caught", 0.0, (), True)
+    caught = Verdict(caught.bug, None, True)
+    verdicts = [caught, verdict("missed", 2.0, ("train_bpe-hidden-stories-other",), False)]
+    assert [v.silent for v in verdicts] == [False, True]
+    assert caught.kinds == [] and caught.lost == 0.0
+    text = report(verdicts)
+    assert "1 of 2 mistakes fail their component's shipped tests (not graded" in text
+    assert text.endswith(
+        "silent hidden losses: 1 of 1 charged mistakes (1 graded); double charges: 0"
     )
