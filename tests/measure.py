@@ -7,6 +7,7 @@ Each says only what it measured, and nothing when its measurement does not hold.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import regex
 import torch
@@ -346,6 +347,31 @@ def rmsnorm_axis(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]
         f"d_model features); yours has {float(rms[-1].min()):.4g} to {float(rms[-1].max()):.4g}"
         + (f", and 1 over axis {others[0]}: normalize over the last axis" if others else "")
     ]
+
+
+def float32_line(
+    rmsnorm: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    gain: torch.Tensor,
+    out: torch.Tensor,
+) -> list[str]:
+    """An RMSNorm whose output on low-precision ``x`` is off RMSNorm's definition: is it right on
+    the same values in float32? Then it computes its statistics in the input's dtype.
+    ``rmsnorm(x, gain)`` runs the student's RMSNorm; ``[]`` when ``out`` is right, or the float32
+    run is off too."""
+    wide = x.double()
+    expected = wide * torch.rsqrt(wide.square().mean(-1, keepdim=True) + 1e-5) * gain.double()
+    if torch.allclose(out.double(), expected, atol=0.05, rtol=0.02):
+        return []
+    if not torch.allclose(rmsnorm(x.float(), gain.float()).double(), expected, atol=1e-3):
+        return []
+    line = (
+        f"your RMSNorm is right on these inputs in float32 but not in {x.dtype}: compute the "
+        "mean square in float32 (x.float()) and cast the result back to the input's dtype"
+    )
+    if x.dtype == torch.float16 and float(x.abs().max()) > 256:
+        line += f"; in float16 x**2 overflows past |x| = 256, and these reach {float(x.abs().max()):.0f}"
+    return [line]
 
 
 def silu_ratio(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:

@@ -10,7 +10,8 @@ import torch.nn.functional as F
 from .adapters import run_embedding, run_linear, run_rmsnorm, run_silu, run_softmax, run_swiglu
 from .expect import raises_an_error
 from .hints import assert_close_or_hint, close, dtype_kept, matching_hints, softmax_mistakes
-from .localize import graded_case_located
+from .localize import as_lines, graded_case_located
+from .measure import float32_line
 
 
 @graded_case_located("linear")
@@ -105,17 +106,35 @@ def test_rmsnorm_any_leading_dims(state_dict, leading):
     )
 
 
-def test_rmsnorm_bfloat16_is_computed_in_float32(state_dict):
-    gain = state_dict["layers.0.ln1.weight"]
+def check_rmsnorm_in_float32(state_dict, dtype: torch.dtype) -> None:
+    gain = state_dict["layers.0.ln1.weight"].to(dtype)
     # The statistics are computed in float32; the result comes back in the input's dtype.
-    x = (300 * torch.randn(3, 7, gain.shape[0])).bfloat16()
-    out = run_rmsnorm(gain.shape[0], 1e-5, gain.bfloat16(), x)
-    assert not dtype_kept(out, torch.bfloat16), dtype_kept(out, torch.bfloat16)
+    x = (300 * torch.randn(3, 7, gain.shape[0])).to(dtype)
+    out = run_rmsnorm(gain.shape[0], 1e-5, gain, x)
+    assert not dtype_kept(out, dtype), dtype_kept(out, dtype)
     # RMSNorm's definition in float64 (F.rms_norm is torch 2.4+; Intel Macs have torch 2.2).
     wide = x.double()
-    expected = wide * torch.rsqrt(wide.square().mean(-1, keepdim=True) + 1e-5)
-    expected = expected * gain.bfloat16().double()
-    torch.testing.assert_close(out.double(), expected, atol=0.05, rtol=0.02)
+    expected = wide * torch.rsqrt(wide.square().mean(-1, keepdim=True) + 1e-5) * gain.double()
+
+    def in_float32(x: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
+        return run_rmsnorm(gain.shape[0], 1e-5, gain, x)
+
+    torch.testing.assert_close(
+        out.double(),
+        expected,
+        atol=0.05,
+        rtol=0.02,
+        msg=lambda message: message + as_lines(lambda: float32_line(in_float32, x, gain, out)),
+    )
+
+
+def test_rmsnorm_bfloat16_is_computed_in_float32(state_dict):
+    check_rmsnorm_in_float32(state_dict, torch.bfloat16)
+
+
+def test_rmsnorm_float16_is_computed_in_float32(state_dict):
+    # In float16, x**2 overflows past |x| = 256: these inputs reach about 1,000.
+    check_rmsnorm_in_float32(state_dict, torch.float16)
 
 
 @graded_case_located("silu")

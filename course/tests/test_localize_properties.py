@@ -581,3 +581,39 @@ def test_the_clipping_advice_tests_measure_an_unlisted_mistake(monkeypatch):
         AssertionError, match=r"diagnosis: the global norm .* but your gradients were not scaled"
     ):
         test_gradient_clipping.test_gradient_clipping_uses_one_global_norm_and_skips_missing_grads()
+
+
+def rmsnorm_in(dtype):
+    """An RMSNorm computing in ``dtype`` (None: the input's own)."""
+
+    def rmsnorm(x, gain):
+        wide = x.to(dtype or x.dtype)
+        out = wide * torch.rsqrt(wide.square().mean(-1, keepdim=True) + 1e-5) * gain.to(wide.dtype)
+        return out.to(x.dtype)
+
+    return rmsnorm
+
+
+def test_an_rmsnorm_computed_in_the_inputs_dtype_is_named():
+    torch.manual_seed(0)
+    gain = (1 + 0.1 * torch.randn(16)).half()
+    x = (300 * torch.randn(3, 16)).half()
+    in_input_dtype = rmsnorm_in(None)
+    line = measure.float32_line(in_input_dtype, x, gain, in_input_dtype(x, gain))[0]
+    assert line.startswith(
+        "your RMSNorm is right on these inputs in float32 but not in torch.float16"
+    )
+    assert "x**2 overflows past |x| = 256" in line
+    right = rmsnorm_in(torch.float32)
+    assert measure.float32_line(right, x, gain, right(x, gain)) == []
+
+
+def test_an_rmsnorm_wrong_in_float32_too_gets_no_precision_line():
+    torch.manual_seed(0)
+    gain, x = torch.ones(16).half(), (300 * torch.randn(3, 16)).half()
+
+    def without_sqrt(x, gain):
+        wide = x.float()
+        return (wide / (wide.square().mean(-1, keepdim=True) + 1e-5) * gain.float()).to(x.dtype)
+
+    assert measure.float32_line(without_sqrt, x, gain, without_sqrt(x, gain)) == []
