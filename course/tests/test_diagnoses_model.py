@@ -32,7 +32,7 @@ from tests.localize.decoding import (
 from tests.localize.multihead import attention_raised, attention_stages, default_positions_raised
 from tests.localize.stages import first_stage_wrong
 from tests.snapshots import SnapshotChecker
-from tests.test_init import check_truncated_normal
+from tests.test_layers import check_truncated_normal
 
 INIT_HINTS = dict(std_hint="std", cut_hint="cut")
 

@@ -31,7 +31,7 @@ from tests.localize.raised import (
 )
 from tests.measure import exhaustion_line
 from tests.test_generation import implied_temperature
-from tests.test_init import beyond_the_cut
+from tests.test_layers import beyond_the_cut
 
 DATA = torch.arange(10, 30)  # distinct ids
 
