@@ -177,18 +177,43 @@ def test_sample_next_token_frequencies_follow_tempered_softmax(temperature) -> N
     )
 
 
-def implied_temperature(logits: torch.Tensor, counts: torch.Tensor, temperature: float) -> str:
-    """The temperature the drawn frequencies fit: log(count) against the logits has slope 1/T."""
+def fitted_temperature(logits: torch.Tensor, counts: torch.Tensor) -> float | None:
+    """The temperature the drawn frequencies fit: log(count) against the logits has slope 1/T
+    (a nucleus only rescales the kept tokens' counts); ``None`` when fewer than two tokens were
+    drawn, and ``-1`` when larger logits are drawn less often."""
     seen = counts > 0
     if int(seen.sum()) < 2:
-        return f"only token(s) {seen.nonzero().flatten().tolist()} were drawn"
+        return None
     x, y = logits.double()[seen], counts[seen].log()
     slope = float(((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum())
-    if slope <= 0:
+    return 1 / slope if slope > 0 else -1.0
+
+
+def implied_temperature(logits: torch.Tensor, counts: torch.Tensor, temperature: float) -> str:
+    """What the drawn frequencies say of the temperature used."""
+    fitted = fitted_temperature(logits, counts)
+    if fitted is None:
+        return f"only token(s) {(counts > 0).nonzero().flatten().tolist()} were drawn"
+    if fitted < 0:
         return "larger logits must be drawn more often; yours are drawn less often"
     return (
-        f"your frequencies fit a temperature of about {1 / slope:.3g}, not {temperature:g}: "
+        f"your frequencies fit a temperature of about {fitted:.3g}, not {temperature:g}: "
         "sample from softmax(logits / T)"
+    )
+
+
+def outside_nucleus_line(logits: torch.Tensor, counts: torch.Tensor, temperature: float) -> str:
+    """Tokens outside the nucleus were drawn: was the temperature off (the frequencies fit
+    another one, by more than a quarter), or the nucleus cut at the right temperature?"""
+    fitted = fitted_temperature(logits, counts)
+    if fitted is None:
+        return ""
+    if fitted < 0 or abs(math.log(fitted / temperature)) > math.log(1.25):
+        return implied_temperature(logits, counts, temperature)
+    return (
+        f"your frequencies fit the temperature {temperature:g} (about {fitted:.3g}), but the "
+        "nucleus holds too many tokens: keep the most likely tokens until their mass reaches "
+        "top_p, computed on the tempered probabilities"
     )
 
 
@@ -269,7 +294,9 @@ def test_generate_samples_from_the_tempered_nucleus(model):
         set(torch.nonzero(counts).flatten().tolist())
         - set(torch.nonzero(expected).flatten().tolist())
     )
-    assert not outside, f"sampled tokens {outside} lie outside the top-p nucleus"
+    assert not outside, f"sampled tokens {outside} lie outside the top-p nucleus" + as_lines(
+        lambda: [outside_nucleus_line(logits, counts, temperature)]
+    )
     frequencies = counts / draws
     spread = 5 * (expected * (1 - expected) / draws).sqrt() + 1e-3
     wrong = (frequencies - expected).abs() > spread

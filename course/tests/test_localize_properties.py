@@ -30,7 +30,7 @@ from tests.localize.raised import (
     softmax_raised,
 )
 from tests.measure import exhaustion_line
-from tests.test_generation import implied_temperature
+from tests.test_generation import implied_temperature, outside_nucleus_line
 from tests.test_layers import beyond_the_cut
 
 DATA = torch.arange(10, 30)  # distinct ids
@@ -617,3 +617,30 @@ def test_an_rmsnorm_wrong_in_float32_too_gets_no_precision_line():
         return (wide / (wide.square().mean(-1, keepdim=True) + 1e-5) * gain.float()).to(x.dtype)
 
     assert measure.float32_line(without_sqrt, x, gain, without_sqrt(x, gain)) == []
+
+
+def drawn(probabilities: torch.Tensor, keep: int, draws: int, seed: int) -> torch.Tensor:
+    """Counts of ``draws`` samples from the ``keep`` most likely tokens, renormalised."""
+    kept = torch.zeros_like(probabilities)
+    top = probabilities.topk(keep).indices
+    kept[top] = probabilities[top]
+    generator = torch.Generator().manual_seed(seed)
+    tokens = torch.multinomial(kept / kept.sum(), draws, replacement=True, generator=generator)
+    return torch.bincount(tokens, minlength=len(probabilities)).double()
+
+
+def test_tokens_outside_the_nucleus_are_read_as_a_temperature_or_a_cut():
+    logits = torch.linspace(3.0, -3.0, 40, dtype=torch.float64)
+    # Logits multiplied by T = 0.7 instead of divided: a flatter distribution, more tokens kept.
+    multiplied = drawn(torch.softmax(logits * 0.7, 0), 12, 1500, seed=0)
+    line = outside_nucleus_line(logits, multiplied, 0.7)
+    assert line.startswith("your frequencies fit a temperature of about 1.")
+    assert line.endswith("not 0.7: sample from softmax(logits / T)")
+    # The right temperature, but three tokens too many in the nucleus.
+    too_wide = drawn(torch.softmax(logits / 0.7, 0), 8, 1500, seed=0)
+    line = outside_nucleus_line(logits, too_wide, 0.7)
+    assert line.startswith("your frequencies fit the temperature 0.7 (about 0.")
+    assert "the nucleus holds too many tokens" in line
+    one = torch.zeros(40, dtype=torch.float64)
+    one[0] = 1500
+    assert outside_nucleus_line(logits, one, 0.7) == ""
