@@ -161,9 +161,11 @@ def mutant_bugs(options: argparse.ArgumentParser, args: argparse.Namespace) -> l
             for m in generate(REPO_ROOT, f"cs336_basics/{module}")
             if (m.path, m.key) not in equivalents
             and (not args.match or any(p in m.key for p in args.match))
-        ][:: args.every]
+        ]
         components = judge_silent.module_components(module, generated.MODULE_TESTS[module])
-        bugs += judge_silent.mutant_bugs(mutants, components)
+        # Every Nth mutant, named by its place among all of them ("rope-12").
+        sample = judge_silent.mutant_bugs(mutants, components)
+        bugs += [b for b in sample if int(b.name.rsplit("-", 1)[1]) % args.every == 0]
     return bugs
 
 
