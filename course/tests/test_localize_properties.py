@@ -325,6 +325,20 @@ def test_cross_entropy_that_raises_is_probed_on_uniform_logits():
     assert "right on 8 rows but raised on leading dims (2, 3)" in line
 
 
+def test_a_loss_cut_off_from_the_logits_is_named():
+    inputs, expected = layer_case("cross_entropy", "gradient")
+
+    def detached(logits, targets):
+        return reference.run_cross_entropy(logits.detach(), targets)
+
+    line = cross_entropy_raised(with_adapter("run_cross_entropy", detached), inputs, expected)[0]
+    assert line.startswith("your loss does not require grad although the logits do")
+    assert cross_entropy_raised(reference, inputs, expected) == []
+    # The case's own call raises in backward() on the detached loss: this line explains it.
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        CASES["cross_entropy", "gradient"].call(with_adapter("run_cross_entropy", detached), inputs)
+
+
 def test_adamw_raising_in_scalar_arithmetic_is_located_at_its_step():
     inputs, expected = layer_case("adamw", "formula")
     assert adamw_raised(reference, inputs, expected) == []
