@@ -374,6 +374,22 @@ def float32_line(
     return [line]
 
 
+def not_finite_line(x: torch.Tensor, out: torch.Tensor) -> list[str]:
+    """Where an elementwise function of finite ``x`` gave NaN or inf: at which inputs, and
+    whether only large ones (an exp that overflowed)."""
+    bad = ~torch.isfinite(out) if out.shape == x.shape else None
+    if bad is None or not bad.any() or not torch.isfinite(x).all():
+        return []
+    where = sorted({float(v) for v in x[bad].flatten().tolist()})
+    line = f"your output is NaN or inf at x = {', '.join(f'{v:g}' for v in where[:4])}"
+    if min(abs(v) for v in where) > 80:
+        line += (
+            ", only where |x| is large: an exp(x) there overflows float32 (past x = 88), and "
+            "inf / inf is NaN; write it in a form that stays finite (torch.sigmoid is)"
+        )
+    return [line]
+
+
 def silu_ratio(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
     """``silu(x) / x`` is sigmoid(x): it rises from near 0 (very negative x) through 1/2 to near 1
     (very positive x). Read at the case's most negative and most positive x."""

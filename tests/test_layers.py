@@ -22,7 +22,7 @@ from .expect import raises_an_error
 from .hints import assert_close_or_hint, close, dtype_kept, matching_hints, softmax_mistakes
 from .lazy_adapters import run_init_embedding, run_init_linear, run_init_rmsnorm
 from .localize import as_lines, graded_case_located
-from .measure import float32_line
+from .measure import float32_line, not_finite_line
 
 
 @graded_case_located("linear")
@@ -155,7 +155,10 @@ def test_silu(snapshot, inputs):
 
 def test_silu_matches_torch_on_extremes():
     x = torch.tensor([-1e4, -80.0, -1.0, 0.0, 1.0, 80.0, 1e4])
-    torch.testing.assert_close(run_silu(x), F.silu(x))
+    out = run_silu(x)
+    torch.testing.assert_close(
+        out, F.silu(x), msg=lambda message: message + as_lines(lambda: not_finite_line(x, out))
+    )
 
 
 @graded_case_located("swiglu")
@@ -173,6 +176,7 @@ def test_swiglu_any_leading_dims(state_dict):
     torch.testing.assert_close(out, F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3), w2))
 
 
+@graded_case_located("softmax")
 def test_softmax(snapshot, inputs):
     snapshot.assert_match(run_softmax(inputs["in_logits"], dim=-1), "softmax")
 
@@ -182,6 +186,7 @@ def test_softmax_is_stable_for_large_inputs(dim):
     x = torch.tensor([[1000.0, 1001.0, 1002.0], [-1000.0, 0.0, 1000.0], [88.0, 89.0, 90.0]])
     out = run_softmax(x, dim=dim)
     hints = matching_hints(out, softmax_mistakes(x, dim), close)
+    assert not dtype_kept(out, x.dtype), dtype_kept(out, x.dtype)
     assert torch.isfinite(out).all(), "softmax gave NaN or inf" + hints
     # Any float32 route loses about |x| * eps relative precision at |x| = 1000 (e.g. through
     # exp(x - logsumexp(x))), so the tolerance scales with the inputs.

@@ -138,6 +138,12 @@ def values_for_weights(q, k, v, mask=None):
     return torch.einsum("...qk,...kd->...qd", v, weights)  # contracts d_v with the queries
 
 
+def batch_dims_reversed(q, k, v, mask=None):
+    scores = q @ k.permute(*reversed(range(k.dim())))  # as k.T: every axis reversed
+    weights = torch.softmax(scores / q.shape[-1] ** 0.5, -1)
+    return weights @ v
+
+
 def always_raises(*args, **kwargs):
     raise RuntimeError("no")
 
@@ -148,6 +154,7 @@ def always_raises(*args, **kwargs):
         (masking_raises, "but runs without the mask: look at the masking step"),
         (keys_for_queries, "but runs without a mask, on as many keys as queries"),
         (values_for_weights, "with queries, keys, d_k and d_v all of one size"),
+        (batch_dims_reversed, "runs on one sequence alone, 2-D Q, K and V with no leading dims"),
     ],
 )
 def test_sdpa_raising_is_located_by_the_simplest_input_it_runs_on(wrong, named):

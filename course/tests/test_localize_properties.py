@@ -658,3 +658,25 @@ def test_tokens_outside_the_nucleus_are_read_as_a_temperature_or_a_cut():
     one = torch.zeros(40, dtype=torch.float64)
     one[0] = 1500
     assert outside_nucleus_line(logits, one, 0.7) == ""
+
+
+def test_nan_only_at_large_inputs_is_read_as_an_overflowing_exp():
+    x = torch.tensor([-1e4, -80.0, -1.0, 0.0, 1.0, 80.0, 1e4])
+    assert measure.not_finite_line(x, torch.nn.functional.silu(x)) == []
+    overflowing = x * torch.exp(x) / (1 + torch.exp(x))  # e^x / (1 + e^x): inf / inf past 88
+    (line,) = measure.not_finite_line(x, overflowing)
+    assert line.startswith("your output is NaN or inf at x = 10000, only where |x| is large")
+    small = torch.where(x == 0, torch.tensor(float("nan")), x)
+    (line,) = measure.not_finite_line(x, small)
+    assert line == "your output is NaN or inf at x = 0"
+    assert measure.not_finite_line(x, torch.zeros(3)) == []  # another shape: nothing read
+
+
+def test_a_result_in_another_float_dtype_is_told_to_cast_back():
+    from tests.hints import dtype_kept
+
+    assert dtype_kept(torch.zeros(2), torch.float32) == ""
+    message = dtype_kept(torch.zeros(2, dtype=torch.float64), torch.float32)
+    assert message.startswith("the output is torch.float64 for torch.float32 inputs")
+    assert "hint: computing in torch.float64 may be right, but return the input's dtype" in message
+    assert "hint" not in dtype_kept(torch.zeros(2, dtype=torch.long), torch.float32)

@@ -140,6 +140,12 @@ def sdpa_raised(adapters: ModuleType, q, k, v, mask) -> list[str]:
             "which axes each product contracts: the scores contract d_k (Q K^T), the output the "
             "keys (weights @ V)",
         ),
+        (
+            "on one sequence alone, 2-D Q, K and V with no leading dims, without a mask",
+            lambda: attend(*(t.reshape(-1, *t.shape[-2:])[0] for t in (q, k, v))),
+            "the leading batch dims: every product must act on the last two axes only (.T "
+            "reverses every axis of a batched tensor; K.transpose(-2, -1) swaps the last two)",
+        ),
     ]
     given = f"Q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)}"
     for probe, run, where in probes[mask is None :]:
