@@ -286,7 +286,29 @@ def window_lines(data: torch.Tensor, x: object, y: object, context_length: int) 
                 f"y rows are runs of {y.shape[-1]} consecutive dataset tokens, not "
                 f"context_length={context_length}"
             )
-    return lines[:2]
+    return (lines + batch_lines(data, x, y, x_starts))[:2]
+
+
+def batch_lines(data: torch.Tensor, x: torch.Tensor, y: torch.Tensor, x_starts) -> list[str]:
+    """Rows of a batch that are all one window, and targets that are one token per row."""
+    lines = []
+    if x.dim() >= 2 and x.shape[-2] > 1 and x.shape[-1] > 0 and x_starts:
+        batches = x.reshape(-1, *x.shape[-2:])
+        # At least three rows equal to their batch's first: not a chance collision of starts.
+        enough = len(batches) * (x.shape[-2] - 1) >= 3
+        if enough and all(bool((b == b[0]).all()) for b in batches):
+            lines.append(
+                f"every row of a batch is the same window ({x.shape[-2]} rows, one start per "
+                "batch): each row needs its own random start"
+            )
+    if x_starts and y.shape == x.shape[:-1]:
+        after = [s + x.shape[-1] for s in x_starts]
+        if all(a < len(data) for a in after) and y.flatten().tolist() == data[after].tolist():
+            lines.append(
+                "y holds one token per row, the one after the x row: the targets are whole "
+                "rows, the inputs shifted by one, shaped (batch_size, context_length) like x"
+            )
+    return lines
 
 
 def window_layout(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:

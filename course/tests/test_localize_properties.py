@@ -680,3 +680,16 @@ def test_a_result_in_another_float_dtype_is_told_to_cast_back():
     assert message.startswith("the output is torch.float64 for torch.float32 inputs")
     assert "hint: computing in torch.float64 may be right, but return the input's dtype" in message
     assert "hint" not in dtype_kept(torch.zeros(2, dtype=torch.long), torch.float32)
+
+
+def test_one_window_for_a_whole_batch_and_one_token_targets_are_named():
+    same = rows([3, 3, 3, 3], 4)
+    (line,) = measure.window_lines(DATA, same, rows([3, 3, 3, 3], 4, 1), 4)
+    assert line.startswith("every row of a batch is the same window (4 rows")
+    stacked = torch.stack([rows([3, 3], 4), rows([7, 7], 4)])  # two batches of two, then 2 more
+    assert measure.window_lines(DATA, stacked, stacked + 1, 4) == []  # only 2 equal rows: chance
+    starts = [0, 5, 15]
+    y_last = DATA[torch.tensor(starts) + 4]
+    (line,) = measure.window_lines(DATA, rows(starts, 4), y_last, 4)
+    assert line.startswith("y holds one token per row, the one after the x row")
+    assert measure.window_lines(DATA, rows(starts, 4), DATA[torch.tensor(starts) + 2], 4) == []
