@@ -693,3 +693,36 @@ def test_one_window_for_a_whole_batch_and_one_token_targets_are_named():
     (line,) = measure.window_lines(DATA, rows(starts, 4), y_last, 4)
     assert line.startswith("y holds one token per row, the one after the x row")
     assert measure.window_lines(DATA, rows(starts, 4), DATA[torch.tensor(starts) + 2], 4) == []
+
+
+def swiglu_gated_after_w2(d_model, d_ff, w1, w2, w3, x):
+    silu = torch.nn.functional.silu
+    return torch.nn.functional.linear(silu(x @ w1.T), w2) * (x @ w3.T)
+
+
+def swiglu_w2_transposed(d_model, d_ff, w1, w2, w3, x):
+    """W2 built Linear(d_model, d_ff): its weight must be (d_ff, d_model), which loading refuses
+    unless the two are equal."""
+    if w2.shape != (d_ff, d_model):
+        raise RuntimeError("Error(s) in loading state_dict for SwiGLU")
+    return reference.run_swiglu(d_model, d_ff, w1, w2, w3, x)
+
+
+def test_a_swiglu_that_raises_is_probed_with_square_weights():
+    from tests.localize.composites import swiglu_raised
+
+    inputs, expected = layer_case("swiglu", "basic")
+    (line,) = swiglu_raised(with_adapter("run_swiglu", swiglu_gated_after_w2), inputs, expected)
+    assert line.startswith("with d_ff = d_model = 64 your SwiGLU runs and returns W2(SiLU(W1 x))")
+    (line,) = swiglu_raised(with_adapter("run_swiglu", swiglu_w2_transposed), inputs, expected)
+    assert line.startswith("your SwiGLU runs with d_ff = d_model = 64 but raised with d_ff=128")
+
+    def doubled(d_model, d_ff, w1, w2, w3, x):
+        return 2 * reference.run_swiglu(d_model, d_ff, w1, w2, w3, x)
+
+    assert swiglu_raised(with_adapter("run_swiglu", doubled), inputs, expected) == []
+    assert swiglu_raised(with_adapter("run_swiglu", always_raises), inputs, expected) == []
+
+
+def always_raises(*args, **kwargs):
+    raise RuntimeError("no")

@@ -47,6 +47,7 @@ from tests.localize.composites import (
     localize_block,
     localize_lm,
     localize_swiglu,
+    swiglu_raised,
 )
 from tests.localize.losses import cross_entropy_raised, localize_cross_entropy
 from tests.localize.multihead import attention_raised, localize_attention
@@ -174,6 +175,7 @@ RAISED_DIAGNOSES: dict[str, Callable[[ModuleType, Bundle, Bundle], list[str]]] =
     ),
     "get_batch": get_batch_raised,
     "linear": linear_raised,
+    "swiglu": swiglu_raised,
     "embedding": embedding_raised,
     "softmax": softmax_raised,
     "checkpoint": checkpoint_raised,
