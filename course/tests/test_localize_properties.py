@@ -726,3 +726,12 @@ def test_a_swiglu_that_raises_is_probed_with_square_weights():
 
 def always_raises(*args, **kwargs):
     raise RuntimeError("no")
+
+
+def test_an_output_with_its_leading_axes_flattened_is_named():
+    expected = np.arange(4 * 12 * 8, dtype=np.float64).reshape(4, 12, 8)
+    (line,) = snapshots.axes_hints(expected.reshape(48, 8), expected, 1e-6)
+    assert line.startswith("your output holds the expected values, shaped (48, 8) instead of")
+    assert snapshots.merged_axes_hint(expected.reshape(48, 8) + 1, expected, 1e-6) == ""
+    assert snapshots.merged_axes_hint(expected, expected, 1e-6) == ""
+    assert snapshots.merged_axes_hint(expected[:2].reshape(24, 8), expected, 1e-6) == ""
