@@ -318,6 +318,37 @@ def window_layout(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str
     )
 
 
+def rope_frequencies(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
+    """How far each pair turns at position 1, where every frequency theta^(-2k/d_k) is at most
+    1 rad (no wrap): the first pair that turns by another angle, and whether by the inverse."""
+    x, out = inputs["x"].double(), outputs.get("out")
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+        return []
+    d = x.shape[-1]
+    at = inputs["positions"].expand(x.shape[:-1]) == 1
+    before, after = x[at].reshape(-1, d // 2, 2), out.double()[at].reshape(-1, d // 2, 2)
+    if not torch.allclose(after.norm(dim=-1), before.norm(dim=-1), rtol=1e-3, atol=1e-4):
+        return []  # not a rotation of each pair: no angle to read
+    angle = torch.atan2(after[..., 1], after[..., 0]) - torch.atan2(before[..., 1], before[..., 0])
+    angle = torch.remainder(angle + math.pi, 2 * math.pi) - math.pi
+    angle = angle.masked_fill(before.norm(dim=-1) < 0.05, math.nan).nanmedian(0).values
+    wanted = inputs["theta"] ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    off = ((angle - wanted).abs() > 0.02).nonzero().flatten().tolist()
+    if not at.any() or angle.isnan().any() or not off:
+        return []
+    k = off[0]
+    line = (
+        f"at position 1 pair {k} of your RoPE turns by {float(angle[k]):.4g} rad, not "
+        f"theta^(-2k/d_k) = {float(wanted[k]):.4g}"
+    )
+    if abs(float(angle[k]) - 1 / float(wanted[k])) <= 0.02:
+        line += (
+            ": the inverse, theta^(+2k/d_k); the frequencies must fall from 1 towards 1/theta "
+            "along the pairs"
+        )
+    return [line]
+
+
 def rope_positions(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
     """The position each token was rotated for, read off the angle of every pair whose
     frequency keeps positions up to ``max_seq_len`` within half a turn, against its token

@@ -735,3 +735,31 @@ def test_an_output_with_its_leading_axes_flattened_is_named():
     assert snapshots.merged_axes_hint(expected.reshape(48, 8) + 1, expected, 1e-6) == ""
     assert snapshots.merged_axes_hint(expected, expected, 1e-6) == ""
     assert snapshots.merged_axes_hint(expected[:2].reshape(24, 8), expected, 1e-6) == ""
+
+
+def rotated(x: torch.Tensor, positions: torch.Tensor, frequencies: torch.Tensor) -> torch.Tensor:
+    """Each pair (x[2k], x[2k+1]) turned by position * frequencies[k]."""
+    angle = positions.double()[..., None] * frequencies
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    even, odd = x.double()[..., 0::2], x.double()[..., 1::2]
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], -1).flatten(-2).float()
+
+
+def test_rope_frequencies_are_read_at_position_one():
+    inputs, expected = layer_case("rope", "basic")
+    x, theta = inputs["x"], inputs["theta"]
+    exponents = torch.arange(0, x.shape[-1], 2, dtype=torch.float64) / x.shape[-1]
+    right = rotated(x, inputs["positions"], theta**-exponents)
+    assert measure.rope_frequencies(inputs, {"out": right}, expected) == []
+    rising = rotated(x, inputs["positions"], theta**exponents)
+    (line,) = measure.rope_frequencies(inputs, {"out": rising}, expected)
+    assert line.startswith("at position 1 pair 1 of your RoPE turns by 1.334 rad, not")
+    assert "the inverse, theta^(+2k/d_k)" in line
+    doubled = rotated(x, inputs["positions"], 2 * theta**-exponents)
+    (line,) = measure.rope_frequencies(inputs, {"out": doubled}, expected)
+    assert (
+        line.startswith("at position 1 pair 0 of your RoPE turns by 2 rad")
+        and "inverse" not in line
+    )
+    halves = torch.cat([x[..., 32:], x[..., :32]], dim=-1)  # not a rotation of each pair
+    assert measure.rope_frequencies(inputs, {"out": halves}, expected) == []
