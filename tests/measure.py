@@ -294,9 +294,10 @@ def batch_lines(data: torch.Tensor, x: torch.Tensor, y: torch.Tensor, x_starts) 
     lines = []
     if x.dim() >= 2 and x.shape[-2] > 1 and x.shape[-1] > 0 and x_starts:
         batches = x.reshape(-1, *x.shape[-2:])
-        # At least three rows equal to their batch's first: not a chance collision of starts.
-        enough = len(batches) * (x.shape[-2] - 1) >= 3
-        if enough and all(bool((b == b[0]).all()) for b in batches):
+        # Rows that all equal their batch's first by chance: (1 / valid starts) per such row.
+        starts, repeats = len(data) - x.shape[-1], len(batches) * (x.shape[-2] - 1)
+        unlikely = starts >= 2 and repeats * math.log(starts) >= math.log(1e6)
+        if unlikely and all(bool((b == b[0]).all()) for b in batches):
             lines.append(
                 f"every row of a batch is the same window ({x.shape[-2]} rows, one start per "
                 "batch): each row needs its own random start"

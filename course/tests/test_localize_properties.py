@@ -683,11 +683,14 @@ def test_a_result_in_another_float_dtype_is_told_to_cast_back():
 
 
 def test_one_window_for_a_whole_batch_and_one_token_targets_are_named():
-    same = rows([3, 3, 3, 3], 4)
-    (line,) = measure.window_lines(DATA, same, rows([3, 3, 3, 3], 4, 1), 4)
-    assert line.startswith("every row of a batch is the same window (4 rows")
-    stacked = torch.stack([rows([3, 3], 4), rows([7, 7], 4)])  # two batches of two, then 2 more
-    assert measure.window_lines(DATA, stacked, stacked + 1, 4) == []  # only 2 equal rows: chance
+    same = rows([3] * 8, 4)  # 16 valid starts: 7 rows equal to the first by chance is 16^-7
+    (line,) = measure.window_lines(DATA, same, rows([3] * 8, 4, 1), 4)
+    assert line.startswith("every row of a batch is the same window (8 rows")
+    stacked = torch.stack([rows([3, 3], 4), rows([7, 7], 4)])  # two batches of two
+    assert measure.window_lines(DATA, stacked, stacked + 1, 4) == []  # 2 equal rows: chance
+    one_start = DATA[:5]  # context_length 4: a single valid window, so every row is that one
+    same = torch.stack([one_start[:4]] * 8)
+    assert measure.window_lines(one_start, same, same + 1, 4) == []
     starts = [0, 5, 15]
     y_last = DATA[torch.tensor(starts) + 4]
     (line,) = measure.window_lines(DATA, rows(starts, 4), y_last, 4)
