@@ -496,6 +496,34 @@ def softmax_rows(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]
     return []
 
 
+def softmax_outputs(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
+    """A softmax case along one dim (:func:`softmax_rows`), or along several (``dims``, one
+    output each): the dims it is right along and the ones it is not."""
+    if "dims" not in inputs:
+        return softmax_rows(inputs, outputs, expected)
+    x, right, wrong = inputs["x"].double(), [], []
+    for dim in inputs["dims"]:
+        out = outputs.get(f"dim{dim}")
+        ok = isinstance(out, torch.Tensor) and out.shape == x.shape
+        ok = ok and torch.allclose(out.double(), torch.softmax(x, dim), atol=1e-5)
+        (right if ok else wrong).append(dim)
+    if not wrong:
+        return []
+    if not right:
+        dim = wrong[0]
+        return softmax_rows(inputs | {"dim": dim}, {"out": outputs.get(f"dim{dim}")}, expected)
+    out = outputs.get(f"dim{wrong[0]}")
+    broken = isinstance(out, torch.Tensor) and not out.double().isfinite().all()
+    return [
+        f"your softmax of these inputs (up to |x| = {float(x.abs().max()):g}) is right along "
+        f"dim {right} but not along dim {wrong}"
+        + (" (NaN or inf there: an exp overflowed)" if broken else "")
+        + ": take the max you subtract and the sum you divide by along the dim given, with "
+        "keepdim=True"
+        + (", not along the last axis" if all(d % x.dim() == x.dim() - 1 for d in right) else "")
+    ]
+
+
 def bpe_vocab_structure(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
     """A trained vocabulary is the 256 bytes, the special tokens and one token per merge, and
     stops at ``vocab_size``: which of these the output breaks."""

@@ -766,3 +766,29 @@ def test_rope_frequencies_are_read_at_position_one():
     )
     halves = torch.cat([x[..., 32:], x[..., :32]], dim=-1)  # not a rotation of each pair
     assert measure.rope_frequencies(inputs, {"out": halves}, expected) == []
+
+
+def test_softmax_along_several_dims_names_the_dims_it_is_wrong_along():
+    inputs, expected = layer_case("softmax", "large_inputs")
+    x = inputs["x"]
+
+    def outputs(softmax):
+        return {f"dim{d}": softmax(x, d) for d in inputs["dims"]}
+
+    assert measure.softmax_outputs(inputs, outputs(torch.softmax), expected) == []
+
+    def max_over_last(x, dim):
+        exps = torch.exp(x - x.amax(-1, keepdim=True))
+        return exps / exps.sum(dim, keepdim=True)
+
+    (line,) = measure.softmax_outputs(inputs, outputs(max_over_last), expected)
+    assert line.startswith("your softmax of these inputs (up to |x| = 1002) is right along dim")
+    assert "right along dim [1, -1] but not along dim [0]: take the max" in line
+    assert line.endswith("not along the last axis")
+
+    def always_first(x, dim):
+        return torch.softmax(x, 0)
+
+    (line,) = measure.softmax_outputs(inputs, outputs(always_first), expected)
+    assert "right along dim [0] but not along dim [1, -1]" in line
+    assert "last axis" not in line

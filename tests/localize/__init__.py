@@ -73,7 +73,7 @@ from tests.measure import (
     rope_positions,
     schedule_phases,
     silu_ratio,
-    softmax_rows,
+    softmax_outputs,
     window_layout,
 )
 from tests.snapshots import Snapshot
@@ -151,7 +151,7 @@ OUTPUT_DIAGNOSES: dict[str, Callable[[Bundle, Bundle, Bundle], list[str]]] = {
     "rope": lambda *bundles: rope_positions(*bundles) or rope_frequencies(*bundles),
     "rmsnorm": rmsnorm_axis,
     "silu": silu_ratio,
-    "softmax": softmax_rows,
+    "softmax": softmax_outputs,
     "train_bpe": bpe_training_lines,
 }
 
