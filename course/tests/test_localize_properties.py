@@ -792,3 +792,15 @@ def test_softmax_along_several_dims_names_the_dims_it_is_wrong_along():
     (line,) = measure.softmax_outputs(inputs, outputs(always_first), expected)
     assert "right along dim [0] but not along dim [1, -1]" in line
     assert "last axis" not in line
+
+
+def test_softmax_overflowing_along_one_dim_says_so():
+    inputs, expected = layer_case("softmax", "large_inputs")
+    x = inputs["x"]
+
+    def unshifted_along_0(x, dim):
+        return torch.exp(x) / torch.exp(x).sum(0, keepdim=True) if dim == 0 else x.softmax(dim)
+
+    outputs = {f"dim{d}": unshifted_along_0(x, d) for d in inputs["dims"]}
+    (line,) = measure.softmax_outputs(inputs, outputs, expected)
+    assert "but not along dim [0] (NaN or inf there: an exp overflowed)" in line
