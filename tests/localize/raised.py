@@ -146,7 +146,7 @@ def embedding_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> 
     if not stage_error(out, table.T[at]):
         return [
             "with a square table your embedding returns column i of the table for id i, not row "
-            "i: the table is (vocab_size, d_model), so an id picks a row, weight[token_ids]"
+            "i: the table is (vocab_size, d_model), so look up rows, weight[token_ids]"
         ]
     return []
 
