@@ -98,6 +98,15 @@ def test_train_bpe_repeated_pairs_in_frequent_pretokens(tmp_path):
     assert len(vocab) == 263
 
 
+def test_train_bpe_ties_compare_the_pair_not_its_bytes_joined(tmp_path):
+    # Pre-tokens "ab" and " cb": (a, b), (' ', c) and (c, b) all occur once. A tie goes to the
+    # greater pair, compared as (first token, second token): (c, b); then (a, b) before
+    # (' ', cb), each once.
+    vocab, merges = run_train_bpe(write(tmp_path, "ab cb"), 256 + 3, [])
+    expected = [(b"c", b"b"), (b"a", b"b"), (b" ", b"cb")]
+    assert merges == expected, f"merges {merges}{merges_diagnosis(merges, expected, [1, 1, 1])}"
+
+
 @graded_case_located("train_bpe")
 def test_train_bpe_output_drives_the_tokenizer(tmp_path):
     """The trainer's (vocab, merges) are exactly what the tokenizer takes: text from the corpus
