@@ -99,12 +99,13 @@ def test_train_bpe_repeated_pairs_in_frequent_pretokens(tmp_path):
 
 
 def test_train_bpe_ties_compare_the_pair_not_its_bytes_joined(tmp_path):
-    # Pre-tokens "ab" and " cb": (a, b), (' ', c) and (c, b) all occur once. A tie goes to the
-    # greater pair, compared as (first token, second token): (c, b); then (a, b) before
-    # (' ', cb), each once.
-    vocab, merges = run_train_bpe(write(tmp_path, "ab cb"), 256 + 3, [])
-    expected = [(b"c", b"b"), (b"a", b"b"), (b" ", b"cb")]
-    assert merges == expected, f"merges {merges}{merges_diagnosis(merges, expected, [1, 1, 1])}"
+    # Pre-tokens "abc" x2, "az" x2, "ab": (a, b) 3 merges first. Then (ab, c) and (a, z) tie at
+    # 2, and the greater pair, compared as (first token, second token), is (ab, c): b"ab" > b"a".
+    # Joined into one byte string they would order the other way: b"az" > b"abc".
+    text = EOT.join(["abc", "abc", "az", "az", "ab"])
+    vocab, merges = run_train_bpe(write(tmp_path, text), 256 + 1 + 3, [EOT])
+    expected = [(b"a", b"b"), (b"ab", b"c"), (b"a", b"z")]
+    assert merges == expected, f"merges {merges}{merges_diagnosis(merges, expected, [3, 2, 2])}"
 
 
 @graded_case_located("train_bpe")
