@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 from course.cases.truths.tokenizers import naive_encode, tiktoken_of
 from tests.adapters import get_tokenizer
 from tests.cases.shipped import Shipped
-from tests.test_tokenizer_properties import SHIPPED, runs
-from tests.test_tokenizer_properties import tokenizer as special_tokenizer
+from tests.test_tokenizer import SHIPPED, runs, special_tokenizer
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CORPUS = FIXTURES / "corpora" / "stories-400k.txt"

@@ -90,4 +90,9 @@ def dtype_kept(out: torch.Tensor, given: torch.dtype) -> str:
             f"dtype at the end (.to(x.dtype)); {out.dtype} leaks out of an upcast or a float32 "
             "constant"
         )
+    if out.is_floating_point() and given.is_floating_point and out.itemsize > given.itemsize:
+        return message + (
+            f"\nhint: computing in {out.dtype} may be right, but return the input's dtype: cast "
+            "the result back at the end (.to(x.dtype))"
+        )
     return message

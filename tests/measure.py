@@ -7,6 +7,7 @@ Each says only what it measured, and nothing when its measurement does not hold.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import regex
 import torch
@@ -285,7 +286,30 @@ def window_lines(data: torch.Tensor, x: object, y: object, context_length: int) 
                 f"y rows are runs of {y.shape[-1]} consecutive dataset tokens, not "
                 f"context_length={context_length}"
             )
-    return lines[:2]
+    return (lines + batch_lines(data, x, y, x_starts))[:2]
+
+
+def batch_lines(data: torch.Tensor, x: torch.Tensor, y: torch.Tensor, x_starts) -> list[str]:
+    """Rows of a batch that are all one window, and targets that are one token per row."""
+    lines = []
+    if x.dim() >= 2 and x.shape[-2] > 1 and x.shape[-1] > 0 and x_starts:
+        batches = x.reshape(-1, *x.shape[-2:])
+        # Rows that all equal their batch's first by chance: (1 / valid starts) per such row.
+        starts, repeats = len(data) - x.shape[-1], len(batches) * (x.shape[-2] - 1)
+        unlikely = starts >= 2 and repeats * math.log(starts) >= math.log(1e6)
+        if unlikely and all(bool((b == b[0]).all()) for b in batches):
+            lines.append(
+                f"every row of a batch is the same window ({x.shape[-2]} rows, one start per "
+                "batch): each row needs its own random start"
+            )
+    if x_starts and y.shape == x.shape[:-1]:
+        after = [s + x.shape[-1] for s in x_starts]
+        if all(a < len(data) for a in after) and y.flatten().tolist() == data[after].tolist():
+            lines.append(
+                "y holds one token per row, the one after the x row: the targets are whole "
+                "rows, the inputs shifted by one, shaped (batch_size, context_length) like x"
+            )
+    return lines
 
 
 def window_layout(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
@@ -293,6 +317,37 @@ def window_layout(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str
     return window_lines(
         inputs["dataset"], outputs.get("x"), outputs.get("y"), inputs["context_length"]
     )
+
+
+def rope_frequencies(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
+    """How far each pair turns at position 1, where every frequency theta^(-2k/d_k) is at most
+    1 rad (no wrap): the first pair that turns by another angle, and whether by the inverse."""
+    x, out = inputs["x"].double(), outputs.get("out")
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+        return []
+    d = x.shape[-1]
+    at = inputs["positions"].expand(x.shape[:-1]) == 1
+    before, after = x[at].reshape(-1, d // 2, 2), out.double()[at].reshape(-1, d // 2, 2)
+    if not torch.allclose(after.norm(dim=-1), before.norm(dim=-1), rtol=1e-3, atol=1e-4):
+        return []  # not a rotation of each pair: no angle to read
+    angle = torch.atan2(after[..., 1], after[..., 0]) - torch.atan2(before[..., 1], before[..., 0])
+    angle = torch.remainder(angle + math.pi, 2 * math.pi) - math.pi
+    angle = angle.masked_fill(before.norm(dim=-1) < 0.05, math.nan).nanmedian(0).values
+    wanted = inputs["theta"] ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    off = ((angle - wanted).abs() > 0.02).nonzero().flatten().tolist()
+    if not at.any() or angle.isnan().any() or not off:
+        return []
+    k = off[0]
+    line = (
+        f"at position 1 pair {k} of your RoPE turns by {float(angle[k]):.4g} rad, not "
+        f"theta^(-2k/d_k) = {float(wanted[k]):.4g}"
+    )
+    if abs(float(angle[k]) - 1 / float(wanted[k])) <= 0.02:
+        line += (
+            ": the inverse, theta^(+2k/d_k); the frequencies must fall from 1 towards 1/theta "
+            "along the pairs"
+        )
+    return [line]
 
 
 def rope_positions(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
@@ -348,6 +403,47 @@ def rmsnorm_axis(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]
     ]
 
 
+def float32_line(
+    rmsnorm: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    gain: torch.Tensor,
+    out: torch.Tensor,
+) -> list[str]:
+    """An RMSNorm whose output on low-precision ``x`` is off RMSNorm's definition: is it right on
+    the same values in float32? Then it computes its statistics in the input's dtype.
+    ``rmsnorm(x, gain)`` runs the student's RMSNorm; ``[]`` when ``out`` is right, or the float32
+    run is off too."""
+    wide = x.double()
+    expected = wide * torch.rsqrt(wide.square().mean(-1, keepdim=True) + 1e-5) * gain.double()
+    if torch.allclose(out.double(), expected, atol=0.05, rtol=0.02):
+        return []
+    if not torch.allclose(rmsnorm(x.float(), gain.float()).double(), expected, atol=1e-3):
+        return []
+    line = (
+        f"your RMSNorm is right on these inputs in float32 but not in {x.dtype}: compute the "
+        "mean square in float32 (x.float()) and cast the result back to the input's dtype"
+    )
+    if x.dtype == torch.float16 and float(x.abs().max()) > 256:
+        line += f"; in float16 x**2 overflows past |x| = 256, and these reach {float(x.abs().max()):.0f}"
+    return [line]
+
+
+def not_finite_line(x: torch.Tensor, out: torch.Tensor) -> list[str]:
+    """Where an elementwise function of finite ``x`` gave NaN or inf: at which inputs, and
+    whether only large ones (an exp that overflowed)."""
+    bad = ~torch.isfinite(out) if out.shape == x.shape else None
+    if bad is None or not bad.any() or not torch.isfinite(x).all():
+        return []
+    where = sorted({float(v) for v in x[bad].flatten().tolist()})
+    line = f"your output is NaN or inf at x = {', '.join(f'{v:g}' for v in where[:4])}"
+    if min(abs(v) for v in where) > 80:
+        line += (
+            ", only where |x| is large: an exp(x) there overflows float32 (past x = 88), and "
+            "inf / inf is NaN; write it in a form that stays finite (torch.sigmoid is)"
+        )
+    return [line]
+
+
 def silu_ratio(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
     """``silu(x) / x`` is sigmoid(x): it rises from near 0 (very negative x) through 1/2 to near 1
     (very positive x). Read at the case's most negative and most positive x."""
@@ -398,6 +494,34 @@ def softmax_rows(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]
             f"{float(favoured):.0%} of the rows along dim={dim}: exp(x - max), not exp(max - x)"
         ]
     return []
+
+
+def softmax_outputs(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
+    """A softmax case along one dim (:func:`softmax_rows`), or along several (``dims``, one
+    output each): the dims it is right along and the ones it is not."""
+    if "dims" not in inputs:
+        return softmax_rows(inputs, outputs, expected)
+    x, right, wrong = inputs["x"].double(), [], []
+    for dim in inputs["dims"]:
+        out = outputs.get(f"dim{dim}")
+        ok = isinstance(out, torch.Tensor) and out.shape == x.shape
+        ok = ok and torch.allclose(out.double(), torch.softmax(x, dim), atol=1e-5)
+        (right if ok else wrong).append(dim)
+    if not wrong:
+        return []
+    if not right:
+        dim = wrong[0]
+        return softmax_rows(inputs | {"dim": dim}, {"out": outputs.get(f"dim{dim}")}, expected)
+    out = outputs.get(f"dim{wrong[0]}")
+    broken = isinstance(out, torch.Tensor) and not out.double().isfinite().all()
+    return [
+        f"your softmax of these inputs (up to |x| = {float(x.abs().max()):g}) is right along "
+        f"dim {right} but not along dim {wrong}"
+        + (" (NaN or inf there: an exp overflowed)" if broken else "")
+        + ": take the max you subtract and the sum you divide by along the dim given, with "
+        "keepdim=True"
+        + (", not along the last axis" if all(d % x.dim() == x.dim() - 1 for d in right) else "")
+    ]
 
 
 def bpe_vocab_structure(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:

@@ -267,9 +267,24 @@ def low_precision_hint(actual: np.ndarray, expected: np.ndarray, tolerance: floa
 def axes_hints(actual: np.ndarray, expected: np.ndarray, atol: float) -> list[str]:
     """For a shape mismatch: is the output the expected one with its axes permuted, or does
     its shape lack some of the expected axes?"""
-    hint = axes_hint(actual, expected, relation_tolerance(atol, expected))
+    tolerance = relation_tolerance(atol, expected)
+    hint = axes_hint(actual, expected, tolerance) or merged_axes_hint(actual, expected, tolerance)
     hint = hint or missing_axes_hint(actual.shape, expected.shape)
     return [hint] if hint else []
+
+
+def merged_axes_hint(actual: np.ndarray, expected: np.ndarray, tolerance: float) -> str:
+    """Is the output the expected one with some neighbouring axes merged into one (its values
+    right, reshaped)?"""
+    if actual.ndim >= expected.ndim or actual.size != expected.size or actual.size == 0:
+        return ""
+    if np.abs(actual.reshape(expected.shape) - expected).max() > tolerance:
+        return ""
+    return (
+        f"your output holds the expected values, shaped {actual.shape} instead of "
+        f"{expected.shape}: axes were merged (flattened) and never split back; keep the "
+        "input's leading dims"
+    )
 
 
 def missing_axes_hint(actual: tuple[int, ...], expected: tuple[int, ...]) -> str:

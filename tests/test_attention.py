@@ -14,7 +14,7 @@ from .adapters import (
 )
 from .expect import raises_an_error
 from .hints import dtype_kept
-from .localize import diagnosed_if_raised, snapshot_located
+from .localize import as_lines, diagnosed_if_raised, snapshot_located
 from .localize.attention import localize_sdpa, sdpa_raised
 from .localize.multihead import attention_raised, default_positions_raised, localize_attention
 
@@ -41,6 +41,19 @@ def test_scaled_dot_product_attention_without_mask_and_with_extra_dims(inputs):
     q, k, v = (inputs[n].reshape(2, 2, *inputs[n].shape[1:]) for n in ("q", "k", "v"))
     torch.testing.assert_close(
         run_scaled_dot_product_attention(q, k, v), F.scaled_dot_product_attention(q, k, v)
+    )
+
+
+def test_scaled_dot_product_attention_with_fewer_keys_than_d_k(inputs):
+    # 9 keys of width d_k = 16: a scale read off the wrong axis shows here (elsewhere both are 16).
+    q, k, v = inputs["q"], inputs["k"][:, :9], inputs["v"][:, :9]
+    out = run_scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(
+        out,
+        F.scaled_dot_product_attention(q, k, v),
+        msg=lambda message: (
+            message + as_lines(lambda: localize_sdpa(adapters, {"q": q, "k": k, "mask": None}))
+        ),
     )
 
 

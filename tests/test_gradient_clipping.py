@@ -1,11 +1,16 @@
-"""Global-norm clipping against torch.nn.utils.clip_grad_norm_."""
+"""Global-norm clipping against torch.nn.utils.clip_grad_norm_; at its boundaries, a norm equal to
+the maximum is left alone, and the scale is ``max / (norm + 1e-6)``, whose ``eps`` matters for
+tiny norms."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from .adapters import run_gradient_clipping
 from .hints import diagnosis_lines, matching_hints
+from .localize import diagnosed_if_raised
+from .localize.raised import clipping_raised
 from .measure import clipping_lines
 
 
@@ -72,3 +77,63 @@ def test_gradient_clipping_uses_one_global_norm_and_skips_missing_grads():
     for p, e in zip(ours, expected, strict=False):
         if e is not None:
             torch.testing.assert_close(p.grad, e, msg=lambda message: message + measured)
+
+
+# --- gradient clipping ------------------------------------------------------------------------
+
+
+def parameters_with_gradients(*gradients: list[float]) -> list[torch.nn.Parameter]:
+    parameters = []
+    for values in gradients:
+        parameter = torch.nn.Parameter(torch.zeros(len(values)))
+        parameter.grad = torch.tensor(values)
+        parameters.append(parameter)
+    return parameters
+
+
+def clipped(gradients: list[list[float]], max_l2_norm: float) -> list[torch.Tensor]:
+    """The student's clipping of ``gradients``; raising gets a note on what a probe measured."""
+    parameters = parameters_with_gradients(*gradients)
+    with diagnosed_if_raised(lambda: clipping_raised(run_gradient_clipping)):
+        run_gradient_clipping(parameters, max_l2_norm)
+    return [p.grad for p in parameters]
+
+
+def clipping_diagnosis(gradients: list[list[float]], got: list[torch.Tensor], max_norm) -> str:
+    lines = clipping_lines([torch.tensor(g) for g in gradients], got, max_norm)
+    return diagnosis_lines(lines)
+
+
+def test_gradient_clipping_norm_equal_to_max_is_left_alone() -> None:
+    gradients = [[3.0, 0.0], [4.0]]  # global norm exactly 5
+    got = clipped(gradients, 5.0)
+    # 5 / (5 + 1e-6) would change them by 2e-7 relative, which the upstream handout allows.
+    assert torch.allclose(torch.cat(got), torch.tensor([3.0, 0.0, 4.0]), rtol=1e-6, atol=0), (
+        f"gradients of norm exactly max_l2_norm=5 became {torch.cat(got).tolist()}; only norms "
+        "above the maximum are scaled" + clipping_diagnosis(gradients, got, 5.0)
+    )
+
+
+@pytest.mark.parametrize("norm, max_l2_norm", [(2e-6, 1e-6), (3e-3, 1e-3), (0.5, 0.25)])
+def test_gradient_clipping_eps_in_the_scale_matches_torch(norm, max_l2_norm) -> None:
+    direction = torch.tensor([0.6, -0.8, 0.0])
+    gradients = [(direction * norm).tolist()]
+    (ours,) = clipped(gradients, max_l2_norm)
+    theirs = parameters_with_gradients(*gradients)
+    torch.nn.utils.clip_grad_norm_(theirs, max_l2_norm)  # scales by max / (norm + 1e-6)
+    missing_eps = direction * max_l2_norm
+    assert torch.allclose(ours, theirs[0].grad, rtol=1e-5, atol=0), (
+        f"norm {norm:g} clipped to max {max_l2_norm:g}: got {ours.tolist()}, torch "
+        f"gives {theirs[0].grad.tolist()}"
+        + (
+            "\nhint: scale by max / (norm + 1e-6); the eps matters when the norm is tiny"
+            if torch.allclose(ours, missing_eps, rtol=1e-5)
+            else clipping_diagnosis(gradients, [ours], max_l2_norm)
+        )
+    )
+
+
+def test_gradient_clipping_zero_gradients_stay_zero() -> None:
+    parameters = parameters_with_gradients([0.0, 0.0], [0.0])
+    run_gradient_clipping(parameters, 1.0)
+    assert all(torch.equal(p.grad, torch.zeros_like(p.grad)) for p in parameters)

@@ -10,6 +10,7 @@ from . import lazy_adapters
 from .adapters import run_cross_entropy
 from .expect import raises_an_error
 from .hints import close, diagnosis_lines, matching_hints
+from .localize import graded_case_located
 from .localize.losses import localize_cross_entropy
 
 
@@ -65,6 +66,7 @@ def test_cross_entropy_is_stable_for_huge_logits():
     torch.testing.assert_close(result, F.cross_entropy(logits.double(), targets).float())
 
 
+@graded_case_located("cross_entropy")
 def test_cross_entropy_mean_over_leading_dims():
     generator = torch.Generator().manual_seed(1)
     logits = torch.randn(2, 3, 7, generator=generator)

@@ -148,6 +148,7 @@ def test_adamw_matches_the_handout_formula_exactly():
             )
 
 
+@graded_case_located("adamw")
 def test_adamw_param_groups_and_state_dict_round_trip():
     adamw = get_adamw_cls()
     model, inputs, targets = _problem()

@@ -1,4 +1,6 @@
-"""BPE training beyond the graded cases: worked examples, speed, bad input."""
+"""BPE training beyond the graded cases: worked examples, training to exhaustion (a pair whose
+every occurrence was absorbed by another merge is never merged later, worked out by hand), speed,
+bad input."""
 
 from __future__ import annotations
 
@@ -8,11 +10,13 @@ from pathlib import Path
 import pytest
 import regex
 
+from . import lazy_adapters
 from .adapters import get_tokenizer, run_train_bpe
 from .expect import raises_an_error
 from .hints import diagnosis_lines
 from .localize import diagnosed_if_raised, graded_case_located
 from .localize.stages import raises
+from .localize.tokenizers import train_bpe_raised
 from .measure import (
     HANDOUT_STEPS,
     HANDOUT_WORDS,
@@ -92,6 +96,16 @@ def test_train_bpe_repeated_pairs_in_frequent_pretokens(tmp_path):
     ]
     assert merges == expected, f"merges {merges}{merges_diagnosis(merges, expected, counts)}"
     assert len(vocab) == 263
+
+
+def test_train_bpe_ties_compare_the_pair_not_its_bytes_joined(tmp_path):
+    # Pre-tokens "abc" x2, "az" x2, "ab": (a, b) 3 merges first. Then (ab, c) and (a, z) tie at
+    # 2, and the greater pair, compared as (first token, second token), is (ab, c): b"ab" > b"a".
+    # Joined into one byte string they would order the other way: b"az" > b"abc".
+    text = EOT.join(["abc", "abc", "az", "az", "ab"])
+    vocab, merges = run_train_bpe(write(tmp_path, text), 256 + 1 + 3, [EOT])
+    expected = [(b"a", b"b"), (b"ab", b"c"), (b"a", b"z")]
+    assert merges == expected, f"merges {merges}{merges_diagnosis(merges, expected, [3, 2, 2])}"
 
 
 @graded_case_located("train_bpe")
@@ -179,6 +193,44 @@ def test_train_bpe_vocab_of_exactly_bytes_and_specials(tmp_path):
 
 
 # --- robustness (advice, not graded): bad input gets a clear error --------------------------
+
+
+# --- BPE training until nothing is left ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, expected, counts",
+    [
+        # Pre-tokens "abc", " abc". Counts (a,b) 2, (b,c) 2, (' ',a) 1. The tie goes to the
+        # greater pair (b,c); "a bc" then leaves no (a,b) at all, so (a,b) and (' ',a) never
+        # come back once a+bc and ' '+abc are merged.
+        ("abc abc", [(b"b", b"c"), (b"a", b"bc"), (b" ", b"abc")], [2, 2, 1]),
+        # Pre-tokens "xab", " xa" x2, " ab". (x,a) 3 merges first and takes one (a,b), which
+        # drops from 2 to 1 but must still be merged: after ' '+xa (2) the count-1 pairs go
+        # greatest first: (xa,b), (a,b), then (' ',ab).
+        (
+            "xab xa xa ab",
+            [(b"x", b"a"), (b" ", b"xa"), (b"xa", b"b"), (b"a", b"b"), (b" ", b"ab")],
+            [3, 2, 1, 1, 1],
+        ),
+    ],
+)
+def test_train_bpe_to_exhaustion_tracks_changing_counts(tmp_path, text, expected, counts) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(text, encoding="utf-8")
+    with diagnosed_if_raised(lambda: train_bpe_raised(lazy_adapters, {}, {})):
+        vocab, merges = run_train_bpe(corpus, 1000, [])
+    assert merges == expected, f"merges on {text!r}: {merges}, expected {expected}\nhint: " + (
+        merge_order_line(merges, expected, counts) or exhaustion_line(len(merges), len(expected))
+    )
+    tokens = set(vocab.values())
+    missing = [b for b in range(256) if bytes([b]) not in tokens]
+    assert len(vocab) == 256 + len(expected), f"vocab of {len(vocab)} tokens" + (
+        f"\nhint: the vocab holds the 256 single bytes; yours lacks {len(missing)} of them "
+        f"(e.g. {bytes([missing[0]])!r}), beside the {len(expected)} merged tokens"
+        if missing
+        else ""
+    )
 
 
 @pytest.mark.robustness

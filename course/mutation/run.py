@@ -83,6 +83,13 @@ def parser() -> argparse.ArgumentParser:
     )
     options.add_argument("--list", action="store_true", help="generated: print the mutants only")
     options.add_argument(
+        "--every",
+        type=int,
+        default=1,
+        help="generated, judged first: only every Nth mutant of each module, in generation order "
+        "(a reproducible sample)",
+    )
+    options.add_argument(
         "--log",
         type=Path,
         help="judged by the tests or first: each bug's or mutant's hints and first failure (JSONL)",
@@ -98,6 +105,7 @@ def check_combination(options: argparse.ArgumentParser, args: argparse.Namespace
         for flag, given in (
             *(("--smoke", args.smoke), ("--graded", args.graded)),
             *(("--match", args.match), ("--list", args.list)),
+            ("--every", args.every != 1),
         )
         if given
     ]
@@ -118,6 +126,8 @@ def check_combination(options: argparse.ArgumentParser, args: argparse.Namespace
         options.error("names select within one source: give one --source with them")
     if args.jobs is not None and args.jobs < 1:
         options.error("--jobs must be at least 1")
+    if args.every < 1 or (args.every != 1 and args.judge != "first"):
+        options.error("--every: a whole number of at least 1, for the judge first")
 
 
 def chosen_bugs(options: argparse.ArgumentParser, source: str, names: list[str]) -> list[Bug]:
@@ -153,7 +163,9 @@ def mutant_bugs(options: argparse.ArgumentParser, args: argparse.Namespace) -> l
             and (not args.match or any(p in m.key for p in args.match))
         ]
         components = judge_silent.module_components(module, generated.MODULE_TESTS[module])
-        bugs += judge_silent.mutant_bugs(mutants, components)
+        # Every Nth mutant, named by its place among all of them ("rope-12").
+        sample = judge_silent.mutant_bugs(mutants, components)
+        bugs += [b for b in sample if int(b.name.rsplit("-", 1)[1]) % args.every == 0]
     return bugs
 
 

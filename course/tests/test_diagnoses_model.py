@@ -32,7 +32,7 @@ from tests.localize.decoding import (
 from tests.localize.multihead import attention_raised, attention_stages, default_positions_raised
 from tests.localize.stages import first_stage_wrong
 from tests.snapshots import SnapshotChecker
-from tests.test_init import check_truncated_normal
+from tests.test_layers import check_truncated_normal
 
 INIT_HINTS = dict(std_hint="std", cut_hint="cut")
 
@@ -138,6 +138,12 @@ def values_for_weights(q, k, v, mask=None):
     return torch.einsum("...qk,...kd->...qd", v, weights)  # contracts d_v with the queries
 
 
+def batch_dims_reversed(q, k, v, mask=None):
+    scores = q @ k.permute(*reversed(range(k.dim())))  # as k.T: every axis reversed
+    weights = torch.softmax(scores / q.shape[-1] ** 0.5, -1)
+    return weights @ v
+
+
 def always_raises(*args, **kwargs):
     raise RuntimeError("no")
 
@@ -148,6 +154,7 @@ def always_raises(*args, **kwargs):
         (masking_raises, "but runs without the mask: look at the masking step"),
         (keys_for_queries, "but runs without a mask, on as many keys as queries"),
         (values_for_weights, "with queries, keys, d_k and d_v all of one size"),
+        (batch_dims_reversed, "runs on one sequence alone, 2-D Q, K and V with no leading dims"),
     ],
 )
 def test_sdpa_raising_is_located_by_the_simplest_input_it_runs_on(wrong, named):
@@ -324,3 +331,22 @@ def test_the_lm_built_for_the_config_is_silent_without_evidence():
 def test_a_raising_lm_with_right_stages_and_build_points_at_how_it_joins_them():
     (line,) = lm_raised(reference)
     assert "are each right alone" in line and "your transformer_lm raised" in line
+
+
+def scaled_by_number_of_keys(q, k, v, mask=None):
+    scores = q @ k.transpose(-1, -2) / k.shape[-2] ** 0.5
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, -1) @ v
+
+
+def test_a_scale_read_off_the_number_of_keys_is_named_where_it_differs_from_d_k():
+    from tests.localize.attention import localize_sdpa
+
+    q, k = SHIPPED.inputs["q"], SHIPPED.inputs["k"]
+    adapters = with_adapter("run_scaled_dot_product_attention", scaled_by_number_of_keys)
+    (line,) = localize_sdpa(adapters, {"q": q, "k": k[:, :9], "mask": None})
+    assert "times 0.3333 = 1/sqrt(9), the number of keys, not times 1/sqrt(d_k) = 0.25" in line
+    # 16 keys of width 16: the same scale as d_k's, nothing to read.
+    (line,) = localize_sdpa(adapters, {"q": q, "k": k, "mask": None})
+    assert "number of keys" not in line

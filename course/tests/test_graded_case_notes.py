@@ -40,6 +40,14 @@ def test_a_failing_graded_case_gives_its_diagnosis_naming_the_case():
     assert "x @ W.T" in " ".join(lines)
 
 
+def test_a_graded_case_that_raised_gives_what_simpler_inputs_measured():
+    from course.tests.test_localize_properties import column_lookup
+
+    lines = graded_case_lines("embedding", with_adapter("run_embedding", column_lookup))
+    assert lines and lines[0].startswith("on the graded case embedding-public-basic: with a square")
+    assert graded_case_lines("embedding", reference) == []
+
+
 def test_code_not_written_yet_gets_no_note():
     assert graded_case_lines("linear", with_adapter("run_linear", unwritten_linear)) == []
 

@@ -337,3 +337,22 @@ def test_a_training_loss_missing_a_term_is_named():
     assert "is the cross-entropy alone" in loss_terms_line(4.0, 4.0, 1.0)
     assert "is the auxiliary loss alone: add the cross-entropy" in loss_terms_line(1.0, 4.0, 1.0)
     assert loss_terms_line(4.5, 4.0, 1.0) == ""
+
+
+def save_the_module(model, optimizer, iteration, out):
+    torch.save({"model": model, "optimizer": optimizer.state_dict(), "iteration": iteration}, out)
+
+
+def test_a_checkpoint_pickling_the_model_itself_is_named():
+    from tests.localize.training import checkpoint_raised, pickled_global
+
+    case = CASES["checkpoint", "path"]
+    inputs, _, expected = public_run(case)
+    pickling = with_adapter("run_save_checkpoint", save_the_module)
+    with pytest.raises(Exception, match="Weights only load failed"):
+        case.call(pickling, inputs)  # the case's own load refuses the file
+    (line,) = checkpoint_raised(pickling, inputs, expected)
+    assert line.startswith("your checkpoint file pickles an object of torch.nn.modules.")
+    assert "save model.state_dict() and optimizer.state_dict()" in line
+    assert checkpoint_raised(reference, inputs, expected) == []  # its load runs: nothing located
+    assert pickled_global(RuntimeError("another error")) == ""

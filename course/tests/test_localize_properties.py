@@ -22,14 +22,16 @@ from tests.localize.losses import closed_form_lines, cross_entropy_raised
 from tests.localize.raised import (
     adamw_raised,
     clipping_raised,
+    embedding_raised,
     get_batch_raised,
     linear_raised,
     rmsnorm_raised,
     schedule_raised,
     softmax_raised,
 )
-from tests.test_boundaries import exhaustion_line, implied_temperature
-from tests.test_init import beyond_the_cut
+from tests.measure import exhaustion_line
+from tests.test_generation import implied_temperature, outside_nucleus_line
+from tests.test_layers import beyond_the_cut
 
 DATA = torch.arange(10, 30)  # distinct ids
 
@@ -323,6 +325,20 @@ def test_cross_entropy_that_raises_is_probed_on_uniform_logits():
     assert "right on 8 rows but raised on leading dims (2, 3)" in line
 
 
+def test_a_loss_cut_off_from_the_logits_is_named():
+    inputs, expected = layer_case("cross_entropy", "gradient")
+
+    def detached(logits, targets):
+        return reference.run_cross_entropy(logits.detach(), targets)
+
+    line = cross_entropy_raised(with_adapter("run_cross_entropy", detached), inputs, expected)[0]
+    assert line.startswith("your loss does not require grad although the logits do")
+    assert cross_entropy_raised(reference, inputs, expected) == []
+    # The case's own call raises in backward() on the detached loss: this line explains it.
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        CASES["cross_entropy", "gradient"].call(with_adapter("run_cross_entropy", detached), inputs)
+
+
 def test_adamw_raising_in_scalar_arithmetic_is_located_at_its_step():
     inputs, expected = layer_case("adamw", "formula")
     assert adamw_raised(reference, inputs, expected) == []
@@ -366,6 +382,32 @@ def test_linear_that_raises_is_probed_with_a_square_weight():
         return 2 * x @ weight.T
 
     assert linear_raised(with_adapter("run_linear", doubled), inputs, expected) == []
+
+
+def column_lookup(vocab_size, d_model, weight, ids):
+    """Columns of the table, raising where the adapters' type check would (the output's last
+    axis is not d_model)."""
+    out = weight.T[ids % d_model]
+    if out.shape[-1] != d_model:
+        raise TypeError(f"output shape {tuple(out.shape)}")
+    return out
+
+
+def test_embedding_that_raises_is_probed_with_a_square_table():
+    inputs, expected = layer_case("embedding", "basic")
+    line = embedding_raised(with_adapter("run_embedding", column_lookup), inputs, expected)[0]
+    assert line.startswith("with a square table your embedding returns column i of the table")
+    assert "weight[token_ids]" in line
+    assert embedding_raised(reference, inputs, expected)[0].startswith("your embedding runs")
+
+    def doubled(vocab_size, d_model, weight, ids):
+        return 2 * weight[ids]
+
+    def raises_always(vocab_size, d_model, weight, ids):
+        raise RuntimeError("no")
+
+    for wrong in (doubled, raises_always):
+        assert embedding_raised(with_adapter("run_embedding", wrong), inputs, expected) == []
 
 
 def test_softmax_that_raises_on_batches_only_is_located():
@@ -553,3 +595,212 @@ def test_the_clipping_advice_tests_measure_an_unlisted_mistake(monkeypatch):
         AssertionError, match=r"diagnosis: the global norm .* but your gradients were not scaled"
     ):
         test_gradient_clipping.test_gradient_clipping_uses_one_global_norm_and_skips_missing_grads()
+
+
+def rmsnorm_in(dtype):
+    """An RMSNorm computing in ``dtype`` (None: the input's own)."""
+
+    def rmsnorm(x, gain):
+        wide = x.to(dtype or x.dtype)
+        out = wide * torch.rsqrt(wide.square().mean(-1, keepdim=True) + 1e-5) * gain.to(wide.dtype)
+        return out.to(x.dtype)
+
+    return rmsnorm
+
+
+def test_an_rmsnorm_computed_in_the_inputs_dtype_is_named():
+    torch.manual_seed(0)
+    gain = (1 + 0.1 * torch.randn(16)).half()
+    x = (300 * torch.randn(3, 16)).half()
+    in_input_dtype = rmsnorm_in(None)
+    line = measure.float32_line(in_input_dtype, x, gain, in_input_dtype(x, gain))[0]
+    assert line.startswith(
+        "your RMSNorm is right on these inputs in float32 but not in torch.float16"
+    )
+    assert "x**2 overflows past |x| = 256" in line
+    right = rmsnorm_in(torch.float32)
+    assert measure.float32_line(right, x, gain, right(x, gain)) == []
+
+
+def test_an_rmsnorm_wrong_in_float32_too_gets_no_precision_line():
+    torch.manual_seed(0)
+    gain, x = torch.ones(16).half(), (300 * torch.randn(3, 16)).half()
+
+    def without_sqrt(x, gain):
+        wide = x.float()
+        return (wide / (wide.square().mean(-1, keepdim=True) + 1e-5) * gain.float()).to(x.dtype)
+
+    assert measure.float32_line(without_sqrt, x, gain, without_sqrt(x, gain)) == []
+
+
+def drawn(probabilities: torch.Tensor, keep: int, draws: int, seed: int) -> torch.Tensor:
+    """Counts of ``draws`` samples from the ``keep`` most likely tokens, renormalised."""
+    kept = torch.zeros_like(probabilities)
+    top = probabilities.topk(keep).indices
+    kept[top] = probabilities[top]
+    generator = torch.Generator().manual_seed(seed)
+    tokens = torch.multinomial(kept / kept.sum(), draws, replacement=True, generator=generator)
+    return torch.bincount(tokens, minlength=len(probabilities)).double()
+
+
+def test_tokens_outside_the_nucleus_are_read_as_a_temperature_or_a_cut():
+    logits = torch.linspace(3.0, -3.0, 40, dtype=torch.float64)
+    # Logits multiplied by T = 0.7 instead of divided: a flatter distribution, more tokens kept.
+    multiplied = drawn(torch.softmax(logits * 0.7, 0), 12, 1500, seed=0)
+    line = outside_nucleus_line(logits, multiplied, 0.7)
+    assert line.startswith("your frequencies fit a temperature of about 1.")
+    assert line.endswith("not 0.7: sample from softmax(logits / T)")
+    # The right temperature, but three tokens too many in the nucleus.
+    too_wide = drawn(torch.softmax(logits / 0.7, 0), 8, 1500, seed=0)
+    line = outside_nucleus_line(logits, too_wide, 0.7)
+    assert line.startswith("your frequencies fit the temperature 0.7 (about 0.")
+    assert "the nucleus holds too many tokens" in line
+    one = torch.zeros(40, dtype=torch.float64)
+    one[0] = 1500
+    assert outside_nucleus_line(logits, one, 0.7) == ""
+
+
+def test_nan_only_at_large_inputs_is_read_as_an_overflowing_exp():
+    x = torch.tensor([-1e4, -80.0, -1.0, 0.0, 1.0, 80.0, 1e4])
+    assert measure.not_finite_line(x, torch.nn.functional.silu(x)) == []
+    overflowing = x * torch.exp(x) / (1 + torch.exp(x))  # e^x / (1 + e^x): inf / inf past 88
+    (line,) = measure.not_finite_line(x, overflowing)
+    assert line.startswith("your output is NaN or inf at x = 10000, only where |x| is large")
+    small = torch.where(x == 0, torch.tensor(float("nan")), x)
+    (line,) = measure.not_finite_line(x, small)
+    assert line == "your output is NaN or inf at x = 0"
+    assert measure.not_finite_line(x, torch.zeros(3)) == []  # another shape: nothing read
+
+
+def test_a_result_in_another_float_dtype_is_told_to_cast_back():
+    from tests.hints import dtype_kept
+
+    assert dtype_kept(torch.zeros(2), torch.float32) == ""
+    message = dtype_kept(torch.zeros(2, dtype=torch.float64), torch.float32)
+    assert message.startswith("the output is torch.float64 for torch.float32 inputs")
+    assert "hint: computing in torch.float64 may be right, but return the input's dtype" in message
+    assert "hint" not in dtype_kept(torch.zeros(2, dtype=torch.long), torch.float32)
+
+
+def test_one_window_for_a_whole_batch_and_one_token_targets_are_named():
+    same = rows([3] * 8, 4)  # 16 valid starts: 7 rows equal to the first by chance is 16^-7
+    (line,) = measure.window_lines(DATA, same, rows([3] * 8, 4, 1), 4)
+    assert line.startswith("every row of a batch is the same window (8 rows")
+    stacked = torch.stack([rows([3, 3], 4), rows([7, 7], 4)])  # two batches of two
+    assert measure.window_lines(DATA, stacked, stacked + 1, 4) == []  # 2 equal rows: chance
+    one_start = DATA[:5]  # context_length 4: a single valid window, so every row is that one
+    same = torch.stack([one_start[:4]] * 8)
+    assert measure.window_lines(one_start, same, same + 1, 4) == []
+    starts = [0, 5, 15]
+    y_last = DATA[torch.tensor(starts) + 4]
+    (line,) = measure.window_lines(DATA, rows(starts, 4), y_last, 4)
+    assert line.startswith("y holds one token per row, the one after the x row")
+    assert measure.window_lines(DATA, rows(starts, 4), DATA[torch.tensor(starts) + 2], 4) == []
+
+
+def swiglu_gated_after_w2(d_model, d_ff, w1, w2, w3, x):
+    silu = torch.nn.functional.silu
+    return torch.nn.functional.linear(silu(x @ w1.T), w2) * (x @ w3.T)
+
+
+def swiglu_w2_transposed(d_model, d_ff, w1, w2, w3, x):
+    """W2 built Linear(d_model, d_ff): its weight must be (d_ff, d_model), which loading refuses
+    unless the two are equal."""
+    if w2.shape != (d_ff, d_model):
+        raise RuntimeError("Error(s) in loading state_dict for SwiGLU")
+    return reference.run_swiglu(d_model, d_ff, w1, w2, w3, x)
+
+
+def test_a_swiglu_that_raises_is_probed_with_square_weights():
+    from tests.localize.composites import swiglu_raised
+
+    inputs, expected = layer_case("swiglu", "basic")
+    (line,) = swiglu_raised(with_adapter("run_swiglu", swiglu_gated_after_w2), inputs, expected)
+    assert line.startswith("with d_ff = d_model = 64 your SwiGLU runs and returns W2(SiLU(W1 x))")
+    (line,) = swiglu_raised(with_adapter("run_swiglu", swiglu_w2_transposed), inputs, expected)
+    assert line.startswith("your SwiGLU runs with d_ff = d_model = 64 but raised with d_ff=128")
+
+    def doubled(d_model, d_ff, w1, w2, w3, x):
+        return 2 * reference.run_swiglu(d_model, d_ff, w1, w2, w3, x)
+
+    assert swiglu_raised(with_adapter("run_swiglu", doubled), inputs, expected) == []
+    assert swiglu_raised(with_adapter("run_swiglu", always_raises), inputs, expected) == []
+
+
+def always_raises(*args, **kwargs):
+    raise RuntimeError("no")
+
+
+def test_an_output_with_its_leading_axes_flattened_is_named():
+    expected = np.arange(4 * 12 * 8, dtype=np.float64).reshape(4, 12, 8)
+    (line,) = snapshots.axes_hints(expected.reshape(48, 8), expected, 1e-6)
+    assert line.startswith("your output holds the expected values, shaped (48, 8) instead of")
+    assert snapshots.merged_axes_hint(expected.reshape(48, 8) + 1, expected, 1e-6) == ""
+    assert snapshots.merged_axes_hint(expected, expected, 1e-6) == ""
+    assert snapshots.merged_axes_hint(expected[:2].reshape(24, 8), expected, 1e-6) == ""
+
+
+def rotated(x: torch.Tensor, positions: torch.Tensor, frequencies: torch.Tensor) -> torch.Tensor:
+    """Each pair (x[2k], x[2k+1]) turned by position * frequencies[k]."""
+    angle = positions.double()[..., None] * frequencies
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    even, odd = x.double()[..., 0::2], x.double()[..., 1::2]
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], -1).flatten(-2).float()
+
+
+def test_rope_frequencies_are_read_at_position_one():
+    inputs, expected = layer_case("rope", "basic")
+    x, theta = inputs["x"], inputs["theta"]
+    exponents = torch.arange(0, x.shape[-1], 2, dtype=torch.float64) / x.shape[-1]
+    right = rotated(x, inputs["positions"], theta**-exponents)
+    assert measure.rope_frequencies(inputs, {"out": right}, expected) == []
+    rising = rotated(x, inputs["positions"], theta**exponents)
+    (line,) = measure.rope_frequencies(inputs, {"out": rising}, expected)
+    assert line.startswith("at position 1 pair 1 of your RoPE turns by 1.334 rad, not")
+    assert "the inverse, theta^(+2k/d_k)" in line
+    doubled = rotated(x, inputs["positions"], 2 * theta**-exponents)
+    (line,) = measure.rope_frequencies(inputs, {"out": doubled}, expected)
+    assert (
+        line.startswith("at position 1 pair 0 of your RoPE turns by 2 rad")
+        and "inverse" not in line
+    )
+    halves = torch.cat([x[..., 32:], x[..., :32]], dim=-1)  # not a rotation of each pair
+    assert measure.rope_frequencies(inputs, {"out": halves}, expected) == []
+
+
+def test_softmax_along_several_dims_names_the_dims_it_is_wrong_along():
+    inputs, expected = layer_case("softmax", "large_inputs")
+    x = inputs["x"]
+
+    def outputs(softmax):
+        return {f"dim{d}": softmax(x, d) for d in inputs["dims"]}
+
+    assert measure.softmax_outputs(inputs, outputs(torch.softmax), expected) == []
+
+    def max_over_last(x, dim):
+        exps = torch.exp(x - x.amax(-1, keepdim=True))
+        return exps / exps.sum(dim, keepdim=True)
+
+    (line,) = measure.softmax_outputs(inputs, outputs(max_over_last), expected)
+    assert line.startswith("your softmax of these inputs (up to |x| = 1002) is right along dim")
+    assert "right along dim [1, -1] but not along dim [0]: take the max" in line
+    assert line.endswith("not along the last axis")
+
+    def always_first(x, dim):
+        return torch.softmax(x, 0)
+
+    (line,) = measure.softmax_outputs(inputs, outputs(always_first), expected)
+    assert "right along dim [0] but not along dim [1, -1]" in line
+    assert "last axis" not in line
+
+
+def test_softmax_overflowing_along_one_dim_says_so():
+    inputs, expected = layer_case("softmax", "large_inputs")
+    x = inputs["x"]
+
+    def unshifted_along_0(x, dim):
+        return torch.exp(x) / torch.exp(x).sum(0, keepdim=True) if dim == 0 else x.softmax(dim)
+
+    outputs = {f"dim{d}": unshifted_along_0(x, d) for d in inputs["dims"]}
+    (line,) = measure.softmax_outputs(inputs, outputs, expected)
+    assert "but not along dim [0] (NaN or inf there: an exp overflowed)" in line

@@ -11,7 +11,7 @@ from course.tests.test_localize import public_run, with_adapter
 from tests import adapters as reference
 from tests import measure
 from tests.cases import CASES
-from tests.cases.tokenizer_diff import bytes_difference, decode_difference
+from tests.cases.tokenizer_diff import bytes_difference, decode_difference, stream_difference
 from tests.localize.tokenizers import tokenizer_raised, train_bpe_raised
 
 
@@ -184,16 +184,16 @@ def test_merges_diagnosis_names_a_merge_never_made_and_reads_only_byte_pairs():
 
 
 def test_the_exhaustion_test_names_single_bytes_missing_from_the_vocab(monkeypatch, tmp_path):
-    from tests import test_boundaries
+    from tests import test_train_bpe
 
     def without_the_last_byte(path, vocab_size, special_tokens):
         vocab, merges = reference.run_train_bpe(path, vocab_size, special_tokens)
         return {i: t for i, t in vocab.items() if t != b"\xff"}, merges
 
-    monkeypatch.setattr(test_boundaries, "run_train_bpe", without_the_last_byte)
+    monkeypatch.setattr(test_train_bpe, "run_train_bpe", without_the_last_byte)
     expected = [(b"b", b"c"), (b"a", b"bc"), (b" ", b"abc")]
     with pytest.raises(AssertionError, match=r"lacks 1 of them \(e\.g\. b'\\xff'\)"):
-        test_boundaries.test_train_bpe_to_exhaustion_tracks_changing_counts(
+        test_train_bpe.test_train_bpe_to_exhaustion_tracks_changing_counts(
             tmp_path, "abc abc", expected, [2, 2, 1]
         )
 
@@ -297,3 +297,31 @@ def test_a_trainer_that_does_not_stop_is_named_on_the_case_that_runs_out():
     lines = measure.bpe_training_lines(inputs, outputs, expected)
     assert lines and "made 3 merges where only 2 are possible on this corpus" in lines[0]
     assert measure.bpe_training_lines(inputs, with_merges(outputs, wanted), expected) == []
+
+
+STREAM_VOCAB = {i: bytes([i]) for i in range(256)} | {256: b" b", 257: b" bu", 258: b"<|eot|>"}
+
+
+@pytest.mark.parametrize("chunks", [[" bu b"], [" b", "u b"], [" bu", " b"]])
+def test_stream_difference_is_silent_where_the_ids_agree(chunks):
+    assert stream_difference(chunks, [257, 256], [257, 256], STREAM_VOCAB) == ""
+    assert stream_difference(chunks, [257, 999], [257, 256], STREAM_VOCAB) == ""  # an unknown id
+
+
+def test_stream_difference_names_a_chunk_that_ends_inside_the_differing_bytes():
+    line = stream_difference([" b", "u b"], [256, 117, 256], [257, 256], STREAM_VOCAB)
+    assert line.startswith("encode_iterable and encode first differ at id 0, byte 0 of the text")
+    assert "yours streamed [b' b', b'u'], encode gives [b' bu']" in line
+    assert "a chunk ends at byte 2, inside those bytes" in line
+
+
+def test_stream_difference_claims_no_chunk_where_none_ends_inside():
+    line = stream_difference([" bu b"], [256, 117, 256], [257, 256], STREAM_VOCAB)
+    assert line.startswith("encode_iterable and encode first differ at id 0")
+    assert "chunk" not in line
+
+
+def test_stream_difference_names_a_tail_never_encoded():
+    line = stream_difference([" bu", " b"], [257], [257, 256], STREAM_VOCAB)
+    assert line.startswith("encode_iterable stops after 1 ids where encode gives 2")
+    assert "from byte 3 on (b' b'...) was never encoded" in line

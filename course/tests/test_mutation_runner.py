@@ -9,7 +9,7 @@ from course.mutation import generated
 from course.mutation.catalogue import Bug
 from course.mutation.judge_grader import CaughtBy
 from course.mutation.judge_silent import Verdict, report
-from course.mutation.run import generated_modules, main, parser
+from course.mutation.run import generated_modules, main, mutant_bugs, parser
 
 
 @pytest.mark.parametrize(
@@ -30,6 +30,9 @@ from course.mutation.run import generated_modules, main, parser
         (["--source", "blind", "no_such_bug"], "no such bug(s) in the blind: ['no_such_bug']"),
         (["--source", "generated", "nowhere.py"], "not modules with known tests"),
         (["--jobs", "0"], "--jobs must be at least 1"),
+        (["--source", "generated", "--every", "3"], "--every: a whole number of at least 1, for"),
+        (["--source", "generated", "--judge", "first", "--every", "0"], "--every: a whole number"),
+        (["--source", "blind", "--judge", "first", "--every", "2"], "--every: for --source gen"),
         (
             ["--source", "blind", "--judge", "grader", "blind_temperature_multiplies"],
             "no bug of the blind asked for has a graded component",
@@ -55,6 +58,19 @@ def test_the_graded_generated_mutants_leave_the_compiled_tokenizer_out():
     everything = generated_modules(options, options.parse_args(["--source", "generated"]))
     assert len(graded) == 21 and "tokenizer.py" in graded
     assert sorted(set(everything) - set(graded)) == sorted(generated.REFERENCE_MODULE_TESTS)
+
+
+def test_every_nth_generated_mutant_is_a_reproducible_sample_of_each_module():
+    options = parser()
+    argv = ["--source", "generated", "--judge", "first", "gradient_clipping.py", "schedule.py"]
+    every = mutant_bugs(options, options.parse_args(argv))
+    third = mutant_bugs(options, options.parse_args([*argv, "--every", "3"]))
+    assert [b.name for b in third] == [
+        b.name for b in mutant_bugs(options, options.parse_args([*argv, "--every", "3"]))
+    ]
+    for module in ("gradient_clipping.py", "schedule.py"):
+        mine = [b.name for b in every if module in b.path]
+        assert [b.name for b in third if module in b.path] == mine[::3]
 
 
 def verdict(name: str, lost: float, failed: tuple[str, ...], tests_failed: bool | None):

@@ -8,7 +8,7 @@ an ordinary text could be cut), and one special token inside another at a non-ze
 - ``encode``, and ``encode_iterable`` over the lines of a file (the assignment's usage), of texts
   with such tokens. Reading a file by lines cuts a special token that holds a newline, and
   chunks cut anywhere are beyond the assignment's contract: both are advice
-  (``tests/test_tokenizer_properties.py``), so a text holding such a token is encoded whole only.
+  (``tests/test_tokenizer.py``), so a text holding such a token is encoded whole only.
 
 Failures say when the output equals what a known mistake gives: merges made of bytes found only
 inside special tokens, or the ids that special tokens encoded as text, or each line encoded on

@@ -104,3 +104,50 @@ def decode_difference(got: object, ids: list[int], vocab: dict[int, bytes]) -> s
     if got == one_by_one:
         line += ": yours equals decoding each id's bytes on its own"
     return line
+
+
+def chunk_ends(chunks: list[str]) -> list[int]:
+    """The byte offsets, in the joined text, where one chunk ends and the next begins."""
+    ends, at = [], 0
+    for chunk in chunks[:-1]:
+        at += len(chunk.encode("utf-8"))
+        ends.append(at)
+    return ends
+
+
+def stream_difference(
+    chunks: list[str], got: object, want: list[int], vocab: dict[int, bytes]
+) -> str:
+    """Where encode_iterable's ids (``got``) first differ from encode's ids of the joined chunks
+    (``want``): the bytes they differ on, the tokens each made of them, and whether a chunk ends
+    inside those bytes. ``""`` when they agree or an id is not in ``vocab``."""
+    if not isinstance(got, list) or not all(isinstance(i, int) and i in vocab for i in got):
+        return ""
+    first = next((k for k, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), None)
+    text = b"".join(vocab[i] for i in want)
+    if first is None:
+        if len(got) >= len(want):
+            return ""
+        start = token_spans(want, vocab)[len(got)][0]
+        return (
+            f"encode_iterable stops after {len(got)} ids where encode gives {len(want)}: the text "
+            f"from byte {start} on ({text[start : start + 24]!r}...) was never encoded: what is "
+            "left when the chunks run out must still be encoded"
+        )
+    mine, theirs = token_spans(got, vocab), token_spans(want, vocab)
+    start, end = theirs[first][0], max(mine[first][1], theirs[first][1])
+    yours = [vocab[i] for i, (a, _) in zip(got, mine, strict=True) if start <= a < end]
+    expected = [vocab[i] for i, (a, _) in zip(want, theirs, strict=True) if start <= a < end]
+    line = (
+        f"encode_iterable and encode first differ at id {first}, byte {start} of the text "
+        f"(...{text[max(0, start - 12) : start]!r} | {text[start:end]!r} | "
+        f"{text[end : end + 12]!r}...): yours streamed {yours}, encode gives {expected}"
+    )
+    inside = [at for at in chunk_ends(chunks) if start < at < end]
+    if inside:
+        line += (
+            f"; a chunk ends at byte {inside[0]}, inside those bytes: text that may still grow "
+            "(an unfinished pre-token or special token) must wait for the next chunk, not be "
+            "encoded where the chunk ends"
+        )
+    return line

@@ -47,12 +47,14 @@ from tests.localize.composites import (
     localize_block,
     localize_lm,
     localize_swiglu,
+    swiglu_raised,
 )
 from tests.localize.losses import cross_entropy_raised, localize_cross_entropy
 from tests.localize.multihead import attention_raised, localize_attention
 from tests.localize.raised import (
     adamw_raised,
     clipping_raised,
+    embedding_raised,
     get_batch_raised,
     linear_raised,
     rmsnorm_raised,
@@ -67,10 +69,11 @@ from tests.measure import (
     bpe_training_lines,
     clipping_norms,
     rmsnorm_axis,
+    rope_frequencies,
     rope_positions,
     schedule_phases,
     silu_ratio,
-    softmax_rows,
+    softmax_outputs,
     window_layout,
 )
 from tests.snapshots import Snapshot
@@ -145,10 +148,10 @@ OUTPUT_DIAGNOSES: dict[str, Callable[[Bundle, Bundle, Bundle], list[str]]] = {
     "gradient_clipping": clipping_norms,
     "adamw": adamw_steps,
     "get_batch": window_layout,
-    "rope": rope_positions,
+    "rope": lambda *bundles: rope_positions(*bundles) or rope_frequencies(*bundles),
     "rmsnorm": rmsnorm_axis,
     "silu": silu_ratio,
-    "softmax": softmax_rows,
+    "softmax": softmax_outputs,
     "train_bpe": bpe_training_lines,
 }
 
@@ -173,6 +176,8 @@ RAISED_DIAGNOSES: dict[str, Callable[[ModuleType, Bundle, Bundle], list[str]]] =
     ),
     "get_batch": get_batch_raised,
     "linear": linear_raised,
+    "swiglu": swiglu_raised,
+    "embedding": embedding_raised,
     "softmax": softmax_raised,
     "checkpoint": checkpoint_raised,
     "cross_entropy": cross_entropy_raised,

@@ -23,13 +23,17 @@ def attention_weights(adapters: ModuleType, q: torch.Tensor, k: torch.Tensor, ma
     return adapters.run_scaled_dot_product_attention(q, k, values, mask)[..., :keys].double()
 
 
-def named_scale(scale: float, d_k: int, d_v: int) -> str:
+def named_scale(scale: float, d_k: int, d_v: int, keys: int = 0) -> str:
+    """What a measured scale of the scores is, among the usual slips (``keys``: the number of
+    keys, when it differs from d_k)."""
+    of_keys = [(f"1/sqrt({keys}), the number of keys", keys**-0.5)] if keys else []
     for label, value in (
         ("1/sqrt(d_k)", d_k**-0.5),
         ("1/d_k", 1 / d_k),
         ("1 (no scaling)", 1.0),
         ("1/sqrt(d_v), the values' width", d_v**-0.5),
         ("sqrt(d_k)", d_k**0.5),
+        *of_keys,
     ):
         if math.isclose(scale, value, rel_tol=2e-2):
             return label
@@ -88,7 +92,8 @@ def weights_hints(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, mask)
         scale, d_k**-0.5, rel_tol=2e-3
     ):
         return []
-    name = named_scale(scale, d_k, k.shape[-2] + 8)
+    keys = k.shape[-2]
+    name = named_scale(scale, d_k, keys + 8, keys if abs(keys - d_k) > 1 else 0)
     return [
         f"your attention weights are the softmax of the scores q.k times {scale:.4g}"
         + (f" = {name}" if name else "")
@@ -139,6 +144,12 @@ def sdpa_raised(adapters: ModuleType, q, k, v, mask) -> list[str]:
             lambda: attend(q[..., :size, :size], k[..., :size, :size], v[..., :size, :size]),
             "which axes each product contracts: the scores contract d_k (Q K^T), the output the "
             "keys (weights @ V)",
+        ),
+        (
+            "on one sequence alone, 2-D Q, K and V with no leading dims, without a mask",
+            lambda: attend(*(t.reshape(-1, *t.shape[-2:])[0] for t in (q, k, v))),
+            "the leading batch dims: every product must act on the last two axes only (.T "
+            "reverses every axis of a batched tensor; K.transpose(-2, -1) swaps the last two)",
         ),
     ]
     given = f"Q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)}"

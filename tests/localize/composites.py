@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
+import numpy as np
 import torch
 
 from tests.cases.core import Bundle
@@ -17,8 +18,10 @@ from tests.localize.stages import (
     first_off,
     first_probe_off,
     stage_data,
+    stage_error,
     stage_line,
     tensor,
+    to_array,
 )
 
 
@@ -237,6 +240,36 @@ def localize_swiglu(adapters: ModuleType, inputs: Bundle) -> list[str]:
         "W1 x, W3 x and SiLU are right with your own adapters, so the gating differs: "
         "W2 (SiLU(W1 x) * W3 x), the SiLU on W1 x only, multiplied elementwise before W2"
     ]
+
+
+def swiglu_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """SwiGLU raised: with square weights (d_ff = d_model), does it run, and is it right there,
+    or does it gate after W2?"""
+    w1, w2, w3, x = (inputs[n] for n in ("w1", "w2", "w3", "x"))
+    d_ff, d_model = w1.shape
+    if d_ff < d_model:
+        return []
+    square = w1[:d_model], w2[:, :d_model], w3[:d_model]
+    try:
+        out = adapters.run_swiglu(d_model, d_model, *square, x)
+    except Exception:  # noqa: BLE001  (it raises there too: nothing located)
+        return []
+    a, b, c = (to_array(w) for w in square)
+    x64 = to_array(x)
+    gate = x64 @ a.T
+    silu = gate / (1 + np.exp(-gate))
+    if not stage_error(out, (silu * (x64 @ c.T)) @ b.T):
+        return [
+            f"your SwiGLU runs with d_ff = d_model = {d_model} but raised with d_ff={d_ff}: "
+            "somewhere d_ff and d_model are mixed up (W1 and W3 are (d_ff, d_model), W2 is "
+            "(d_model, d_ff): Linear(d_ff, d_model) for W2)"
+        ]
+    if not stage_error(out, (silu @ b.T) * (x64 @ c.T)):
+        return [
+            f"with d_ff = d_model = {d_model} your SwiGLU runs and returns W2(SiLU(W1 x)) * W3 x: "
+            "the gate multiplies before W2, W2(SiLU(W1 x) * W3 x), where both are d_ff wide"
+        ]
+    return []
 
 
 def lm_build_lines(adapters: ModuleType, s: Shipped) -> list[str]:

@@ -75,10 +75,31 @@ def localize_cross_entropy(adapters: ModuleType, inputs: Bundle) -> list[str]:
     return hints[:1]
 
 
+def detached_line(adapters: ModuleType, vocab: int) -> list[str]:
+    """Whether the loss of logits that require grad requires grad too (a gradient case's
+    ``backward()`` raises when it does not)."""
+    logits = torch.zeros(2, vocab, requires_grad=True)
+    try:
+        loss = adapters.run_cross_entropy(logits, torch.zeros(2, dtype=torch.long))
+    except Exception:  # noqa: BLE001  (it raises here too: the shapes below say where)
+        return []
+    if not isinstance(loss, torch.Tensor) or loss.requires_grad:
+        return []
+    return [
+        "your loss does not require grad although the logits do: it is cut off from them "
+        "somewhere (a .detach(), .item(), .numpy() or torch.no_grad()), so backward() cannot "
+        "reach the logits"
+    ]
+
+
 def cross_entropy_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
-    """Cross-entropy raised: on uniform logits (every loss is log(vocab_size)), from one row to a
-    batch to leading dimensions, the first shape where it raises or is wrong."""
+    """Cross-entropy raised: is its loss cut off from the logits' graph? Else on uniform logits
+    (every loss is log(vocab_size)), from one row to a batch to leading dimensions, the first
+    shape where it raises or is wrong."""
     vocab = inputs["logits"].shape[-1]
+    detached = detached_line(adapters, vocab)
+    if detached:
+        return detached
     rows = max(2, inputs["logits"].shape[0])
     shapes = [("one row", (1,)), (f"{rows} rows", (rows,)), ("leading dims (2, 3)", (2, 3))]
     right_on = None

@@ -1,5 +1,5 @@
-"""When a case's call raised (get_batch, the schedule, AdamW, clipping, linear, softmax,
-RMSNorm): simpler inputs it runs on say where the error lies."""
+"""When a case's call raised (get_batch, the schedule, AdamW, clipping, linear, embedding,
+softmax, RMSNorm): simpler inputs it runs on say where the error lies."""
 
 from __future__ import annotations
 
@@ -120,6 +120,33 @@ def linear_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> lis
         return [
             "with a square weight your linear returns x @ W, not x @ W.T: the weight is stored "
             "(d_out, d_in), so y = x W^T"
+        ]
+    return []
+
+
+def embedding_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) -> list[str]:
+    """Embedding raised: with a square table (vocab_size = d_model), does it run, and look up
+    rows?"""
+    weight, ids = inputs["weight"], inputs["ids"]
+    vocab_size, d_model = weight.shape
+    if vocab_size < d_model:
+        return []
+    square, square_ids = weight[:d_model], ids % d_model
+    try:
+        out = adapters.run_embedding(d_model, d_model, square, square_ids)
+    except Exception:  # noqa: BLE001  (it raises there too: nothing located)
+        return []
+    table, at = to_array(square), to_array(square_ids).astype(np.int64)
+    if not stage_error(out, table[at]):
+        return [
+            f"your embedding runs with a square table ({d_model}, {d_model}) but raised with "
+            f"({vocab_size}, {d_model}): somewhere vocab_size and d_model are mixed up (the "
+            "table is stored (vocab_size, d_model))"
+        ]
+    if not stage_error(out, table.T[at]):
+        return [
+            "with a square table your embedding returns column i of the table for id i, not row "
+            "i: the table is (vocab_size, d_model), so look up rows, weight[token_ids]"
         ]
     return []
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import io
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -105,9 +106,12 @@ def checkpoint_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) ->
             (model_state, optimizer_state), target = checkpoint_at_save(
                 adapters, inputs, Path(scratch)
             )
-            contents = torch.load(target, weights_only=True)
-        except Exception:  # noqa: BLE001  (saving raised, or a file torch cannot read back)
+        except Exception:  # noqa: BLE001  (saving raised: nothing located)
             return []
+        try:
+            contents = torch.load(target, weights_only=True)
+        except Exception as error:  # noqa: BLE001  (a file torch cannot read back as data)
+            contents, pickled = None, pickled_global(error)
         if isinstance(target, io.BytesIO):
             target.seek(0)
         if not raises(
@@ -115,7 +119,26 @@ def checkpoint_raised(adapters: ModuleType, inputs: Bundle, expected: Bundle) ->
             tries=1,
         ):
             return []  # the probe's load runs: not located
+    if contents is None:
+        return pickled_lines(pickled)
     return saved_file_lines(contents, model_state, optimizer_state)
+
+
+def pickled_global(error: Exception) -> str:
+    """The object a weights-only ``torch.load`` refused to unpickle, named in its error; ``""``
+    when the error is another."""
+    found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(error))
+    return found.group(1) if found else ""
+
+
+def pickled_lines(name: str) -> list[str]:
+    if not name:
+        return []
+    return [
+        f"your checkpoint file pickles an object of {name}: torch.load(..., weights_only=True) "
+        "refuses anything but tensors and plain containers, so save model.state_dict() and "
+        "optimizer.state_dict(), not the model or optimizer itself"
+    ]
 
 
 WRAPPER_PREFIXES = ("_orig_mod.", "module.")
