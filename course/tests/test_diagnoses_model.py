@@ -161,7 +161,7 @@ def test_sdpa_raising_is_located_by_the_simplest_input_it_runs_on(wrong, named):
     q, k, v, mask = (SHIPPED.inputs[n] for n in ("q", "k", "v", "mask"))
     adapters = with_adapter("run_scaled_dot_product_attention", wrong)
     (line,) = sdpa_raised(adapters, q, k, v, mask)
-    assert line.startswith("your attention raised on Q (4, 12, 16), K (4, 16, 16), V (4, 16, 24)")
+    assert line.startswith("your attention raised on Q (4, 12, 8), K (4, 16, 8), V (4, 16, 24)")
     assert named in line
 
 
@@ -345,8 +345,8 @@ def test_a_scale_read_off_the_number_of_keys_is_named_where_it_differs_from_d_k(
 
     q, k = SHIPPED.inputs["q"], SHIPPED.inputs["k"]
     adapters = with_adapter("run_scaled_dot_product_attention", scaled_by_number_of_keys)
-    (line,) = localize_sdpa(adapters, {"q": q, "k": k[:, :9], "mask": None})
-    assert "times 0.3333 = 1/sqrt(9), the number of keys, not times 1/sqrt(d_k) = 0.25" in line
-    # 16 keys of width 16: the same scale as d_k's, nothing to read.
-    (line,) = localize_sdpa(adapters, {"q": q, "k": k, "mask": None})
+    (line,) = localize_sdpa(adapters, {"q": q, "k": k[:, :12], "mask": None})
+    assert "times 0.2887 = 1/sqrt(12), the number of keys, not times 1/sqrt(d_k) = 0.3536" in line
+    # 8 keys of width 8: the same scale as d_k's, nothing to read.
+    (line,) = localize_sdpa(adapters, {"q": q, "k": k[:, :8], "mask": None})
     assert "number of keys" not in line
