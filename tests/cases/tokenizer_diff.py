@@ -16,6 +16,24 @@ def token_spans(ids: list[int], vocab: dict[int, bytes]) -> list[tuple[int, int]
     return spans
 
 
+def differing_bytes(
+    got: list[int], want: list[int], vocab: dict[int, bytes], first: int
+) -> tuple[int, int, str, list[bytes], list[bytes]]:
+    """Where ids ``got`` and ``want`` first differ (id ``first``, starting at the same byte): the
+    byte range the two tokens there cover, the text around it, and the tokens each side made of
+    those bytes."""
+    mine, theirs = token_spans(got, vocab), token_spans(want, vocab)
+    start, end = theirs[first][0], max(mine[first][1], theirs[first][1])
+    text = b"".join(vocab[i] for i in want)
+    window = (
+        f"(...{text[max(0, start - 12) : start]!r} | {text[start:end]!r} | "
+        f"{text[end : end + 12]!r}...)"
+    )
+    yours = [vocab[i] for i, (a, _) in zip(got, mine, strict=True) if start <= a < end]
+    expected = [vocab[i] for i, (a, _) in zip(want, theirs, strict=True) if start <= a < end]
+    return start, end, window, yours, expected
+
+
 def encode_difference(
     got: list, want: list[int], vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]
 ) -> str:
@@ -29,15 +47,10 @@ def encode_difference(
     mine, theirs = token_spans(got, vocab), token_spans(want, vocab)
     if mine[first][0] != theirs[first][0]:
         return ""
-    start = theirs[first][0]
-    end = max(mine[first][1], theirs[first][1])
-    text = b"".join(vocab[i] for i in want)
-    yours = [vocab[i] for i, (a, _) in zip(got, mine, strict=True) if start <= a < end]
-    expected = [vocab[i] for i, (a, _) in zip(want, theirs, strict=True) if start <= a < end]
+    start, end, window, yours, expected = differing_bytes(got, want, vocab, first)
     line = (
         f"the first differing id is token {first}, at byte {start} of the text "
-        f"(...{text[max(0, start - 12) : start]!r} | {text[start:end]!r} | "
-        f"{text[end : end + 12]!r}...): you made {yours} of these bytes, expected {expected}"
+        f"{window}: you made {yours} of these bytes, expected {expected}"
     )
     rank = {a + b: (k, (a, b)) for k, (a, b) in reversed(list(enumerate(merges)))}
     target = vocab[want[first]]
@@ -134,14 +147,10 @@ def stream_difference(
             f"from byte {start} on ({text[start : start + 24]!r}...) was never encoded: what is "
             "left when the chunks run out must still be encoded"
         )
-    mine, theirs = token_spans(got, vocab), token_spans(want, vocab)
-    start, end = theirs[first][0], max(mine[first][1], theirs[first][1])
-    yours = [vocab[i] for i, (a, _) in zip(got, mine, strict=True) if start <= a < end]
-    expected = [vocab[i] for i, (a, _) in zip(want, theirs, strict=True) if start <= a < end]
+    start, end, window, yours, expected = differing_bytes(got, want, vocab, first)
     line = (
         f"encode_iterable and encode first differ at id {first}, byte {start} of the text "
-        f"(...{text[max(0, start - 12) : start]!r} | {text[start:end]!r} | "
-        f"{text[end : end + 12]!r}...): yours streamed {yours}, encode gives {expected}"
+        f"{window}: yours streamed {yours}, encode gives {expected}"
     )
     inside = [at for at in chunk_ends(chunks) if start < at < end]
     if inside:
