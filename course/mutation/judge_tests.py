@@ -149,12 +149,10 @@ def make_copy(root: Path, destination: Path, extra: tuple[str, ...] = ()) -> Pat
 
 
 def run_tests(
-    copy: Path, select: str, timeout: float, label: str, files: list[str], first: bool = False
+    copy: Path, select: str, timeout: float, label: str, files: list[str]
 ) -> tuple[dict[str, dict], str]:
-    """Run the tests matching ``select`` in ``copy`` (``first``: stop at the first failure);
-    return outcomes and a note on how it ended."""
-    stop = ["-x"] if first else []
-    run = run_pytest(copy, [*stop, "-k", select, *files], label, timeout=timeout)
+    """Run the tests matching ``select`` in ``copy``; return outcomes and a note on how it ended."""
+    run = run_pytest(copy, ["-k", select, *files], label, timeout=timeout)
     return run.outcomes, f"caught ({run.note})" if run.note else ""
 
 
@@ -165,12 +163,11 @@ def mutate_and_test(
     files: list[str],
     baseline: dict[str, dict],
     timeout: float,
-    first: bool = False,
 ) -> MutantResult:
     started = time.monotonic()
     try:
         with edited(copy, bug.edits):
-            outcomes, note = run_tests(copy, select, timeout, bug.name, files, first)
+            outcomes, note = run_tests(copy, select, timeout, bug.name, files)
     except ValueError as error:
         return MutantResult(bug, note=f"STALE: {error}")
     caught_by = sorted(
@@ -185,15 +182,17 @@ def mutate_and_test(
         for word in ("hint", "diagnosis:")
     )
     hints = sorted({h for nodeid in caught_by for h in hint_lines(outcomes[nodeid]["message"])})
-    first = outcomes[caught_by[0]]["message"] if caught_by else ""
-    return MutantResult(bug, caught_by, hinted, note, time.monotonic() - started, hints, first)
+    first_message = outcomes[caught_by[0]]["message"] if caught_by else ""
+    return MutantResult(
+        bug, caught_by, hinted, note, time.monotonic() - started, hints, first_message
+    )
 
 
 def run_all(
-    bugs: list[Bug], jobs: int, timeout: float, root: Path = REPO_ROOT, first: bool = False
+    bugs: list[Bug], jobs: int, timeout: float, root: Path = REPO_ROOT
 ) -> tuple[list[MutantResult], list[str]]:
-    """Judge each bug by its component's tests (``first``: whether one fails is enough, so each
-    run stops at its first failure)."""
+    """Judge each bug by all of its component's tests (every failing test counts, and a hint in
+    any of them counts as hinted)."""
     components = dict(SELECT) | {b.component: b.select for b in bugs if b.select}
     unknown = sorted({b.component for b in bugs} - set(components))
     if unknown:
@@ -204,11 +203,11 @@ def run_all(
             copies.put(make_copy(root, Path(tmp) / f"copy{worker}"))
         nodeids = collected_nodeids(root)
         union = " or ".join(f"({components[c]})" for c in sorted({b.component for b in bugs}))
-        first = copies.get()
+        baseline_copy = copies.get()
         baseline, _ = run_tests(
-            first, union, timeout * 4, "baseline", test_files_for(union, nodeids)
+            baseline_copy, union, timeout * 4, "baseline", test_files_for(union, nodeids)
         )
-        copies.put(first)
+        copies.put(baseline_copy)
         broken = sorted(n for n, r in baseline.items() if r["outcome"] not in ("passed", "skipped"))
 
         def one(bug: Bug) -> MutantResult:
@@ -216,7 +215,7 @@ def run_all(
             try:
                 select = components[bug.component]
                 files = test_files_for(select, nodeids)
-                result = mutate_and_test(bug, copy, select, files, baseline, timeout, first)
+                result = mutate_and_test(bug, copy, select, files, baseline, timeout)
             finally:
                 copies.put(copy)
             status = (
