@@ -4,9 +4,10 @@
 test:
 	uv run pytest
 
-# Also the slow end-to-end subprocess tests (CLI, grader sandbox, DDP) that plain pytest leaves out.
+# Also the slow end-to-end subprocess tests (CLI, grader sandbox, DDP) that plain pytest leaves out,
+# in one process (-n 0): several of them start sandboxes and time them.
 test-all:
-	uv run pytest -m ""
+	uv run pytest -n 0 -m ""
 
 demo:
 	uv run cs336 pipeline --overwrite
@@ -103,7 +104,7 @@ silent-smoke:
 
 # The property tests with many random examples (the default profile is quick and derandomized).
 test-thorough:
-	HYPOTHESIS_PROFILE=thorough uv run pytest -m ""
+	HYPOTHESIS_PROFILE=thorough uv run pytest -n 0 -m ""
 
 # The shipped suite on the independent solutions in course/handout/solutions/ (graded cases must pass, and
 # for the two that wire every adapter, every test not marked robustness).

@@ -121,9 +121,11 @@ def outcomes_file(scratch: Path, label: str) -> Path:
 
 def pytest_arguments(scratch: Path, label: str, args: Sequence[str]) -> list[str]:
     """pytest's arguments for a run that streams outcomes to ``outcomes_file(scratch, label)``
-    (``pytest_environment`` says where): quiet, no cache, its temporary files in ``scratch``."""
+    (``pytest_environment`` says where): quiet, no cache, its temporary files in ``scratch``, in
+    one process (``-n 0``: the repository's addopts start workers; the plugin and a ``-x`` run's
+    first failure read the tests in file order)."""
     return [
-        *("-q", "-p", "pytest_outcomes", "-p", "no:cacheprovider"),
+        *("-q", "-n", "0", "-p", "pytest_outcomes", "-p", "no:cacheprovider"),
         f"--basetemp={scratch / (label + '-tmp')}",
         *args,
     ]

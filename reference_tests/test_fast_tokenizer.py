@@ -468,8 +468,9 @@ def test_the_kernels_stay_in_bounds(tmp_path) -> None:
     # cache of their own: numba's cache does not tell the two builds apart).
     env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
     here = Path(__file__)
+    command = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider"]
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", here],
+        [*command, "-m", "not slow", here],
         cwd=here.parents[1],
         env=env,
         capture_output=True,

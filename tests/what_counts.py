@@ -30,6 +30,7 @@ RUBRICS = (TESTS / "rubric.toml", TESTS.parent / "course" / "grading" / "rubric.
 GRADED_FILE = "tests/test_cases.py"
 GRADED = f"{GRADED_FILE}::test_case["
 ADVICE = "advice"  # the marker conftest.py sets and the category a failed advice test counts in
+UNWRITTEN = "unwritten adapter"  # a report's property: the adapter its test needed and lacked
 
 
 def is_failed_advice(report: pytest.TestReport | pytest.CollectReport) -> bool:
@@ -63,11 +64,13 @@ class WhatCounts:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        # On the report, not on this plugin: with worker processes (pytest-xdist) the report is
+        # made in a worker and only the report reaches the process that prints the summary.
         report = yield
         if call.excinfo is not None and is_failed_advice(report):
             name = unwritten_adapter(call.excinfo)
             if name is not None:
-                self.unwritten[item.nodeid] = name
+                report.user_properties.append((UNWRITTEN, name))
         return report
 
     @pytest.hookimpl(tryfirst=True)
@@ -79,6 +82,9 @@ class WhatCounts:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.failed and not is_failed_advice(report):
             self.counted_failures += 1
+        for key, value in report.user_properties:
+            if key == UNWRITTEN:
+                self.unwritten[report.nodeid] = value
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:

@@ -21,7 +21,8 @@ from course.grading.sandbox import CONTAINER, NAMESPACES
 from course.paths import REPO_ROOT
 
 HOSTILE_TESTS = "course/tests/test_grader_hostile.py"
-PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", ""]
+# ``-n 0``: one process, whatever the repository's addopts say (each attack starts its own sandboxes).
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "-m", ""]
 
 
 def runs(level: str, attacks: str) -> list[tuple[dict[str, str], list[str]]]:

@@ -359,8 +359,20 @@ def changelog(root: Path = REPO_ROOT) -> str:
     return "".join(lines).strip() + "\n"
 
 
+# The repository's suite runs in worker processes (pyproject.toml's addopts); a handout's runs in
+# one, in file order, so the first failure a student reads is the first one the file holds.
+PARALLEL_PYTEST_OPTIONS = " -n auto --maxprocesses 4 --dist worksteal"
+
+
 def student_pyproject(text: str) -> str:
-    """The reference ``pyproject.toml`` minus what only makes sense with ``course/`` present."""
+    """The reference ``pyproject.toml`` minus what only makes sense with ``course/`` present, and
+    minus the suite's worker processes."""
+    text = re.sub(
+        r"^# Worker processes:.*\n",
+        "",
+        text.replace(PARALLEL_PYTEST_OPTIONS, ""),
+        flags=re.MULTILINE,
+    )
     text = re.sub(r"^cs336-grade\s*=.*\n", "", text, flags=re.MULTILINE)
     return re.sub(r"packages\s*=\s*\[[^\]]*\]", 'packages = ["cs336_basics"]', text)
 

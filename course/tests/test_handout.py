@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -438,3 +439,11 @@ def test_real_handout_graded_modules_are_skeletons_and_support_repeats_no_graded
     handout = build(tmp_path, root=REPO_ROOT)
     assert handout.skeletons > 0
     assert graded_code_problems(REPO_ROOT, handout.directory, "base") == []
+    # The repository's suite runs in worker processes; a student's in one, in file order.
+    repository = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    shipped = tomllib.loads((handout.directory / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "-n auto" in repository["tool"]["pytest"]["ini_options"]["addopts"]
+    assert (
+        shipped["tool"]["pytest"]["ini_options"]["addopts"] == "-ra --strict-markers -m 'not slow'"
+    )
+    assert "Worker processes" not in (handout.directory / "pyproject.toml").read_text()

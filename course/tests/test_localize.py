@@ -46,7 +46,9 @@ def public_run(case, adapters=reference):
 
 
 @pytest.mark.parametrize(
-    "case", [c for c in CASES.values() if c.component in DIAGNOSED and c.public_inputs], ids=str
+    "case",
+    [c for c in CASES.values() if c.component in DIAGNOSED and c.public_inputs],
+    ids=lambda c: f"{c.component}-{c.name}",
 )
 def test_right_outputs_get_no_diagnosis(case):
     inputs, outputs, expected = public_run(case)

@@ -19,7 +19,7 @@ from course.workspace import Edit, PytestRun, apply_edits, run_pytest
 
 @pytest.mark.slow  # pytest in a subprocess: run by `make test-all` and CI, not by plain `pytest`
 def test_a_run_ends_with_graded_cases_and_points_then_advice() -> None:
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    command = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider"]
     command += ["tests/test_cases.py", "tests/test_layers.py", "-k", "linear"]
     run = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-3000:]
@@ -41,7 +41,8 @@ def run_with_adapters(tmp_path, edit, *args: str) -> str:
         (tmp_path / name).symlink_to(REPO_ROOT / name)
     adapters = tmp_path / "tests" / "adapters.py"
     adapters.write_text(edit(adapters.read_text(encoding="utf-8")), encoding="utf-8")
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+    # One process, as a handout's pyproject.toml runs it (the repository's starts workers).
+    command = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", *args]
     run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     return run.stdout
 
@@ -64,14 +65,16 @@ EXTRAS = "# --- The handout's extra adapters"
 SELECTION = ("tests", "-k", "linear or generate or accounting")
 
 
-def upstream_student(root: Path, *edits: Edit) -> PytestRun:
-    """pytest in a handout holding that solution, with ``edits`` made to it."""
+def upstream_student(root: Path, *edits: Edit, workers: str = "0") -> PytestRun:
+    """pytest in a handout holding that solution, with ``edits`` made to it (in ``workers``
+    worker processes: 0 as a handout runs, 2 as the repository's addopts do on 2 cores)."""
     stage_solution(SOLUTIONS / "upstream_style", root, set())
     adapters = root / "tests" / "adapters.py"
     text = adapters.read_text(encoding="utf-8")
     adapters.write_text(text[: text.index(EXTRAS)], encoding="utf-8")
     apply_edits(root, edits)
-    return run_pytest(root, SELECTION, python_flags=("-S",), path=(site_packages(),), capture=True)
+    args = ("-n", workers, *SELECTION)
+    return run_pytest(root, args, python_flags=("-S",), path=(site_packages(),), capture=True)
 
 
 def counts_line(output: str) -> str:
@@ -80,8 +83,9 @@ def counts_line(output: str) -> str:
 
 
 @pytest.mark.slow  # pytest in a subprocess: run by `make test-all` and CI, not by plain `pytest`
-def test_only_advice_failing_is_a_green_run_that_shows_the_advice(tmp_path):
-    run = upstream_student(tmp_path)
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_only_advice_failing_is_a_green_run_that_shows_the_advice(tmp_path, workers):
+    run = upstream_student(tmp_path, workers=workers)
     assert run.returncode == 0, run.output[-3000:]
     counts, last = counts_line(run.output), run.output.strip().splitlines()[-1]
     assert "failed" not in counts and "error" not in counts and " advice" in counts, counts

@@ -18,7 +18,7 @@ cd /autograder/source
 # interpreter CS336_GRADER_PYTHON names (make gradescope-docker lends the host's: no download).
 UV_PYTHON_INSTALL_DIR=$OPT/python UV_PROJECT_ENVIRONMENT=$OPT/venv \
     UV_PYTHON="${CS336_GRADER_PYTHON:-@GRADER_PYTHON@}" \
-    $OPT/bin/uv sync --locked --no-install-project
+    $OPT/bin/uv sync --locked --compile-bytecode --no-install-project
 chmod -R a+rX $OPT
 # The grader's files and the blocked packages: root only. Then: which isolation works here.
 $OPT/venv/bin/python -m course.grading.gradescope harden
