@@ -75,6 +75,7 @@ def test_rubric_covers_every_component_with_public_and_hidden_cases():
         assert all(v == 0 for k, v in points.items() if "-public-" in k)
 
 
+@pytest.mark.slow  # seconds of the whole tree or of subprocesses: `make test-all` and CI
 def test_reference_passes_every_public_and_hidden_case(reference_outputs):
     for name, results in score(reference_outputs).items():
         failed = [(r.case, r.message) for r in results if not r.passed]
@@ -95,6 +96,7 @@ def test_bare_handout_fails_every_case(tmp_path):
         assert sum(r.points for r in results) == 0
 
 
+@pytest.mark.slow  # seconds of the whole tree or of subprocesses: `make test-all` and CI
 def test_plausible_constant_answers_fail_every_case(tmp_path):
     """Outputs of the right kind but wrong values (zeros, empty lists) never pass a case."""
 
@@ -373,6 +375,7 @@ def test_the_import_report_survives_a_lost_out_folder(tmp_path):
     assert import_report(tmp_path, log) is False  # the file, when it came back, says more
 
 
+@pytest.mark.slow  # seconds of the whole tree or of subprocesses: `make test-all` and CI
 def test_a_busy_child_counts_against_its_case():
     """The CPU a case's children use is the case's: stopped at the CPU limit (the wall clock's
     set far away), the child with it."""

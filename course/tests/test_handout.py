@@ -433,6 +433,7 @@ def test_verifier_names_the_tests_that_fail_for_the_wrong_reason(fake_repo: Path
     ]
 
 
+@pytest.mark.slow  # seconds of the whole tree or of subprocesses: `make test-all` and CI
 def test_real_handout_graded_modules_are_skeletons_and_support_repeats_no_graded_math(
     tmp_path: Path,
 ) -> None:

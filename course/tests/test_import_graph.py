@@ -17,6 +17,7 @@ from course.layers import (
 )
 
 
+@pytest.mark.slow  # seconds of the whole tree or of subprocesses: `make test-all` and CI
 def test_the_project_has_one_way_layers_and_no_cycles():
     graph = import_graph()
     assert layer_violations(graph) == []

@@ -150,6 +150,7 @@ def problems(path: Path, root: Path = REPO_ROOT) -> list[str]:
     return found
 
 
+@pytest.mark.slow  # seconds of the whole tree or of subprocesses: `make test-all` and CI
 def test_shipped_code_reads_as_windows_portable() -> None:
     files = shipped_python()
     assert len(files) > 50 and Path("tests/adapters.py") in files  # the handouts, both kinds

@@ -74,6 +74,7 @@ def test_edits_from_toml_read_the_edit_tables_and_name_a_bad_one():
         edits_from_toml({"path": "m.py"}, "x.toml")
 
 
+@pytest.mark.slow  # seconds of the whole tree or of subprocesses: `make test-all` and CI
 def test_run_pytest_reads_each_outcome_with_the_copy_importable(tmp_path, monkeypatch):
     # The helper module sits at the root, outside the tests' folder: importable only through
     # the PYTHONPATH the workspace sets (any PYTHONPATH of ours is not passed on).
@@ -102,6 +103,7 @@ def test_run_pytest_reads_each_outcome_with_the_copy_importable(tmp_path, monkey
     assert (tmp_path / ".workspace" / "mine.jsonl").is_file()
 
 
+@pytest.mark.slow  # seconds of the whole tree or of subprocesses: `make test-all` and CI
 def test_run_pytest_stops_a_run_at_its_time_limit(tmp_path):
     write(
         tmp_path / "tests" / "test_slow.py",
