@@ -1,5 +1,5 @@
 # Developer and instructor commands; see README.md and docs/instructor.md.
-.PHONY: test test-all demo fixtures hidden-cases case-mutants fairness fairness-smoke bench-suite check-fixtures import-graph handout handout-extensions verify-handout submission grade grade-batch grade-summary regrade similarity mutants mutants-smoke silent silent-smoke test-thorough ci-course check-platforms gradescope gradescope-docker grader-attacks grader-hang grader-attacks-container bench bench-smoke check-solutions
+.PHONY: test test-all demo kernel-cache fixtures hidden-cases case-mutants fairness fairness-smoke bench-suite check-fixtures import-graph handout handout-extensions verify-handout submission grade grade-batch grade-summary regrade similarity mutants mutants-smoke silent silent-smoke test-thorough ci-course check-platforms gradescope gradescope-docker grader-attacks grader-hang grader-attacks-container bench bench-smoke check-solutions
 
 test:
 	uv run pytest
@@ -14,6 +14,14 @@ demo:
 
 fixtures:
 	uv run python -m course.cases fixtures
+
+# The compiled encoder's kernels compiled ahead of time for Linux x86_64 on Python 3.12 and 3.13
+# (cs336_basics/runner/compiled/shipped_cache.py): run after editing fast_tokenizer_kernels.py.
+PY313 ?= $(shell ls -d "$$(pyenv root 2>/dev/null)"/versions/3.13.*/bin/python3.13 2>/dev/null | tail -n 1)
+BUILD_KERNEL_CACHE = from cs336_basics.runner.compiled.shipped_cache import build; print(*build(), sep="\n")
+kernel-cache:
+	uv run python -c '$(BUILD_KERNEL_CACHE)'
+	UV_PROJECT_ENVIRONMENT=.venv-3.13 uv run --locked -p "$(or $(PY313),3.13)" python -c '$(BUILD_KERNEL_CACHE)'
 
 # The grader's case inputs and expected values (course/cases/hidden; `make fixtures` runs it too).
 hidden-cases:
