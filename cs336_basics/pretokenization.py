@@ -162,21 +162,23 @@ def _safe_boundary_before(text: str, start: int, stop: int) -> int:
 
 def count_pretokens(text: str, special_tokens: Sequence[str] = ()) -> Counter[bytes]:
     """Count the UTF-8 encoded pre-tokens of ``text``; special tokens are dropped, not counted."""
-    # BEGIN SOLUTION
+    # No solution markers here: the trainer runs ``_count_pretoken_strings`` (marked), not this,
+    # so the course's generated mutants belong there, where the tests can see them.
     counts: Counter[str] = Counter()
     _count_pretoken_strings(text, special_tokens, counts)
     return Counter({word.encode("utf-8"): n for word, n in counts.items()})
-    # END SOLUTION
 
 
 def _count_pretoken_strings(text: str, special_tokens: Sequence[str], counts: Counter[str]) -> None:
     """Add the pre-tokens of ``text`` to ``counts``, as strings: a file's chunks are counted
     into one table and encoded once at the end (a table per chunk, encoded and added up,
     took a fifth of the counting time)."""
+    # BEGIN SOLUTION
     special_regex = special_token_regex(special_tokens)
     for piece, is_special in split_on_special_tokens(text, special_regex):
         if not is_special:
             counts.update(pretokenize(piece))
+    # END SOLUTION
 
 
 def last_safe_boundary(text: str, start: int, stop: int, special_regex: re.Pattern | None) -> int:
