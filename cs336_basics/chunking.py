@@ -56,7 +56,10 @@ def find_chunk_boundaries(
 def _next_safe_offset(file, offset: int, file_size: int, specials: list[bytes]) -> int:
     """The first safe boundary at or after byte ``offset``, or ``file_size`` if there is none."""
     longest = max((len(token) for token in specials), default=1)
-    window = 1 << 16
+    # Small, as every safe boundary in a window is listed though the first is all that is needed
+    # (a 64 KB window listed about 10,000 in English-like text: 0.3 s of CPU per 100 MB, spent
+    # before the helpers start). The boundary found does not depend on the window's size.
+    window = 1 << 12
     while offset < file_size:
         # Read ``longest`` bytes of context on each side so straddling special tokens are seen.
         context_start = max(0, offset - longest)

@@ -62,6 +62,8 @@ _WORDS = re.compile(f"[{WHITESPACE}]?[^{WHITESPACE}]+|[{WHITESPACE}]+(?![^{WHITE
 
 # A printable ASCII character followed by a space or newline: the safe boundary sits between.
 _SAFE_WHITESPACE = re.compile(r"(?<=[!-~])[ \n]")
+# A run of characters that are not ASCII.
+_NOT_ASCII = re.compile(r"[^\x00-\x7f]+")
 
 
 @cache
@@ -125,18 +127,57 @@ def split_words(text: str) -> list[str]:
 
 def pretokenize(text: str) -> list[str]:
     """The GPT-2 pre-tokens of ``text`` (which holds no special tokens), in order."""
-    return (_GPT2_ASCII if text.isascii() else gpt2_pretokenizer()).findall(text)
+    return _GPT2_ASCII.findall(text) if text.isascii() else _pretokenize_mixed(text)
+
+
+def _pretokenize_mixed(text: str) -> list[str]:
+    """The GPT-2 pre-tokens of ``text``, which is not all ASCII: only the pieces between safe
+    boundaries that hold non-ASCII characters need ``regex``'s general pattern, which is about
+    half as fast as ``re`` on the ASCII pattern (text in English is mostly ASCII even so)."""
+    general = gpt2_pretokenizer()
+    pretokens: list[str] = []
+    done = 0  # the pre-tokens of text[:done] are in ``pretokens``; ``done`` is a safe boundary
+    for run in _NOT_ASCII.finditer(text):
+        if run.start() < done:
+            continue  # inside the last general piece
+        start = _safe_boundary_before(text, done, run.start())
+        after = _SAFE_WHITESPACE.search(text, run.end())
+        end = after.start() if after else len(text)
+        pretokens += _GPT2_ASCII.findall(text, done, start)
+        pretokens += general.findall(text, start, end)
+        done = end
+    pretokens += _GPT2_ASCII.findall(text, done)
+    return pretokens
+
+
+def _safe_boundary_before(text: str, start: int, stop: int) -> int:
+    """The last safe boundary in ``text[start:stop]`` (a space or newline whose preceding
+    character is printable ASCII), or ``start`` if there is none."""
+    while (p := max(text.rfind(" ", start, stop), text.rfind("\n", start, stop))) > start:
+        if "!" <= text[p - 1] <= "~":
+            return p
+        stop = p
+    return start
 
 
 def count_pretokens(text: str, special_tokens: Sequence[str] = ()) -> Counter[bytes]:
     """Count the UTF-8 encoded pre-tokens of ``text``; special tokens are dropped, not counted."""
+    # No solution markers here: the trainer runs ``_count_pretoken_strings`` (marked), not this,
+    # so the course's generated mutants belong there, where the tests can see them.
+    counts: Counter[str] = Counter()
+    _count_pretoken_strings(text, special_tokens, counts)
+    return Counter({word.encode("utf-8"): n for word, n in counts.items()})
+
+
+def _count_pretoken_strings(text: str, special_tokens: Sequence[str], counts: Counter[str]) -> None:
+    """Add the pre-tokens of ``text`` to ``counts``, as strings: a file's chunks are counted
+    into one table and encoded once at the end (a table per chunk, encoded and added up,
+    took a fifth of the counting time)."""
     # BEGIN SOLUTION
     special_regex = special_token_regex(special_tokens)
-    counts: Counter[str] = Counter()
     for piece, is_special in split_on_special_tokens(text, special_regex):
         if not is_special:
             counts.update(pretokenize(piece))
-    return Counter({word.encode("utf-8"): n for word, n in counts.items()})
     # END SOLUTION
 
 

@@ -37,7 +37,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from cs336_basics.chunking import read_text_range
-from cs336_basics.pretokenization import count_pretokens
+from cs336_basics.pretokenization import _count_pretoken_strings
 
 # ``[(start, end), ...]``: byte ranges of the file, each starting and ending at a safe boundary.
 Ranges = list[tuple[int, int]]
@@ -62,9 +62,13 @@ def count_ranges(
     time (so one range's text is held, beside the counts); ``counted(n_bytes)`` after each. The
     counts are added to ``counts`` if given (and returned)."""
     counts = Counter() if counts is None else counts
+    # What ``count_pretokens`` does, with one table of strings for all the ranges, encoded once.
+    strings: Counter[str] = Counter()
     for start, end in ranges:
-        counts.update(count_pretokens(read_text_range(path, start, end), special_tokens))
+        _count_pretoken_strings(read_text_range(path, start, end), special_tokens, strings)
         counted(end - start)
+    for pre_token, count in strings.items():
+        counts[pre_token.encode("utf-8")] += count
     return counts
 
 
