@@ -54,6 +54,18 @@ def test_ascii_pretokenizer_agrees_with_the_gpt2_pattern(text: str) -> None:
     assert pretokenize(text) == gpt2_pretokenizer().findall(text)
 
 
+@settings(max_examples=500, deadline=None)
+@given(
+    text=st.text(
+        st.sampled_from(list(" \t\n\r\x0b\x0c\x1c\xa0\u3000'sdtlmvreA1².,!é日")), max_size=60
+    )
+    | st.text(max_size=60)
+)
+def test_text_not_all_ascii_gets_the_gpt2_patterns_pretokens(text: str) -> None:
+    # Only its pieces between safe boundaries that hold non-ASCII go through the general pattern.
+    assert pretokenize(text) == gpt2_pretokenizer().findall(text)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     text=st.text(
