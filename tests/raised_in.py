@@ -99,7 +99,7 @@ def described_names(frame: FrameType, code: str) -> str:
         if len(described) == NAMES_SHOWN:
             break
     return ", ".join(
-        f"{name} = {text}" if not text.startswith("a ") else f"{name} is {text}"
+        f"{name} is {text}" if text.startswith(("a ", "an ")) else f"{name} = {text}"
         for name, text in described.items()
     )
 
@@ -132,13 +132,16 @@ def is_value(value: object) -> bool:
 
 
 def describe(value: object) -> str:
-    """A short description: a repr for numbers, ``None`` and short strings, else ``a ...``."""
+    """A short description: a repr for numbers, ``None`` and short strings and containers, else
+    ``a ...`` (``an ...``)."""
     if isinstance(value, torch.Tensor):
         dtype = str(value.dtype).removeprefix("torch.")
         device = "" if value.device.type == "cpu" else f" on {value.device}"
-        return f"a {dtype} tensor of shape {tuple(value.shape)}{device}"
+        if value.ndim == 0:
+            return with_article(f"{dtype} tensor holding {value.item():.6g}{device}")
+        return with_article(f"{dtype} tensor of shape {tuple(value.shape)}{device}")
     if isinstance(value, np.ndarray):
-        return f"a {value.dtype} array of shape {value.shape}"
+        return with_article(f"{value.dtype} array of shape {value.shape}")
     if value is None or isinstance(value, (bool, int, float, np.generic, torch.dtype)):
         return repr(value)
     if isinstance(value, (str, bytes)):
@@ -148,6 +151,11 @@ def describe(value: object) -> str:
     if hasattr(value, "pattern") and hasattr(value, "finditer"):
         return f"a compiled pattern ({str(value.pattern)[:30]!r})"
     if isinstance(value, (list, tuple, dict, set, frozenset)):
-        text = repr(value)  # a small one in full (a shape, a pair)
-        return text if len(text) <= 40 else f"a {type(value).__name__} of {len(value):,} items"
-    return f"a {type(value).__qualname__}"
+        # A small one in full (a shape, a pair); a large one's repr would take long to make.
+        text = repr(value) if len(value) <= 8 else ""
+        return text if 0 < len(text) <= 40 else f"a {type(value).__name__} of {len(value):,} items"
+    return with_article(type(value).__qualname__)
+
+
+def with_article(noun: str) -> str:
+    return f"{'an' if noun[0].lower() in 'aeiou' else 'a'} {noun}"

@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -182,6 +183,9 @@ def test_values_are_described_shortly():
     assert describe(re.compile(r"\d+")) == "a compiled pattern ('\\\\d+')"
     assert describe((4, 3)) == "(4, 3)" and describe(list(range(100))) == "a list of 100 items"
     assert describe(torch.float32) == "torch.float32" and describe(None) == "None"
+    assert describe(torch.tensor(0.5)) == "a float32 tensor holding 0.5"
+    assert describe(np.zeros((2,), dtype=np.int64)) == "an int64 array of shape (2,)"
+    assert describe(Exploding()) == "an Exploding"
 
 
 class Exploding:
