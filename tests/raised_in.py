@@ -67,10 +67,18 @@ def raised_in_lines(error: BaseException, root: Path = ROOT) -> list[str]:
     lines = [said + (f", where {values}" if values else "")]
     if len(yours) > 1:
         caller, at = yours[-2]
-        path = " > ".join(f.f_code.co_qualname for f, _ in yours)
+        path = " > ".join(shortened([f.f_code.co_qualname for f, _ in yours]))
         on_the_way = f"; your functions on the way: {path}" if len(yours) > 2 else ""
         lines.append(f"it was called from {where(caller, at, root)}{on_the_way}")
     return lines
+
+
+def shortened(names: list[str], shown: int = 8) -> list[str]:
+    """``names``, the middle left out when there are more than ``shown`` (a recursion would
+    otherwise print one name per frame)."""
+    if len(names) <= shown:
+        return names
+    return [*names[:2], f"... ({len(names) - shown} more)", *names[-(shown - 2) :]]
 
 
 def where(frame: FrameType, line: int, root: Path) -> str:

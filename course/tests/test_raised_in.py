@@ -139,6 +139,14 @@ def test_a_global_that_is_a_string_where_a_pattern_was_meant_is_shown(repo):
     )
 
 
+def test_a_recursion_prints_the_path_with_its_middle_left_out(repo):
+    student = repo.root / "cs336_basics" / "deep.py"
+    student.write_text("def down(n):\n    return down(n - 1) if n else 1 / n\n", encoding="utf-8")
+    error = raised(lambda: load(student, f"deep_{id(repo)}").down(50))
+    path = raised_in_lines(error, repo.root)[1].split("your functions on the way: ")[1]
+    assert path == "down > down > ... (43 more) > down > down > down > down > down > down"
+
+
 def test_an_error_raised_inside_a_library_is_put_at_the_students_call(repo):
     lines = raised_in_lines(raised(lambda: repo.mod.parse("{")), repo.root)
     assert lines[0].startswith("JSONDecodeError was raised by a call in your parse (")
