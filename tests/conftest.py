@@ -1,5 +1,6 @@
 """Test-suite setup: shape checks at the adapter boundary, shared fixtures, the snapshot options,
-which tests are advice, and the plugin that ends a run with what counts (``what_counts.py``)."""
+which tests are advice, where an error your code raised came from (``raised_in.py``), and the
+plugin that ends a run with what counts (``what_counts.py``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from safetensors.torch import load_file
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from tests import adapter_signatures
+from tests.raised_in import diagnosis_notes
 from tests.snapshots import SnapshotChecker
 from tests.typecheck import check_adapter_boundary
 from tests.what_counts import ADVICE, GRADED, WhatCounts
@@ -105,6 +107,17 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
         return None
     advice = collection_path.parent == TESTS and collection_path.name != "test_cases.py"
     return True if advice and collection_path.name.startswith("test_") else None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Before pytest writes a failure up: an error that came out of your code gets lines saying
+    where (the end of a long traceback is what you read first)."""
+    error = call.excinfo.value if call.excinfo is not None else None
+    for line in diagnosis_notes(error) if error is not None else []:
+        if line not in getattr(error, "__notes__", []):  # a fixture's error, raised again
+            error.add_note(line)
+    return (yield)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -108,6 +108,15 @@ def test_train_bpe_ties_compare_the_pair_not_its_bytes_joined(tmp_path):
     assert merges == expected, f"merges {merges}{merges_diagnosis(merges, expected, [3, 2, 2])}"
 
 
+def test_train_bpe_ties_with_the_same_first_token_compare_the_second(tmp_path):
+    # Pre-tokens "ab" x2 and "ac" x2: (a, b) and (a, c) tie at 2 and share their first token, so
+    # the second decides: b"c" > b"b", (a, c) first. A key built from the first token alone ties.
+    text = EOT.join(["ab", "ab", "ac", "ac"])
+    vocab, merges = run_train_bpe(write(tmp_path, text), 256 + 1 + 2, [EOT])
+    expected = [(b"a", b"c"), (b"a", b"b")]
+    assert merges == expected, f"merges {merges}{merges_diagnosis(merges, expected, [2, 2])}"
+
+
 @graded_case_located("train_bpe")
 def test_train_bpe_output_drives_the_tokenizer(tmp_path):
     """The trainer's (vocab, merges) are exactly what the tokenizer takes: text from the corpus
