@@ -54,25 +54,22 @@ def test_ascii_pretokenizer_agrees_with_the_gpt2_pattern(text: str) -> None:
     assert pretokenize(text) == gpt2_pretokenizer().findall(text)
 
 
+# Text where GPT-2's classes meet: whitespace of every kind, contractions, letters, digits,
+# punctuation and characters beyond ASCII; or any text at all.
+MIXED_TEXT = st.text(
+    st.sampled_from(list(" \t\n\r\x0b\x0c\x1c\xa0\u3000'sdtlmvreA1².,!é日")), max_size=60
+) | st.text(max_size=60)
+
+
 @settings(max_examples=500, deadline=None)
-@given(
-    text=st.text(
-        st.sampled_from(list(" \t\n\r\x0b\x0c\x1c\xa0\u3000'sdtlmvreA1².,!é日")), max_size=60
-    )
-    | st.text(max_size=60)
-)
+@given(text=MIXED_TEXT)
 def test_text_not_all_ascii_gets_the_gpt2_patterns_pretokens(text: str) -> None:
     # Only its pieces between safe boundaries that hold non-ASCII go through the general pattern.
     assert pretokenize(text) == gpt2_pretokenizer().findall(text)
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    text=st.text(
-        st.sampled_from(list(" \t\n\r\x0b\x0c\x1c\xa0\u3000'sdtlmvreA1².,!é日")), max_size=40
-    )
-    | st.text(max_size=40)
-)
+@given(text=MIXED_TEXT)
 def test_a_pretoken_alone_is_one_pretoken(text: str) -> None:
     for pretoken in gpt2_pretokenizer().findall(text):
         assert gpt2_pretokenizer().findall(pretoken) == [pretoken]
