@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# The repository's default suite (``-m "not slow"``) must take less test time than this.
+# The repository's default suite (``-m "not slow"``) must take less wall time than this.
 SUITE_TARGET_SECONDS = 60.0
 
 
@@ -81,16 +81,24 @@ class SuiteTime:
     test_seconds: float | None  # pytest's "in N s", None when it printed none
     summary: str
     exit_code: int
+    cpu: float = 0.0  # user + system seconds of the run's processes (0 where the OS keeps none)
+
+
+def children_cpu() -> float:
+    """CPU seconds of this process's finished children (user + system)."""
+    times = os.times()
+    return times.children_user + times.children_system
 
 
 def time_suite(name: str, command: list[str], cwd: Path, env: dict[str, str]) -> SuiteTime:
     print(f"timing {name}: {' '.join(command)} (in {cwd})", file=sys.stderr, flush=True)
-    start = time.perf_counter()
+    start, cpu_before = time.perf_counter(), children_cpu()
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, children_cpu() - cpu_before
     summary = counts_line(done.stdout) or (done.stdout + done.stderr).strip()[-200:]
     found = re.search(r" in ([0-9.]+)s", summary)
-    return SuiteTime(name, wall, float(found.group(1)) if found else None, summary, done.returncode)
+    test_seconds = float(found.group(1)) if found else None
+    return SuiteTime(name, wall, test_seconds, summary, done.returncode, cpu)
 
 
 def handout_suite() -> SuiteTime:
@@ -113,13 +121,17 @@ def upstream_suite(checkout: Path) -> SuiteTime:
 
 def table(rows: list[SuiteTime]) -> str:
     upstream = next((r for r in rows if r.name.startswith("upstream")), None)
-    lines = [f"{'suite':<44} {'wall s':>7} {'test s':>7} {'x upstream':>10}  pytest says"]
+    lines = [
+        f"{'suite':<44} {'wall s':>7} {'test s':>7} {'CPU s':>7} {'x upstream':>10}  pytest says"
+    ]
     for row in rows:
         test = "" if row.test_seconds is None else f"{row.test_seconds:7.1f}"
         ratio = ""
         if upstream and upstream.test_seconds and row.test_seconds is not None:
             ratio = f"{row.test_seconds / upstream.test_seconds:9.2f}x"
-        lines.append(f"{row.name[:44]:<44} {row.wall:7.1f} {test:>7} {ratio:>10}  {row.summary}")
+        lines.append(
+            f"{row.name[:44]:<44} {row.wall:7.1f} {test:>7} {row.cpu:7.1f} {ratio:>10}  {row.summary}"
+        )
     return "\n".join(lines)
 
 
@@ -145,9 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     cores = os.cpu_count()
     print(f"{cores} cores" + ("" if load is None else f", load average {load:.1f} at the end"))
     repository = rows[0]
-    met = repository.test_seconds is not None and repository.test_seconds < SUITE_TARGET_SECONDS
+    met = repository.wall < SUITE_TARGET_SECONDS
     print(
-        f"repository suite under {SUITE_TARGET_SECONDS:g} s of test time: {'yes' if met else 'NO'}"
+        f"repository suite under {SUITE_TARGET_SECONDS:g} s of wall time: {'yes' if met else 'NO'}"
     )
     return 0 if all(r.exit_code == 0 for r in rows) else 1
 
