@@ -36,7 +36,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from course.handout.build import is_instructor_test
+from course.handout.build import is_instructor_test, student_pyproject
 from course.paths import REPO_ROOT, SOLUTIONS
 from course.workspace import Edit, PytestRun, apply_edits, edits_from_toml, run_pytest, stage
 
@@ -75,9 +75,11 @@ def shipped_test_files(ignore: set[str]) -> list[Path]:
 
 def stage_solution(solution: Path, root: Path, ignore: set[str]) -> None:
     """At ``root``, what a student's zip of ``solution`` makes of the handout: the shipped tests,
-    fixtures and project file with the solution's package and adapters (an alternative's: its
-    base's, with its edits made)."""
-    stage(root, [*shipped_test_files(ignore), "fixtures", "pyproject.toml"])
+    fixtures and project file (the handout's: one pytest process, no instructor package) with the
+    solution's package and adapters (an alternative's: its base's, with its edits made)."""
+    stage(root, [*shipped_test_files(ignore), "fixtures"])
+    project = (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    (root / "pyproject.toml").write_text(student_pyproject(project), encoding="utf-8")
     alternative = solution / ALTERNATIVE
     base, edits = read_alternative(alternative) if alternative.is_file() else (solution, [])
     stage(root, ["cs336_basics", "tests/adapters.py"], source=base)

@@ -6,12 +6,13 @@ from __future__ import annotations
 import ast
 import importlib
 import sys
+import tomllib
 
 import numpy as np
 import pytest
 import torch
 
-from course.handout.check_solutions import ALTERNATIVE, SOLUTIONS, read_alternative
+from course.handout.check_solutions import ALTERNATIVE, SOLUTIONS, read_alternative, stage_solution
 from course.paths import REPO_ROOT
 from course.workspace import apply_edits, stage
 
@@ -111,3 +112,14 @@ def test_an_alternative_with_an_unknown_base_or_key_is_refused(tmp_path):
     alternative.write_text('base = "own_names"\nedits = []\n', encoding="utf-8")
     with pytest.raises(ValueError, match=r"unknown keys \['edits'\]"):
         read_alternative(alternative)
+
+
+def test_a_staged_solution_runs_under_the_handouts_project_file(tmp_path):
+    # As a student's zip unpacks into the handout: its pytest settings, not the repository's
+    # worker processes (which would time and order a student's run differently).
+    stage_solution(SOLUTIONS / "upstream_style", tmp_path, set())
+    project = tomllib.loads((tmp_path / "pyproject.toml").read_text(encoding="utf-8"))
+    assert (
+        project["tool"]["pytest"]["ini_options"]["addopts"] == "-ra --strict-markers -m 'not slow'"
+    )
+    assert project["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["cs336_basics"]

@@ -2,8 +2,9 @@
 
 The compiled encoder (``FastTokenizer``) is 2-7x faster per byte than the readable
 ``Tokenizer``, but before its first byte it imports numba and loads its kernels from numba's
-cache, or compiles them where the cache is cold: a fresh clone, a changed kernel source, another
-CPU, another numba. Compiling was most of the 75.6 s a first ``cs336 pipeline --tiny`` spent
+cache, or compiles them where the cache is cold: a changed kernel source, another numba, a
+platform the repository ships no compiled kernels for (``shipped_cache``: a fresh clone on Linux
+x86_64 starts warm). Compiling was most of the 75.6 s a first ``cs336 pipeline --tiny`` spent
 encoding, which takes the readable encoder about a second. So a job is encoded by the
 readable encoder unless it is large enough that the compiled one wins even after its start-up,
 and where the cache is cold a process in the background fills it, so the next large job finds it
