@@ -33,14 +33,17 @@ import textwrap
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
-
-from copydetect import CodeFingerprint, compare_files
-from copydetect.utils import highlight_overlap
+from typing import TYPE_CHECKING
 
 from course.grading.export import write_csv
 from course.grading.unpack import UnsafeArchive, unpack_submission
 from course.paths import BUILT_HANDOUT, relative
 from tests.cases.wire import atomic_write
+
+# copydetect is imported where it is used: it imports matplotlib's pyplot, most of a second that
+# every process importing this module (a test process collecting its tests) would pay.
+if TYPE_CHECKING:
+    from copydetect import CodeFingerprint
 
 NOISE = 25  # copydetect's default noise threshold: matches shorter than 25 tokens never count
 GUARANTEE = 25  # every match this long is found (window = GUARANTEE - NOISE + 1)
@@ -167,6 +170,8 @@ def component_code(sources: dict[str, str], wanted: dict[str, set[str]]) -> dict
 
 
 def fingerprint(label: str, code: str, boilerplate: list[int]) -> CodeFingerprint:
+    from copydetect import CodeFingerprint
+
     window = GUARANTEE - NOISE + 1
     return CodeFingerprint(
         f"{label}.py", NOISE, window, boilerplate, language="python", fp=io.StringIO(code)
@@ -175,6 +180,8 @@ def fingerprint(label: str, code: str, boilerplate: list[int]) -> CodeFingerprin
 
 def boilerplate_hashes(starter: dict[str, str]) -> list[int]:
     """Every k-gram fingerprint of the starter code (window 1: all of them)."""
+    from copydetect import CodeFingerprint
+
     hashes: set[int] = set()
     for rel, text in starter.items():
         hashes |= set(
@@ -205,6 +212,8 @@ def load_submissions(folder: Path, public: bool, wanted: dict[str, set[str]]) ->
 
 
 def marked(code: str, slices) -> str:
+    from copydetect.utils import highlight_overlap
+
     text, _ = highlight_overlap(code, slices, "<mark>", "</mark>", escape_html=True)
     return text
 
@@ -213,6 +222,8 @@ def compare(
     submissions: list[Submission], boilerplate: list[int], threshold: float = THRESHOLD
 ) -> list[Match]:
     """Every student pair and student-public pair, per component, most similar first."""
+    from copydetect import compare_files
+
     prints = {
         (s.name, component): fingerprint(f"{s.name}/{component}", code, boilerplate)
         for s in submissions
