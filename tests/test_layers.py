@@ -265,21 +265,23 @@ def beyond_the_cut(x: torch.Tensor, std: float, *, std_hint: str, cut_hint: str)
 
 def test_linear_init_is_truncated_normal_with_glorot_variance() -> None:
     torch.manual_seed(0)
-    d_in, d_out = 512, 2048
-    weight = run_init_linear(d_in, d_out)
-    assert tuple(weight.shape) == (d_out, d_in), (
-        f"Linear weight shape {tuple(weight.shape)}, expected (d_out, d_in) = {(d_out, d_in)}"
-    )
-    std = math.sqrt(2 / (d_in + d_out))
-    check_truncated_normal(
-        weight,
-        std,
-        "Linear init",
-        std_hint=f"the handout's std is sqrt(2 / (d_in + d_out)) = {std:.4g}; passing the "
-        f"variance 2 / (d_in + d_out) = {std**2:.4g} as the std is a common slip",
-        cut_hint="truncate at ±3σ (a=-3*std, b=3*std), not at ±3: trunc_normal_'s a and b are "
-        "absolute bounds",
-    )
+    # A small layer first (the checks' bounds hold at any size): a mean far outside [a, b] makes
+    # trunc_normal_ take a second for this one and many minutes for the large one.
+    for d_in, d_out in ((8, 24), (512, 2048)):
+        weight = run_init_linear(d_in, d_out)
+        assert tuple(weight.shape) == (d_out, d_in), (
+            f"Linear weight shape {tuple(weight.shape)}, expected (d_out, d_in) = {(d_out, d_in)}"
+        )
+        std = math.sqrt(2 / (d_in + d_out))
+        check_truncated_normal(
+            weight,
+            std,
+            f"Linear init ({d_in} -> {d_out})",
+            std_hint=f"the handout's std is sqrt(2 / (d_in + d_out)) = {std:.4g}; passing the "
+            f"variance 2 / (d_in + d_out) = {std**2:.4g} as the std is a common slip",
+            cut_hint="truncate at ±3σ (a=-3*std, b=3*std), not at ±3: trunc_normal_'s a and b "
+            "are absolute bounds",
+        )
 
 
 def test_embedding_init_is_truncated_standard_normal() -> None:
