@@ -385,6 +385,36 @@ def rope_positions(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[st
     ]
 
 
+def rope_table_lines(
+    state: dict[str, object], weights: set[str], max_seq_len: int, d_k: int
+) -> list[str]:
+    """The entries of a model's state dict that the handout's ``weights`` lack and that hold a
+    RoPE table: ``max_seq_len`` rows of ``d_k / 2`` or ``d_k`` columns (after leading dims of
+    size 1) whose row for position 0 is cos 0 = 1 or sin 0 = 0 throughout."""
+    entries = []
+    for name, value in state.items():
+        if name in weights or not isinstance(value, torch.Tensor) or value.dim() < 2:
+            continue
+        rows, columns = value.shape[-2:]
+        if any(n != 1 for n in value.shape[:-2]) or (rows, columns) not in (
+            (max_seq_len, d_k // 2),
+            (max_seq_len, d_k),
+        ):
+            continue
+        first = value.detach().reshape(rows, columns)[0]
+        if bool((first == 1).all()) or bool((first == 0).all()):
+            entries.append(f"{name} {tuple(value.shape)}")
+    if not entries:
+        return []
+    more = f" and {len(entries) - 2} more" if len(entries) > 2 else ""
+    return [
+        f"your model's state dict holds {', '.join(entries[:2])}{more}: RoPE's cos/sin tables "
+        f"({max_seq_len} rows, one per position; position 0's row is cos 0 = 1 or sin 0 = 0), "
+        "which the handout's weights lack, so loading them strictly fails. They are computed "
+        "from theta and d_k, not learned: register them with persistent=False"
+    ]
+
+
 def rmsnorm_axis(inputs: Bundle, outputs: Bundle, expected: Bundle) -> list[str]:
     """Over which axis ``out / weight`` has a root mean square of 1: RMSNorm makes it 1 over the
     last axis (each position's features)."""

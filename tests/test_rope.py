@@ -6,9 +6,12 @@ import pytest
 import torch
 
 from .adapters import run_rope
+from .cases.shipped import Shipped
 from .expect import raises_an_error
-from .hints import dtype_kept
+from .hints import diagnosis_lines, dtype_kept
+from .lazy_adapters import get_transformer_lm
 from .localize import graded_case_located
+from .localize.multihead import rope_tables_in_state_dict
 
 THETA, MAX_SEQ_LEN = 10000.0, 16
 
@@ -83,3 +86,12 @@ def test_rope_rejects_odd_d_k():
 def test_rope_rejects_positions_outside_max_seq_len(position):
     with raises_an_error():
         run_rope(8, THETA, MAX_SEQ_LEN, torch.randn(2, 8), torch.tensor([0, position]))
+
+
+def test_rope_tables_stay_out_of_the_state_dict():
+    """RoPE's cos/sin tables are computed from theta and d_k, not learned: a model holding your
+    RoPE loads the handout's weights, which have no entry for them, strictly. (The rope adapter
+    returns rotated tensors only, so the tables are looked for in a small LM that holds it,
+    built without weights.)"""
+    lines = rope_tables_in_state_dict(get_transformer_lm, Shipped())
+    assert not lines, "RoPE's tables are in your model's state dict" + diagnosis_lines(lines)

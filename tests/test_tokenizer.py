@@ -71,16 +71,33 @@ RANKED_VOCAB = {i: bytes([i]) for i in range(256)} | {256: b"bc", 257: b"ab"}
 RANKED_MERGES = [(b"b", b"c"), (b"a", b"b")]
 
 
-def test_tokenizer_applies_merges_lowest_rank_first():
-    chosen = get_tokenizer(dict(RANKED_VOCAB), list(RANKED_MERGES), [])
-    for text, expected in [("abc", [97, 256]), ("ab abc", [257, 32, 97, 256])]:
+def assert_encodes(vocab, merges, cases: list[tuple[str, list[int]]]) -> None:
+    """Each text of ``cases`` encodes to its ids; a failure says where the ids first differ."""
+    chosen = get_tokenizer(dict(vocab), list(merges), [])
+    for text, expected in cases:
         got = chosen.encode(text)
-        difference = partial(encode_difference, got, expected, RANKED_VOCAB, RANKED_MERGES)
+        difference = partial(encode_difference, got, expected, vocab, merges)
         # Where the ids agree as far as both go, whether they spell the text says more.
-        spelling = partial(bytes_difference, got, text.encode(), RANKED_VOCAB)
+        spelling = partial(bytes_difference, got, text.encode(), vocab)
         assert got == expected, f"encode({text!r}) = {got}, expected {expected}" + as_lines(
             lambda difference=difference, spelling=spelling: [difference() or spelling()]
         )
+
+
+def test_tokenizer_applies_merges_lowest_rank_first():
+    assert_encodes(
+        RANKED_VOCAB, RANKED_MERGES, [("abc", [97, 256]), ("ab abc", [257, 32, 97, 256])]
+    )
+
+
+# A new token pairs again with the token on its left: "abcd" with (c, d) ranked before (b, cd)
+# is [a, bcd]. The merge at byte 2 makes cd, and the pair (b, cd) only exists from then on.
+LEFT_VOCAB = {i: bytes([i]) for i in range(256)} | {256: b"cd", 257: b"bcd"}
+LEFT_MERGES = [(b"c", b"d"), (b"b", b"cd")]
+
+
+def test_tokenizer_merges_a_new_token_with_its_left_neighbour():
+    assert_encodes(LEFT_VOCAB, LEFT_MERGES, [("abcd", [97, 257]), ("xyabcd", [120, 121, 97, 257])])
 
 
 @graded_case_located("tokenizer")

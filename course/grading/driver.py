@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     if not instances:
         print(f"driver: no case inputs for {args.component!r} in {args.inputs}", file=sys.stderr)
         return EXIT_BAD_ARGUMENTS
-    run_cases = case_runner()
+    run_cases = case_runner(args.submission)
     # Only now may the student's files shadow module names: everything the driver itself needs
     # (torch, numpy, safetensors, the cases and their `tests` package) is imported already.
     # First on the path, so their cs336_basics wins over any other copy (the cases root, an
@@ -370,16 +370,18 @@ def with_versions(message: str, versions: str) -> str:
     return f"{message} ({versions}; code must parse and import there)"
 
 
-def case_runner():
+def case_runner(submission: Path | None = None):
     """``run_cases(instances, adapters, import_error, out, timeout)``, with what it calls bound
     now, before any student code runs: whatever that code later does to ``sys.modules`` or
-    ``sys.path``, the driver keeps its own functions and goes on writing outputs."""
-    from tests.cases import Outputs, run_case
-    from tests.cases.core import describe_exception
+    ``sys.path``, the driver keeps its own functions and goes on writing outputs.
+    ``submission``: the folder holding the student's code (default: this checkout's, where
+    ``tests/raised_in.py`` looks for it)."""
+    from tests.cases import Outputs
+    from tests.cases.core import attempt_case, describe_exception
     from tests.cases.wire import read_bundle, write_bundle
 
     clock, noted, versions = time.perf_counter, with_versions, grader_versions()
-    explain = public_explainer()
+    explain = public_explainer(submission)
 
     def save(out: Path, case_id: str, outputs, started: float, extra: dict | None = None) -> None:
         if outputs.raised is not None:
@@ -395,13 +397,13 @@ def case_runner():
         """Run one case on the student's code and write its outputs (with, for a failed
         public case, the diagnosis lines pytest prints under it)."""
         started = clock()
-        outputs = run_case(case, adapters, inputs)
+        outputs, error = attempt_case(case, adapters, inputs)
         save(
             out,
             case_id,
             outputs,
             started,
-            explain(case_id, case, adapters, inputs, outputs, timeout),
+            explain(case_id, case, adapters, inputs, outputs, error, timeout),
         )
 
     def run_component(out: Path, group: list, adapters, timeout: float) -> None:
@@ -457,29 +459,38 @@ def diagnosis_alarm(signum, frame) -> None:
     raise CaseTimeout("the diagnosis ran past its share of the case's limit")
 
 
-def public_explainer():
-    """``explain(case_id, case, adapters, inputs, outputs, timeout)``: for a public case that
-    fails, the header entry ``{"diagnosis": [lines]}`` with the lines pytest prints under it
+def public_explainer(submission: Path | None = None):
+    """``explain(case_id, case, adapters, inputs, outputs, error, timeout)``: for a public case
+    that fails, the header entry ``{"diagnosis": [lines]}`` with the lines pytest prints under it
     (``tests.localize.public_diagnosis``: judged with the shipped expected values, then measured
-    with the student's code again, under the alarm); ``{}`` otherwise. Only the public sandbox
-    holds what that reads (grade.DIAGNOSIS_FILES: the shipped fixtures, tests/localize,
-    tests/measure.py), so in a hidden run the import fails and nothing is diagnosed. Bound
-    before any student code runs, as ``run_cases`` is."""
+    with the student's code again, under the alarm; then, when the case raised ``error`` out of
+    the student's code in ``submission``, where: ``tests.raised_in``, as conftest.py adds it);
+    ``{}`` otherwise. Only the public sandbox holds what that reads (grade.DIAGNOSIS_FILES: the
+    shipped fixtures, tests/localize, tests/measure.py, tests/raised_in.py), so in a hidden run
+    the import fails and nothing is diagnosed (``raised_in`` describes the values the failing
+    line held: a hidden case's inputs among them). Bound before any student code runs, as
+    ``run_cases`` is. The lines are feedback text only: the judge scores the outputs."""
     try:
         from tests.localize import public_diagnosis
+        from tests.raised_in import ROOT, raised_in_lines
     except ImportError:
         return lambda *args: {}
+    root = ROOT if submission is None else submission.resolve()
 
-    def explain(case_id: str, case, adapters, inputs, outputs, timeout: float) -> dict:
+    def explain(case_id: str, case, adapters, inputs, outputs, error, timeout: float) -> dict:
         # Only a case that returned gets here (run_one, after the import): a stopped one never does.
         if "-public-" not in case_id:
             return {}
+        lines: list[str] = []
         try:  # in the case's process: its own CPU alarm, under the case's limit
             signal.signal(signal.SIGPROF, diagnosis_alarm)
             signal.setitimer(signal.ITIMER_PROF, min(timeout / 4 or math.inf, DIAGNOSIS_TIMEOUT_S))
             lines = [str(line) for line in public_diagnosis(case, adapters, inputs, outputs)]
+            # Describing the student's values may run their code (a property, a repr): last,
+            # under the same alarm, and a failure there keeps the lines measured before it.
+            lines += [str(line) for line in raised_in_lines(error, root)] if error else []
         except BaseException:  # noqa: BLE001  (the alarm, or whatever the student's code does)
-            return {}
+            pass
         finally:
             signal.setitimer(signal.ITIMER_PROF, 0)
         return {"diagnosis": lines} if lines else {}

@@ -93,10 +93,11 @@ CASE_FILES = (
     "tests/hints.py",
 )
 # Beside them in the public sandbox only: what the diagnoses pytest prints under a failed public
-# case read (they run the student's code again on simpler inputs; the driver writes their lines
-# into the case's outputs). Every one ships in the handout; a hidden sandbox never gets them, so
-# nothing there diagnoses, and hidden feedback stays a fixed text.
-DIAGNOSIS_FILES = ("tests/localize", "tests/measure.py", "fixtures")
+# case read (they run the student's code again on simpler inputs, and say where an error came out
+# of it, tests/raised_in.py; the driver writes their lines into the case's outputs). Every one
+# ships in the handout; a hidden sandbox never gets them, so nothing there diagnoses, and hidden
+# feedback stays a fixed text.
+DIAGNOSIS_FILES = ("tests/localize", "tests/measure.py", "tests/raised_in.py", "fixtures")
 # [limits] keys of the rubric -> SandboxLimits fields (and the unit they are given in).
 LIMIT_KEYS = {
     "wall_s": ("wall_s", 1),

@@ -35,6 +35,18 @@ MODULE_COMPONENTS = {
     "attention.py": ["scaled_dot_product_attention", "multihead_self_attention"],
     "model.py": ["transformer_lm"],
 }
+# Within a module of several components, the functions (or classes) that only some of them run:
+# a mutant there is a mistake of those components alone. The others' tests never call it (a SiLU
+# edit is no softmax mistake, the trainer's pre-token count no tokenizer mistake), so judging it
+# as theirs counts a miss that no test of theirs could avoid. Any other function of the module
+# is a mistake of each of its components (scaled_dot_product_attention runs inside multi-head
+# attention; RoPE's class is judged through the attention layer that holds it too).
+FUNCTION_COMPONENTS: dict[str, dict[str, list[str]]] = {
+    "functional.py": {"silu": ["silu"], "softmax": ["softmax"]},
+    "attention.py": {"MultiHeadSelfAttention": ["multihead_self_attention"]},
+    # The tokenizer imports other functions of the module; only training counts pre-tokens.
+    "pretokenization.py": {"_count_pretoken_strings": ["train_bpe"]},
+}
 
 
 def kind_of(case_id: str) -> str:
@@ -69,15 +81,29 @@ def module_components(module: str, tests: list[str] | str) -> list[str]:
     return [c for c in named if c in graded]
 
 
+def mutant_components(mutant: Mutant, components: list[str]) -> list[str]:
+    """The components of ``components`` whose code runs the function ``mutant`` edits
+    (``FUNCTION_COMPONENTS``; all of them for a function listed nowhere)."""
+    function = mutant.key.split(":", 1)[0]
+    owners = FUNCTION_COMPONENTS.get(Path(mutant.path).name, {})
+    for name, owned in owners.items():
+        if function == name or function.startswith(f"{name}."):
+            return [c for c in components if c in owned]
+    return components
+
+
 def mutant_bugs(mutants: list[Mutant], components: list[str]) -> list[Bug]:
-    """Each generated mutant as a bug of each graded component of its module (one edit: the
-    whole module, before and after)."""
+    """Each generated mutant as a bug of each graded component of its module that runs the
+    function it edits (one edit: the whole module, before and after)."""
     bugs = []
     for index, mutant in enumerate(mutants):
         original = (REPO_ROOT / mutant.path).read_text(encoding="utf-8")
         name = f"{Path(mutant.path).stem}-{index}"
         replacement = ((original, mutant.source),)
-        bugs += [Bug(name, c, mutant.path, replacement, str(mutant)) for c in components]
+        bugs += [
+            Bug(name, c, mutant.path, replacement, str(mutant))
+            for c in mutant_components(mutant, components)
+        ]
     return bugs
 
 

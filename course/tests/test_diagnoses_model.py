@@ -95,6 +95,33 @@ def test_attention_raising_with_every_stage_right_points_at_how_it_joins_them():
     assert "your multi-head attention raised" in line
 
 
+def lm_with_persistent_rope_tables(**config):
+    """The reference LM, its RoPE's cos table registered as a persistent buffer."""
+    model = reference.get_transformer_lm(**config)
+    rope = model.layers[0].attn.rope
+    rope.register_buffer("cos", rope.cos, persistent=True)
+    return model
+
+
+def unwritten_lm(**config):
+    raise NotImplementedError
+
+
+def test_attention_with_rope_that_raised_names_rope_tables_in_the_state_dict():
+    persistent = with_adapter("get_transformer_lm", lm_with_persistent_rope_tables)
+    (line,) = attention_raised(persistent, rope=True)
+    assert line.startswith("your model's state dict holds layers.0.attn.rope.cos (12, 8)")
+    assert line.endswith("register them with persistent=False")
+    # Without RoPE, or with an LM that is right or not written yet, the tables say nothing.
+    for adapters, rope in [
+        (persistent, False),
+        (reference, True),
+        (with_adapter("get_transformer_lm", unwritten_lm), True),
+    ]:
+        (line,) = attention_raised(adapters, rope=rope)
+        assert "each right alone" in line and "state dict" not in line
+
+
 def test_a_wrong_rope_stage_is_named_by_its_output():
     def rope_at_zero(d_k, theta, max_seq_len, x, positions):
         return reference.run_rope(d_k, theta, max_seq_len, x, torch.zeros_like(positions))

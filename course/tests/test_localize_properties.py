@@ -768,6 +768,35 @@ def test_rope_frequencies_are_read_at_position_one():
     assert measure.rope_frequencies(inputs, {"out": halves}, expected) == []
 
 
+def test_rope_tables_in_a_state_dict_are_named_by_their_first_row():
+    lm = reference.get_transformer_lm(32, 12, 32, 2, 2, 64, 1e4)
+    weights = set(lm.state_dict())
+    # The reference's tables are not persistent: nothing to say.
+    assert measure.rope_table_lines(lm.state_dict(), weights, 12, 16) == []
+    angles = torch.outer(torch.arange(12.0), 1e4 ** -(torch.arange(0, 16, 2) / 16))
+    persistent = {
+        "layers.0.attn.rope.cos": angles.cos(),  # (12, 8)
+        "layers.0.attn.rope.sin": angles.sin().repeat_interleave(2, -1)[None, None],  # (1,1,12,16)
+    }
+    (line,) = measure.rope_table_lines(lm.state_dict() | persistent, weights, 12, 16)
+    assert line.startswith(
+        "your model's state dict holds layers.0.attn.rope.cos (12, 8), "
+        "layers.0.attn.rope.sin (1, 1, 12, 16): RoPE's cos/sin tables"
+    )
+    assert line.endswith("register them with persistent=False")
+    # Silent where the evidence does not hold: a handout name, another buffer of the same shape
+    # (a table of other values, a causal mask), leading dims that are not 1, other sizes.
+    assert measure.rope_table_lines(persistent, set(persistent), 12, 16) == []
+    others = {
+        "other": angles.cos() + 1,
+        "mask": torch.ones(12, 12).tril(),
+        "per_head": angles.cos().expand(2, 12, 8),
+        "longer": torch.outer(torch.arange(13.0), torch.ones(8)).cos(),
+        "flat": torch.ones(12),
+    }
+    assert measure.rope_table_lines(others, weights, 12, 16) == []
+
+
 def test_softmax_along_several_dims_names_the_dims_it_is_wrong_along():
     inputs, expected = layer_case("softmax", "large_inputs")
     x = inputs["x"]

@@ -3,12 +3,14 @@ together, and what it refuses before running anything."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from course.mutation import generated
 from course.mutation.catalogue import Bug
 from course.mutation.judge_grader import CaughtBy
-from course.mutation.judge_silent import Verdict, report
+from course.mutation.judge_silent import FUNCTION_COMPONENTS, Verdict, module_components, report
 from course.mutation.run import generated_modules, main, mutant_bugs, parser
 
 
@@ -71,6 +73,37 @@ def test_every_nth_generated_mutant_is_a_reproducible_sample_of_each_module():
     for module in ("gradient_clipping.py", "schedule.py"):
         mine = [b.name for b in every if module in b.path]
         assert [b.name for b in third if module in b.path] == mine[::3]
+
+
+def test_a_mutant_is_judged_only_as_the_components_that_run_its_function():
+    options = parser()
+    modules = sorted(FUNCTION_COMPONENTS)
+    bugs = mutant_bugs(options, options.parse_args(["--source", "generated", *modules]))
+    judged_as: dict[str, set[str]] = {}
+    for bug in bugs:
+        judged_as.setdefault(bug.hint, set()).add(bug.component)
+    by_function: dict[tuple[str, str], set[frozenset[str]]] = {}
+    for mutant, components in judged_as.items():
+        path, key = mutant.split(" ", 1)
+        function = key.split(":", 1)[0]
+        by_function.setdefault((Path(path.split(":")[0]).name, function), set()).add(
+            frozenset(components)
+        )
+    assert by_function[("functional.py", "silu")] == {frozenset({"silu"})}
+    assert by_function[("functional.py", "softmax")] == {frozenset({"softmax"})}
+    assert by_function[("attention.py", "MultiHeadSelfAttention.forward")] == {
+        frozenset({"multihead_self_attention"})
+    }
+    both = frozenset(module_components("attention.py", generated.MODULE_TESTS["attention.py"]))
+    assert by_function[("attention.py", "scaled_dot_product_attention")] == {both}
+    assert by_function[("pretokenization.py", "_count_pretoken_strings")] == {
+        frozenset({"train_bpe"})
+    }
+    # Every function listed still has mutants (a renamed one would silently count for all).
+    for module, owners in FUNCTION_COMPONENTS.items():
+        functions = {f for m, f in by_function if m == module}
+        for name in owners:
+            assert any(f == name or f.startswith(f"{name}.") for f in functions), (module, name)
 
 
 def verdict(name: str, lost: float, failed: tuple[str, ...], tests_failed: bool | None):

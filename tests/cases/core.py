@@ -96,10 +96,18 @@ def components() -> list[str]:
 
 def run_case(case: Case, adapters: ModuleType, inputs: Bundle) -> Outputs:
     """Run ``case`` and capture whatever it raises (``SystemExit`` included) as text."""
+    return attempt_case(case, adapters, inputs)[0]
+
+
+def attempt_case(
+    case: Case, adapters: ModuleType, inputs: Bundle
+) -> tuple[Outputs, BaseException | None]:
+    """``run_case``, and the exception it caught (``None`` when the case returned): the grader's
+    public run says where in the student's code it came from, as pytest does."""
     try:
-        return Outputs(normalize(case.call(adapters, inputs)))
+        return Outputs(normalize(case.call(adapters, inputs))), None
     except BaseException as error:  # noqa: BLE001  (student code may raise, even exit)
-        return Outputs({}, describe_exception(error))
+        return Outputs({}, describe_exception(error)), error
 
 
 def describe_exception(error: BaseException, limit: int = 2000) -> str:

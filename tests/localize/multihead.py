@@ -22,6 +22,7 @@ from tests.localize.stages import (
     stage_line,
     tensor,
 )
+from tests.measure import rope_table_lines
 
 
 def attention_call(adapters: ModuleType, s: Shipped, rope: bool, weights: dict, x, positions=None):
@@ -159,14 +160,43 @@ def localize_attention(adapters: ModuleType, rope: bool) -> list[str]:
     ]
 
 
+# An LM small enough to build in a moment (no weights) whose RoPE tables, 12 positions by
+# d_k / 2 = 8 or d_k = 16, share their shape with no other buffer of the handout's model.
+ROPE_TABLE_LM = {"context_length": 12, "d_model": 32, "num_heads": 2, "d_ff": 64}
+
+
+def rope_tables_in_state_dict(build: Callable[..., torch.nn.Module], s: Shipped) -> list[str]:
+    """``measure.rope_table_lines`` for the LM ``build`` (``get_transformer_lm``) makes: the
+    RoPE tables its state dict holds, which a strict load of the handout's weights refuses."""
+    lm = ROPE_TABLE_LM
+    model = build(
+        vocab_size=s.config["vocab_size"],
+        num_layers=s.config["num_layers"],
+        rope_theta=s.config["rope_theta"],
+        **lm,
+    )
+    d_k = lm["d_model"] // lm["num_heads"]
+    return rope_table_lines(model.state_dict(), set(s.state_dict), lm["context_length"], d_k)
+
+
 def attention_raised(adapters: ModuleType, rope: bool) -> list[str]:
-    """Multi-head attention raised: its first stage that raises or is off alone; else each
-    stage is right alone, so the error is in how the layer builds or joins them."""
-    stages = attention_stages(adapters, Shipped(), rope)
+    """Multi-head attention raised: its first stage that raises or is off alone; else, with
+    RoPE, RoPE's tables in the state dict of a model holding it (loading the weights fails);
+    else each stage is right alone, so the error is in how the layer builds or joins them."""
+    s = Shipped()
+    stages = attention_stages(adapters, s, rope)
     checked = f"projections, {'RoPE, ' * rope}attention and output projection"
     off = first_stage_wrong(stages)
     if off:
         return [stage_line(*off, checked)]
+    build = getattr(adapters, "get_transformer_lm", None)
+    if rope and callable(build):
+        try:
+            tables = rope_tables_in_state_dict(build, s)
+        except Exception:  # noqa: BLE001  (student code, or an LM not written yet: nothing seen)
+            tables = []
+        if tables:
+            return tables
     return composite_raised(stages, checked, "multi-head attention")
 
 
