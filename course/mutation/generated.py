@@ -152,10 +152,23 @@ def test_files(module: str, nodeids: tuple[str, ...]) -> list[str]:
     return test_files_for(selection(module), nodeids) + ORACLE_TESTS.get(module, [])
 
 
-def load_equivalents() -> dict[tuple[str, str], str]:
+def equivalent_entries() -> list[dict]:
     with EQUIVALENTS.open("rb") as file:
-        entries = tomllib.load(file).get("equivalent", [])
+        return tomllib.load(file).get("equivalent", [])
+
+
+def load_equivalents() -> dict[tuple[str, str], str]:
+    """The mutants equivalent for every component (left out of the kill rate): entries without
+    ``components``."""
+    entries = [e for e in equivalent_entries() if "components" not in e]
     return {(e["path"], e["key"]): e["reason"] for e in entries}
+
+
+def load_component_equivalents() -> dict[tuple[str, str], frozenset[str]]:
+    """The mutants that are no mistake of some components (their ``components``): a change
+    those components' outputs cannot show, such as one re-layout applied to both q and k."""
+    entries = [e for e in equivalent_entries() if "components" in e]
+    return {(e["path"], e["key"]): frozenset(e["components"]) for e in entries}
 
 
 def run_child(copy: Path, source: str | None, path: str, select: str, files: list[str]) -> None:

@@ -27,6 +27,7 @@ from course.grading.judge import load_rubric
 from course.mutation import judge_first, judge_grader
 from course.mutation.ast_mutants import Mutant
 from course.mutation.catalogue import Bug
+from course.mutation.generated import load_component_equivalents
 from course.paths import REPO_ROOT
 
 # The graded components a generated mutant of each module is graded and tested as (the
@@ -81,28 +82,34 @@ def module_components(module: str, tests: list[str] | str) -> list[str]:
     return [c for c in named if c in graded]
 
 
-def mutant_components(mutant: Mutant, components: list[str]) -> list[str]:
+def mutant_components(
+    mutant: Mutant, components: list[str], not_mistakes: frozenset[str] = frozenset()
+) -> list[str]:
     """The components of ``components`` whose code runs the function ``mutant`` edits
-    (``FUNCTION_COMPONENTS``; all of them for a function listed nowhere)."""
+    (``FUNCTION_COMPONENTS``; all of them for a function listed nowhere), less those for which
+    the mutant is equivalent (``not_mistakes``)."""
     function = mutant.key.split(":", 1)[0]
     owners = FUNCTION_COMPONENTS.get(Path(mutant.path).name, {})
     for name, owned in owners.items():
         if function == name or function.startswith(f"{name}."):
-            return [c for c in components if c in owned]
-    return components
+            components = [c for c in components if c in owned]
+            break
+    return [c for c in components if c not in not_mistakes]
 
 
 def mutant_bugs(mutants: list[Mutant], components: list[str]) -> list[Bug]:
     """Each generated mutant as a bug of each graded component of its module that runs the
-    function it edits (one edit: the whole module, before and after)."""
+    function it edits and can show it (one edit: the whole module, before and after)."""
+    equivalent_for = load_component_equivalents()
     bugs = []
     for index, mutant in enumerate(mutants):
         original = (REPO_ROOT / mutant.path).read_text(encoding="utf-8")
         name = f"{Path(mutant.path).stem}-{index}"
         replacement = ((original, mutant.source),)
+        not_mistakes = equivalent_for.get((mutant.path, mutant.key), frozenset())
         bugs += [
             Bug(name, c, mutant.path, replacement, str(mutant))
-            for c in mutant_components(mutant, components)
+            for c in mutant_components(mutant, components, not_mistakes)
         ]
     return bugs
 

@@ -106,6 +106,23 @@ def test_a_mutant_is_judged_only_as_the_components_that_run_its_function():
             assert any(f == name or f.startswith(f"{name}.") for f in functions), (module, name)
 
 
+def test_a_mutant_equivalent_for_some_components_is_judged_as_the_others_only():
+    options = parser()
+    partial = generated.load_component_equivalents()
+    assert partial, "no entry of equivalent_mutants.toml names its components"
+    modules = sorted({Path(path).name for path, _ in partial})
+    bugs = mutant_bugs(options, options.parse_args(["--source", "generated", *modules]))
+    judged_as: dict[str, set[str]] = {}
+    for bug in bugs:
+        judged_as.setdefault(bug.hint.split(" ", 1)[1], set()).add(bug.component)
+    for (path, key), not_mistakes in partial.items():
+        every = set(module_components(Path(path).name, generated.MODULE_TESTS[Path(path).name]))
+        # Still generated (a stale key would silently judge nothing), and judged as the rest.
+        assert key in judged_as, f"{path}: {key} is no longer generated"
+        assert judged_as[key] == every - not_mistakes, key
+        assert (path, key) not in generated.load_equivalents()
+
+
 def verdict(name: str, lost: float, failed: tuple[str, ...], tests_failed: bool | None):
     bug = Bug(name, "train_bpe", "cs336_basics/bpe.py", (("a", "b"),), "a hint")
     charge = CaughtBy(bug, lost, len(failed), 0, "", failed)
