@@ -94,10 +94,17 @@ def test_tokenizer_applies_merges_lowest_rank_first():
 # is [a, bcd]. The merge at byte 2 makes cd, and the pair (b, cd) only exists from then on.
 LEFT_VOCAB = {i: bytes([i]) for i in range(256)} | {256: b"cd", 257: b"bcd"}
 LEFT_MERGES = [(b"c", b"d"), (b"b", b"cd")]
+# And on its right: "xabcd" with (a, b) ranked before (ab, c) is [x, abc, d].
+RIGHT_VOCAB = {i: bytes([i]) for i in range(256)} | {256: b"ab", 257: b"abc"}
+RIGHT_MERGES = [(b"a", b"b"), (b"ab", b"c")]
 
 
 def test_tokenizer_merges_a_new_token_with_its_left_neighbour():
     assert_encodes(LEFT_VOCAB, LEFT_MERGES, [("abcd", [97, 257]), ("xyabcd", [120, 121, 97, 257])])
+
+
+def test_tokenizer_merges_a_new_token_with_its_right_neighbour():
+    assert_encodes(RIGHT_VOCAB, RIGHT_MERGES, [("abc", [257]), ("xabcd", [120, 257, 100])])
 
 
 @graded_case_located("tokenizer")
