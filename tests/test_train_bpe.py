@@ -121,23 +121,36 @@ def test_train_bpe_ties_with_the_same_first_token_compare_the_second(tmp_path):
 # "abz" x2, "acb" x2, "ab" x3, "ac" x2: (a, b) 5 and (a, c) 4 merge first; then (ab, z) and
 # (ac, b) tie at 2, and b"ac" > b"ab" (their last bytes decide; their first ones agree). With
 # "cba" x2 and "cb" x2 instead, (c, b) 4 merges second, and (cb, a) beats (ab, z): b"cb" > b"ab"
-# (their first bytes decide; their last ones agree).
+# (their first bytes decide; their last ones agree). And two pairs a merge has just made, with
+# the same first token: "abc" x2, "abd" x2, "ab" x3 makes ab, then (ab, d) beats (ab, c).
 MERGED_TOKEN_TIES = {
     "last_bytes_decide": (
         ["abz"] * 2 + ["acb"] * 2 + ["ab"] * 3 + ["ac"] * 2,
         [(b"a", b"b"), (b"a", b"c"), (b"ac", b"b"), (b"ab", b"z")],
+        [5, 4, 2, 2],
     ),
     "first_bytes_decide": (
         ["abz"] * 2 + ["cba"] * 2 + ["ab"] * 3 + ["cb"] * 2,
         [(b"a", b"b"), (b"c", b"b"), (b"cb", b"a"), (b"ab", b"z")],
+        [5, 4, 2, 2],
+    ),
+    "new_pairs_second_tokens_decide": (
+        ["abc"] * 2 + ["abd"] * 2 + ["ab"] * 3,
+        [(b"a", b"b"), (b"ab", b"d"), (b"ab", b"c")],
+        [7, 2, 2],
     ),
 }
 
 
-@pytest.mark.parametrize(("words", "expected"), MERGED_TOKEN_TIES.values(), ids=MERGED_TOKEN_TIES)
-def test_train_bpe_ties_between_merged_tokens_compare_all_their_bytes(tmp_path, words, expected):
-    vocab, merges = run_train_bpe(write(tmp_path, EOT.join(words)), 256 + 1 + 4, [EOT])
-    diagnosis = merges_diagnosis(merges, expected, [5, 4, 2, 2])
+@pytest.mark.parametrize(
+    ("words", "expected", "counts"), MERGED_TOKEN_TIES.values(), ids=MERGED_TOKEN_TIES
+)
+def test_train_bpe_ties_between_merged_tokens_compare_all_their_bytes(
+    tmp_path, words, expected, counts
+):
+    vocab_size = 256 + 1 + len(expected)
+    vocab, merges = run_train_bpe(write(tmp_path, EOT.join(words)), vocab_size, [EOT])
+    diagnosis = merges_diagnosis(merges, expected, counts)
     assert merges == expected, f"merges {merges}{diagnosis}"
 
 
