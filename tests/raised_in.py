@@ -49,9 +49,12 @@ def diagnosis_notes(error: BaseException, root: Path = ROOT) -> list[str]:
 
 
 def raised_in_lines(error: BaseException, root: Path = ROOT) -> list[str]:
-    """The lines for ``error`` (``[]`` when it never passed through your code at ``root``, and
-    for ``NotImplementedError``)."""
+    """The lines for ``error`` (``[]`` when it never passed through your code at ``root``, for
+    ``NotImplementedError``, and for an error that says where itself, ``says_where``: an
+    interruption such as ``cpu_limit.OutOfTime``, which your code did not raise)."""
     if not isinstance(error, Exception) or isinstance(error, NotImplementedError):
+        return []
+    if getattr(error, "says_where", False):
         return []
     frames = list(traceback.walk_tb(error.__traceback__))
     yours = [(f, line) for f, line in frames if is_yours(f.f_code.co_filename, root)]

@@ -15,6 +15,7 @@ from tests.cases import CASES, Outputs, judge_case
 from tests.cases.core import normalize
 from tests.cases.public import public_expected, public_inputs
 from tests.cases.shipped import Shipped
+from tests.cpu_limit import case_cpu_limit
 from tests.hints import diagnosis_lines
 from tests.localize import RAISED, diagnose, diagnosed_if_raised
 
@@ -51,7 +52,11 @@ def test_case(case):
     adapters = import_adapters()
     expected = public_expected(case)
     # The grader's public run shows the same lines (tests.localize.diagnose) in results.json.
-    with diagnosed_if_raised(lambda: diagnose(case, adapters, inputs, RAISED, expected)):
+    # Under the grader's CPU limit per case: a case too slow to grade fails here too.
+    with (
+        case_cpu_limit(case.public_id),
+        diagnosed_if_raised(lambda: diagnose(case, adapters, inputs, RAISED, expected)),
+    ):
         outputs = Outputs(normalize(case.call(adapters, inputs)))
     message = judge_case(case, outputs, expected, inputs)
     if message is not None:

@@ -12,6 +12,7 @@ import regex
 
 from . import lazy_adapters
 from .adapters import get_tokenizer, run_train_bpe
+from .cpu_limit import case_cpu_limit
 from .expect import raises_an_error
 from .hints import diagnosis_lines
 from .localize import diagnosed_if_raised, graded_case_located
@@ -68,7 +69,8 @@ def test_train_bpe_handout_example(tmp_path):
     # The handout's corpus with whitespace pre-tokenization: separating the words by a special
     # token makes every word exactly one pre-token (no leading space).
     path = write(tmp_path, EOT.join(HANDOUT_WORDS))
-    vocab, merges = run_train_bpe(path, 256 + 1 + 6, [EOT])
+    with case_cpu_limit("train_bpe on the handout's example"):
+        vocab, merges = run_train_bpe(path, 256 + 1 + 6, [EOT])
     expected = [(a.encode(), b.encode()) for (a, b), _ in HANDOUT_STEPS]
     assert merges == expected, f"merges {merges}{handout_merge_counts(merges)}"
     assert set(vocab.values()) >= {b"st", b"est", b"ow", b"low", b"west", b"ne", EOT.encode()}

@@ -159,11 +159,13 @@ OUTPUT_DIAGNOSES: dict[str, Callable[[Bundle, Bundle, Bundle], list[str]]] = {
 @contextmanager
 def diagnosed_if_raised(diagnose: Callable[[], list[str]]) -> Iterator[None]:
     """An exception raised inside gets ``diagnose``'s lines as a note (its traceback stays);
-    not ``NotImplementedError``: code not written yet has nothing to locate."""
+    not ``NotImplementedError``: code not written yet has nothing to locate, nor an error that
+    says where itself (``says_where``: a case out of CPU time, whose probes might loop too)."""
     try:
         yield
     except Exception as error:
-        note = "" if isinstance(error, NotImplementedError) else as_lines(diagnose).lstrip("\n")
+        unlocated = isinstance(error, NotImplementedError) or getattr(error, "says_where", False)
+        note = "" if unlocated else as_lines(diagnose).lstrip("\n")
         if note:
             error.add_note(note)
         raise
