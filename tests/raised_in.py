@@ -48,13 +48,17 @@ def diagnosis_notes(error: BaseException, root: Path = ROOT) -> list[str]:
         return []
 
 
+def nothing_to_locate(error: BaseException) -> bool:
+    """Whether no diagnosis should look into ``error``: ``NotImplementedError`` (code not written
+    yet) and an error that says where itself (``says_where``: an interruption such as
+    ``cpu_limit.OutOfTime``, which your code did not raise, and whose probes might loop too)."""
+    return isinstance(error, NotImplementedError) or getattr(error, "says_where", False)
+
+
 def raised_in_lines(error: BaseException, root: Path = ROOT) -> list[str]:
-    """The lines for ``error`` (``[]`` when it never passed through your code at ``root``, for
-    ``NotImplementedError``, and for an error that says where itself, ``says_where``: an
-    interruption such as ``cpu_limit.OutOfTime``, which your code did not raise)."""
-    if not isinstance(error, Exception) or isinstance(error, NotImplementedError):
-        return []
-    if getattr(error, "says_where", False):
+    """The lines for ``error`` (``[]`` when it never passed through your code at ``root``, and
+    where there is ``nothing_to_locate``)."""
+    if not isinstance(error, Exception) or nothing_to_locate(error):
         return []
     frames = list(traceback.walk_tb(error.__traceback__))
     yours = [(f, line) for f, line in frames if is_yours(f.f_code.co_filename, root)]

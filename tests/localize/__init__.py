@@ -76,6 +76,7 @@ from tests.measure import (
     softmax_outputs,
     window_layout,
 )
+from tests.raised_in import nothing_to_locate
 from tests.snapshots import Snapshot
 
 
@@ -159,13 +160,12 @@ OUTPUT_DIAGNOSES: dict[str, Callable[[Bundle, Bundle, Bundle], list[str]]] = {
 @contextmanager
 def diagnosed_if_raised(diagnose: Callable[[], list[str]]) -> Iterator[None]:
     """An exception raised inside gets ``diagnose``'s lines as a note (its traceback stays);
-    not ``NotImplementedError``: code not written yet has nothing to locate, nor an error that
-    says where itself (``says_where``: a case out of CPU time, whose probes might loop too)."""
+    not where there is ``raised_in.nothing_to_locate`` (code not written yet, a case out of CPU
+    time)."""
     try:
         yield
     except Exception as error:
-        unlocated = isinstance(error, NotImplementedError) or getattr(error, "says_where", False)
-        note = "" if unlocated else as_lines(diagnose).lstrip("\n")
+        note = "" if nothing_to_locate(error) else as_lines(diagnose).lstrip("\n")
         if note:
             error.add_note(note)
         raise
