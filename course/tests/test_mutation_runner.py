@@ -75,20 +75,24 @@ def test_every_nth_generated_mutant_is_a_reproducible_sample_of_each_module():
         assert [b.name for b in third if module in b.path] == mine[::3]
 
 
-def test_a_mutant_is_judged_only_as_the_components_that_run_its_function():
+def generated_judged_as(modules: list[str]) -> dict[tuple[str, str], set[str]]:
+    """The components each generated mutant of ``modules`` is judged as, by (path, key): a
+    generated bug's hint is the mutant, ``"<path>:<line> <key>"``."""
     options = parser()
-    modules = sorted(FUNCTION_COMPONENTS)
     bugs = mutant_bugs(options, options.parse_args(["--source", "generated", *modules]))
-    judged_as: dict[str, set[str]] = {}
+    judged_as: dict[tuple[str, str], set[str]] = {}
     for bug in bugs:
-        judged_as.setdefault(bug.hint, set()).add(bug.component)
+        place, key = bug.hint.split(" ", 1)
+        judged_as.setdefault((place.split(":")[0], key), set()).add(bug.component)
+    return judged_as
+
+
+def test_a_mutant_is_judged_only_as_the_components_that_run_its_function():
+    judged_as = generated_judged_as(sorted(FUNCTION_COMPONENTS))
     by_function: dict[tuple[str, str], set[frozenset[str]]] = {}
-    for mutant, components in judged_as.items():
-        path, key = mutant.split(" ", 1)
+    for (path, key), components in judged_as.items():
         function = key.split(":", 1)[0]
-        by_function.setdefault((Path(path.split(":")[0]).name, function), set()).add(
-            frozenset(components)
-        )
+        by_function.setdefault((Path(path).name, function), set()).add(frozenset(components))
     assert by_function[("functional.py", "silu")] == {frozenset({"silu"})}
     assert by_function[("functional.py", "softmax")] == {frozenset({"softmax"})}
     assert by_function[("attention.py", "MultiHeadSelfAttention.forward")] == {
@@ -107,19 +111,14 @@ def test_a_mutant_is_judged_only_as_the_components_that_run_its_function():
 
 
 def test_a_mutant_equivalent_for_some_components_is_judged_as_the_others_only():
-    options = parser()
     partial = generated.load_component_equivalents()
     assert partial, "no entry of equivalent_mutants.toml names its components"
-    modules = sorted({Path(path).name for path, _ in partial})
-    bugs = mutant_bugs(options, options.parse_args(["--source", "generated", *modules]))
-    judged_as: dict[str, set[str]] = {}
-    for bug in bugs:
-        judged_as.setdefault(bug.hint.split(" ", 1)[1], set()).add(bug.component)
+    judged_as = generated_judged_as(sorted({Path(path).name for path, _ in partial}))
     for (path, key), not_mistakes in partial.items():
         every = set(module_components(Path(path).name, generated.MODULE_TESTS[Path(path).name]))
         # Still generated (a stale key would silently judge nothing), and judged as the rest.
-        assert key in judged_as, f"{path}: {key} is no longer generated"
-        assert judged_as[key] == every - not_mistakes, key
+        assert (path, key) in judged_as, f"{path}: {key} is no longer generated"
+        assert judged_as[path, key] == every - not_mistakes, key
         assert (path, key) not in generated.load_equivalents()
 
 
