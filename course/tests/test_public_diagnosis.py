@@ -124,18 +124,18 @@ def test_a_wrong_value_gets_no_line_about_where(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("mistake", "component", "case"),
+    ("adapters", "component", "case"),
     [
-        ("gradient_clipping", "gradient_clipping", "generator"),
-        ("cross_entropy", "cross_entropy", "leading_dims"),
-        ("float_targets", "cross_entropy", "leading_dims"),
+        (MISTAKES["gradient_clipping"], "gradient_clipping", "generator"),
+        (MISTAKES["cross_entropy"], "cross_entropy", "leading_dims"),
+        (FLOAT_TARGETS, "cross_entropy", "leading_dims"),
     ],
+    ids=["gradient_clipping", "cross_entropy", "float_targets"],
 )
-def test_the_public_message_is_pytests(tmp_path, monkeypatch, mistake, component, case):
+def test_the_public_message_is_pytests(tmp_path, monkeypatch, adapters, component, case):
     """Word for word what ``uv run pytest`` says for the case: its assertion message, or the
     exception and the notes it gets, conftest.py's included (the traceback, and pytest's
     indentation and ``assert`` line, aside)."""
-    adapters = MISTAKES.get(mistake, FLOAT_TARGETS)
     monkeypatch.setattr(test_cases, "import_adapters", lambda: adapters)
     with pytest.raises(Exception) as failure:
         test_cases.test_case(CASES[component, case])
@@ -159,11 +159,11 @@ def test_right_code_gets_no_diagnosis(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("mistake", "said"),
-    [("cross_entropy", "raised IndexError"), ("float_targets", "raised RuntimeError")],
+    ("adapters", "said"),
+    [(MISTAKES["cross_entropy"], "raised IndexError"), (FLOAT_TARGETS, "raised RuntimeError")],
+    ids=["cross_entropy", "float_targets"],
 )
-def test_hidden_cases_keep_their_fixed_text(tmp_path, mistake, said):
-    adapters = MISTAKES.get(mistake, FLOAT_TARGETS)
+def test_hidden_cases_keep_their_fixed_text(tmp_path, adapters, said):
     messages = judged(adapters, "cross_entropy", tmp_path, hidden=True)
     assert said in messages.values()
     assert not any("diagnosis" in m for m in messages.values())
